@@ -1,0 +1,278 @@
+"""The ``privbench`` command line: a thin click shell; every command calls one library function.
+
+Exit codes (cli.md): 0 done, 1 a ``check`` gate breached, 2 bad input (one line, no traceback), 3 the
+work itself failed.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import BadInput, WorkFailed
+
+
+def _emit(obj, as_json: bool, human: str | None = None) -> None:
+    if as_json:
+        click.echo(json.dumps(obj, default=str))
+    elif human is not None:
+        click.echo(human)
+    else:
+        click.echo(json.dumps(obj, indent=2, default=str))
+
+
+def common(f):
+    """Options shared by every command that trains or attacks."""
+    opts = [
+        click.option("--preset", default="tiny", type=click.Choice(["test", "tiny", "small", "paper"]),
+                     show_default=True, help="size/settings preset"),
+        click.option("--seed", default=0, type=click.IntRange(min=0), show_default=True),
+        click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]), show_default=True),
+        click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
+                     help="run store (default ./runs or $PRIVBENCH_HOME)"),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="override a config field, e.g. --set pfdm.t0=675 (repeatable)"),
+        click.option("--config", "config_file", default=None, help="YAML file of config overrides"),
+        click.option("--data-root", default=None, help="folder with torchvision-format datasets"),
+        click.option("--download", is_flag=True, help="let torchvision download the dataset into --data-root"),
+        click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout (progress on stderr)"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
+    from .config import build_config, parse_set_args
+
+    overrides = parse_set_args(sets)
+    if data_root:
+        overrides.insert(0, ("data.data_root", data_root))
+    if download:
+        overrides.insert(0, ("data.download", "true"))
+    return build_config(method, dataset, preset, seed, overrides, config_file)
+
+
+class _Group(click.Group):
+    def main(self, *args, **kwargs):
+        kwargs.setdefault("standalone_mode", True)
+        return super().main(*args, **kwargs)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BadInput as e:
+            click.echo(f"privbench: error: {e}", err=True)
+            sys.exit(2)
+        except WorkFailed as e:
+            click.echo(f"privbench: failed: {e}", err=True)
+            sys.exit(3)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="privbench")
+def main():
+    """privbench: train diffusion targets, attack them, account and report their privacy."""
+
+
+@main.command("list")
+@click.argument("what", required=False, type=click.Choice(["methods", "attacks", "datasets", "presets",
+                                                           "extractors", "accountants", "keys"]))
+def list_cmd(what):
+    """What the registries hold, one line each (`keys`: every --set key)."""
+    from .registry import ACCOUNTANTS, ATTACKS, DATASETS, FEATURE_EXTRACTORS, METHODS, PRESETS
+
+    regs = {"methods": METHODS, "attacks": ATTACKS, "datasets": DATASETS, "presets": PRESETS,
+            "extractors": FEATURE_EXTRACTORS, "accountants": ACCOUNTANTS}
+    if what == "keys":
+        from .config import all_keys
+
+        for key, typ, default, help_ in all_keys():
+            click.echo(f"{key:28s} {typ.__name__:6s} {str(default):14s} {help_}")
+        return
+    for name in ([what] if what else ["methods", "attacks", "datasets", "presets"]):
+        if not what:
+            click.echo(f"{name}:")
+        for e in regs[name]:
+            click.echo(f"{'  ' if not what else ''}{e.name:16s} {e.description}")
+
+
+@main.command()
+@click.option("--method", required=True)
+@click.option("--dataset", default="digits", show_default=True)
+@common
+def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+    """Train target METHOD (cached: an equal config reuses its run)."""
+    from . import api
+
+    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    m = api.train(cfg, runs_dir, device)
+    out = {"method": cfg.method, "dataset": cfg.dataset, "preset": cfg.preset, "seed": cfg.seed,
+           "run_dir": str(m.ctx.run_dir), "targets": m.target_names(), "config_hash": cfg.training_hash()}
+    _emit(out, as_json, f"trained {cfg.method} on {cfg.dataset}: {m.ctx.run_dir} (targets: {', '.join(out['targets'])})")
+
+
+@main.command()
+@click.option("--method", required=True)
+@click.option("--dataset", default="digits", show_default=True)
+@click.option("--n", "n", default=64, show_default=True, type=int)
+@click.option("--out", default=None, help="grid PNG (default: in the run directory)")
+@click.option("--target", default=None)
+@click.option("--class", "klass", default=None, type=int, help="class label to condition on")
+@click.option("--npz", default=None, help="also write images (N×C×H×W in [-1,1]) and labels")
+@common
+def sample(method, dataset, n, out, target, klass, npz, preset, seed, device, runs_dir, sets, config_file,
+           data_root, download, as_json):
+    """Draw N samples from a trained target and write an image grid."""
+    from . import api
+
+    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    res = api.sample(cfg, runs_dir, device, n=n, target=target, klass=klass, out=out, npz=npz)
+    _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
+
+
+@main.command()
+@click.option("--method", required=True)
+@click.option("--dataset", default="digits", show_default=True)
+@click.option("--attack", "attack_name", required=True)
+@click.option("--target", default=None)
+@common
+def attack(method, dataset, attack_name, target, preset, seed, device, runs_dir, sets, config_file, data_root,
+           download, as_json):
+    """Train the target if needed, run ATTACK on it, write scores and metrics."""
+    from .attacks.runner import format_table, run_attack
+
+    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device)
+    _emit(res, as_json, format_table([res]))
+
+
+@main.command()
+@click.option("--method", required=True)
+@click.option("--attack", "attack_name", required=True)
+@click.option("--dataset", default="digits", show_default=True)
+@click.option("--target", default=None)
+@common
+def run(method, attack_name, dataset, target, preset, seed, device, runs_dir, sets, config_file, data_root,
+        download, as_json):
+    """The main job: train if needed, attack, print a result table, write a report for the run."""
+    from .attacks.runner import format_table, run_job
+
+    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    res = run_job(cfg, attack_name, target, runs_dir=runs_dir, device=device)
+    _emit(res, as_json, format_table([res], detailed=True))
+
+
+@main.group()
+def account():
+    """Formal privacy accounting (LDP uploads, DP-SGD)."""
+
+
+@account.command("ldp")
+@click.option("--clip", type=float, required=True, help="L2 clip C")
+@click.option("--t0", type=int, required=True, help="upload level, 1-indexed (alphas_cumprod[t0-1])")
+@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--epsilon", type=float, default=None, help="also report the smallest t0 reaching this ε")
+@click.option("--steps", type=int, default=1000, show_default=True, help="diffusion steps T")
+@click.option("--beta-start", type=float, default=1e-4, show_default=True)
+@click.option("--beta-end", type=float, default=0.02, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_json):
+    """ε of one PFDM upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z under each analysis."""
+    from .privacy.ldp import account_ldp
+
+    res = account_ldp(clip, t0, delta, epsilon=epsilon, steps=steps, beta_start=beta_start, beta_end=beta_end)
+    lines = [f"LDP of one upload: C={clip}, t0={t0} (1-indexed), delta={delta}, sigma={res['sigma']:.4f}"]
+    for k, v in res["epsilon"].items():
+        lines.append(f"  epsilon [{k:17s}] {v:.4f}")
+    for k, v in (res.get("min_t0") or {}).items():
+        lines.append(f"  smallest t0 with epsilon <= {epsilon} [{k}]: {v}")
+    if res.get("basis"):
+        lines.append(f"  basis: {res['basis']}")
+    _emit(res, as_json, "\n".join(lines))
+
+
+@account.command("dpsgd")
+@click.option("--noise-multiplier", type=float, default=None)
+@click.option("--sample-rate", type=float, required=True)
+@click.option("--steps", type=int, required=True)
+@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--epsilon", type=float, default=None, help="find the smallest noise multiplier reaching ε")
+@click.option("--accountant", type=click.Choice(["prv", "pld", "rdp"]), default="prv", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
+    """DP-SGD (Poisson-subsampled Gaussian) accounting."""
+    from .privacy.dpsgd import account_dpsgd
+
+    if noise_multiplier is None and epsilon is None:
+        raise BadInput("account dpsgd: give --noise-multiplier, or --epsilon to calibrate one")
+    res = account_dpsgd(noise_multiplier, sample_rate, steps, delta, epsilon=epsilon, accountant=accountant)
+    human = (f"epsilon {res['epsilon']:.4f} at delta {res['delta']} [{res['accountant']}] for noise multiplier "
+             f"{res['noise_multiplier']:.4f}, sample rate {res['sample_rate']}, {res['steps']} steps")
+    if res.get("fallback"):
+        human += f"\n  note: {res['fallback']}"
+    _emit(res, as_json, human)
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True)
+@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--confidence", type=float, default=0.95, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def audit(results, delta, confidence, as_json):
+    """Empirical ε lower bounds from attack results, next to the formal ε."""
+    from .reports.audit import audit_results, format_audit
+
+    res = audit_results(list(results), delta=delta, confidence=confidence)
+    _emit(res if len(res) != 1 else res[0], as_json, format_audit(res))
+
+
+@main.command()
+@click.option("--suite", required=True, help="suite name (benchmarks/suites/NAME.yaml) or a YAML path")
+@click.option("--out", default=None, help="bench directory (default runs/bench-NAME)")
+@click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--runs-dir", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def bench(suite, out, device, runs_dir, as_json):
+    """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines."""
+    from .bench import format_bench, run_suite
+
+    res = run_suite(suite, out=out, device=device, runs_dir=runs_dir)
+    _emit(res, as_json, format_bench(res))
+
+
+@main.command()
+@click.argument("directory")
+@click.option("--out", required=True)
+@click.option("--format", "formats", default="html,csv", show_default=True)
+def report(directory, out, formats):
+    """Render a run or a bench into CSV tables and a self-contained HTML page."""
+    from .reports import render_report
+
+    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()])
+    for p in paths:
+        click.echo(str(p))
+
+
+@main.command()
+@click.option("--gates", required=True, help="gates YAML")
+@click.argument("results", nargs=-1, required=True)
+def check(gates, results):
+    """CI gate: exit 1 and list every breach when a metric crosses its threshold."""
+    from .reports.gates import check_gates
+
+    breaches, n_checked = check_gates(gates, list(results))
+    for b in breaches:
+        click.echo(f"BREACH: {b}", err=True)
+    if breaches:
+        click.echo(f"{len(breaches)} of {n_checked} gate checks breached", err=True)
+        sys.exit(1)
+    click.echo(f"all {n_checked} gate checks hold")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""Membership-inference metrics from per-record scores.
+
+Convention (attacks.md §0.2, cli.md): members are the positive class (label 1) and a HIGHER score means
+"more likely a member". A record is predicted "member" at threshold τ when ``score >= τ``.
+
+Definitions (exact, no threshold grid):
+
+* ``auc``: the Mann–Whitney statistic P[s_member > s_nonmember] + ½·P[tie], i.e. the trapezoidal area under
+  the exact ROC curve over every distinct threshold.
+* ``asr``: max over thresholds of balanced accuracy ½(TPR + 1 − FPR). The trivial thresholds (nobody / everybody
+  is a member) are included, so ASR ≥ 0.5.
+* ``tpr_at_fpr(x)``: the LARGEST TPR among thresholds whose FPR ≤ x (Carlini et al. 2022), never the point
+  whose FPR is closest to x and never an interpolated (randomised) test. The comparison is done on integer
+  false-positive counts, so FPR = 1/100 counts as ≤ 1 % with 100 non-members.
+
+ORACLE WARNING: :func:`membership_metrics`, :func:`asr` and :func:`tpr_at_fpr` choose their thresholds with the
+labels of the very records they are evaluated on. ASR and TPR@FPR are therefore optimistic ("oracle") numbers,
+as in the SecMI/PIA papers. :func:`calibrated_metrics` chooses direction and thresholds on a calibration half
+and reports them on a disjoint evaluation half; report it next to the oracle numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from privbench.errors import BadInput
+
+__all__ = [
+    "roc_points",
+    "auc",
+    "asr",
+    "tpr_at_fpr",
+    "membership_metrics",
+    "calibrated_metrics",
+    "fpr_key",
+]
+
+DEFAULT_FPRS = (0.01, 0.001)
+
+# Bootstrap work is chunked so that one chunk holds about this many (resample × record) cells.
+_CHUNK_CELLS = 2_000_000
+
+
+# ----------------------------------------------------------------------------------------------------------
+# validation and naming
+
+
+def _to_numpy(a: Any, name: str) -> np.ndarray:
+    if hasattr(a, "detach") and hasattr(a, "cpu"):  # torch tensor, without importing torch
+        a = a.detach().cpu().numpy()
+    try:
+        arr = np.asarray(a)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise BadInput(f"{name}: cannot be read as an array ({exc}); pass a 1-D sequence of numbers") from None
+    return arr
+
+
+def _validate(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return (scores float64, labels bool), or raise BadInput with one line naming the problem."""
+    s = _to_numpy(scores, "scores")
+    y = _to_numpy(labels, "labels")
+    if s.ndim != 1:
+        raise BadInput(f"scores: expected a 1-D array of per-record scores, got shape {tuple(s.shape)}")
+    if y.ndim != 1:
+        raise BadInput(f"labels: expected a 1-D array of 0/1 membership labels, got shape {tuple(y.shape)}")
+    if s.shape[0] != y.shape[0]:
+        raise BadInput(f"scores/labels: lengths differ ({s.shape[0]} scores, {y.shape[0]} labels); they must be aligned")
+    if not (s.dtype == bool or np.issubdtype(s.dtype, np.number)):
+        raise BadInput(f"scores: expected real numbers, got dtype {s.dtype}")
+    if np.iscomplexobj(s):
+        raise BadInput("scores: expected real numbers, got complex values")
+    s = s.astype(np.float64)
+    if not np.all(np.isfinite(s)):
+        bad = int(np.count_nonzero(~np.isfinite(s)))
+        raise BadInput(f"scores: {bad} value(s) are NaN or infinite; all scores must be finite")
+    if y.dtype == bool:
+        yb = y
+    else:
+        if not np.issubdtype(y.dtype, np.number):
+            raise BadInput(f"labels: expected 0/1 (1 = member), got dtype {y.dtype}")
+        ok = (y == 0) | (y == 1)
+        if not np.all(ok):
+            raise BadInput("labels: only 0 (non-member) and 1 (member) are allowed")
+        yb = y == 1
+    n_pos = int(yb.sum())
+    n_neg = int(yb.shape[0] - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        raise BadInput(
+            f"labels: both classes are needed (got {n_pos} members and {n_neg} non-members)"
+        )
+    return s, yb
+
+
+def _check_fpr(fpr: Any, name: str = "fpr") -> float:
+    try:
+        f = float(fpr)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name}: expected a number in [0, 1], got {fpr!r}") from None
+    if not (0.0 <= f <= 1.0) or math.isnan(f):
+        raise BadInput(f"{name}: expected a number in [0, 1], got {fpr!r}")
+    return f
+
+
+def fpr_key(fpr: float) -> str:
+    """JSON key for a target FPR: 0.01 → ``tpr_at_1pct_fpr``, 0.001 → ``tpr_at_0_1pct_fpr``."""
+    pct = f"{round(float(fpr) * 100.0, 10):g}".replace(".", "_")
+    return f"tpr_at_{pct}pct_fpr"
+
+
+def _fpr_label(fpr: float) -> str:
+    return f"TPR@{round(float(fpr) * 100.0, 10):g}%FPR"
+
+
+def _max_fp(fpr: float, n_neg: int) -> int:
+    """Largest false-positive count whose FPR is ≤ fpr (integer comparison, robust to float rounding)."""
+    return int(math.floor(fpr * n_neg + 1e-9))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# core: cumulative counts at every distinct threshold
+
+
+def _sorted_groups(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort descending; return (order, group_end_positions, distinct_thresholds_descending)."""
+    order = np.argsort(-s, kind="mergesort")
+    ss = s[order]
+    # last position of every run of equal scores
+    ends = np.flatnonzero(np.r_[ss[1:] != ss[:-1], True])
+    return order, ends, ss[ends]
+
+
+def _curves_from_weights(wpos: np.ndarray, wneg: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative TP and FP counts (including the leading (0, 0) point) for each row of weights.
+
+    ``wpos``/``wneg`` have shape (B, n) in score-descending order: how often each record counts as a positive /
+    negative. Returns integer arrays of shape (B, G + 1).
+    """
+    tp = np.cumsum(wpos, axis=1)[:, ends]
+    fp = np.cumsum(wneg, axis=1)[:, ends]
+    zeros = np.zeros((tp.shape[0], 1), dtype=tp.dtype)
+    return np.concatenate([zeros, tp], axis=1), np.concatenate([zeros, fp], axis=1)
+
+
+def _metrics_from_counts(
+    tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float]
+) -> dict[str, np.ndarray]:
+    """AUC, ASR and TPR@FPR for each row of cumulative counts (shape (B, G + 1))."""
+    tpr = tp / n_pos
+    fpr = fp / n_neg
+    # trapezoid over the exact ROC = Mann–Whitney with ties counted ½
+    auc_v = 0.5 * np.sum((fpr[:, 1:] - fpr[:, :-1]) * (tpr[:, 1:] + tpr[:, :-1]), axis=1)
+    asr_v = np.max(0.5 * (tpr + 1.0 - fpr), axis=1)
+    out = {"auc": auc_v, "asr": asr_v}
+    for f in fprs:
+        ok = fp <= _max_fp(f, n_neg)
+        out[fpr_key(f)] = np.max(np.where(ok, tpr, 0.0), axis=1)
+    return out
+
+
+def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float]) -> dict[str, float]:
+    order, ends, _ = _sorted_groups(s)
+    yy = y[order]
+    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    m = _metrics_from_counts(tp, fp, int(y.sum()), int((~y).sum()), fprs)
+    return {k: float(v[0]) for k, v in m.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# public single metrics
+
+
+def roc_points(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact ROC over every distinct threshold.
+
+    Returns ``(fpr, tpr, thresholds)``: increasing FPR/TPR, with ``thresholds[i]`` the rule "member iff
+    score >= thresholds[i]". The first point is (0, 0) at threshold +inf (nobody flagged), as in
+    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
+    """
+    s, y = _validate(scores, labels)
+    order, ends, thr = _sorted_groups(s)
+    yy = y[order]
+    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    n_pos = int(y.sum())
+    n_neg = int(y.shape[0] - n_pos)
+    return fp[0] / n_neg, tp[0] / n_pos, np.r_[np.inf, thr]
+
+
+def auc(scores: Any, labels: Any) -> float:
+    """Exact rank AUC (Mann–Whitney, ties count ½), members positive, higher score = member."""
+    s, y = _validate(scores, labels)
+    return _point_metrics(s, y, ())["auc"]
+
+
+def asr(scores: Any, labels: Any) -> float:
+    """Attack success rate: max over thresholds of ½(TPR + 1 − FPR). ORACLE: thresholds use these labels."""
+    s, y = _validate(scores, labels)
+    return _point_metrics(s, y, ())["asr"]
+
+
+def tpr_at_fpr(scores: Any, labels: Any, fpr: float) -> float:
+    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (never "closest to"; 0.0 if only τ=+inf qualifies).
+
+    ORACLE: the threshold is chosen with these labels.
+    """
+    f = _check_fpr(fpr)
+    s, y = _validate(scores, labels)
+    return _point_metrics(s, y, (f,))[fpr_key(f)]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# bootstrap
+
+
+def _bootstrap(
+    s: np.ndarray, y: np.ndarray, fprs: Iterable[float], n_boot: int, seed: int
+) -> dict[str, np.ndarray]:
+    """Stratified bootstrap: members and non-members are resampled separately (sizes kept). Vectorised."""
+    fprs = tuple(fprs)
+    order, ends, _ = _sorted_groups(s)
+    yy = y[order]
+    pos_pos = np.flatnonzero(yy)  # positions (in sorted order) of members
+    neg_pos = np.flatnonzero(~yy)
+    n_pos, n_neg, n = pos_pos.size, neg_pos.size, yy.size
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_CELLS // max(n, 1))
+    acc: dict[str, list[np.ndarray]] = {}
+    done = 0
+    while done < n_boot:
+        b = min(chunk, n_boot - done)
+        rows = np.arange(b)[:, None]
+        ip = pos_pos[rng.integers(0, n_pos, size=(b, n_pos))]
+        ineg = neg_pos[rng.integers(0, n_neg, size=(b, n_neg))]
+        wpos = np.bincount((rows * n + ip).ravel(), minlength=b * n).reshape(b, n)
+        wneg = np.bincount((rows * n + ineg).ravel(), minlength=b * n).reshape(b, n)
+        tp, fp = _curves_from_weights(wpos, wneg, ends)
+        for k, v in _metrics_from_counts(tp, fp, n_pos, n_neg, fprs).items():
+            acc.setdefault(k, []).append(v)
+        done += b
+    return {k: np.concatenate(v) for k, v in acc.items()}
+
+
+def _check_int(v: Any, name: str, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
+        raise BadInput(f"{name}: expected an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _resolution_warnings(fprs: Iterable[float], n_neg: int) -> list[str]:
+    out = []
+    for f in fprs:
+        label = _fpr_label(f)
+        if f < 1.0 / n_neg:
+            out.append(
+                f"{label} is not resolvable with {n_neg} non-members (smallest FPR step 1/{n_neg})"
+            )
+        elif f < 1.0:
+            k = _max_fp(f, n_neg)
+            if k < 10:
+                out.append(
+                    f"{label} rests on at most {k} false positive(s) among {n_neg} non-members; it is very noisy"
+                )
+    return out
+
+
+def membership_metrics(
+    scores: Any, labels: Any, *, bootstrap: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """AUC, ASR, TPR@1%FPR, TPR@0.1%FPR with stratified-bootstrap 95 % CIs.
+
+    ORACLE: ``asr`` and the TPRs use thresholds chosen on these same labels (as the SecMI/PIA papers do);
+    use :func:`calibrated_metrics` for thresholds that never saw the evaluation labels.
+
+    ``ci95[k]`` is the [2.5, 97.5] percentile interval over ``bootstrap`` resamples in which members and
+    non-members are resampled separately (seeded by ``seed``); with ``bootstrap=0`` each value is None.
+    All numbers are plain Python floats.
+    """
+    s, y = _validate(scores, labels)
+    n_boot = _check_int(bootstrap, "bootstrap", 0)
+    seed = _check_int(seed, "seed", 0)
+    fprs = DEFAULT_FPRS
+    point = _point_metrics(s, y, fprs)
+    keys = ["auc", "asr"] + [fpr_key(f) for f in fprs]
+    ci: dict[str, list[float] | None] = {k: None for k in keys}
+    if n_boot > 0:
+        boot = _bootstrap(s, y, fprs, n_boot, seed)
+        for k in keys:
+            lo, hi = np.percentile(boot[k], [2.5, 97.5])
+            ci[k] = [float(lo), float(hi)]
+    n_neg = int((~y).sum())
+    warnings = _resolution_warnings(fprs, n_neg)
+    a = point["auc"]
+    if a < 0.5 and ((ci["auc"] is not None and ci["auc"][1] < 0.5) or (ci["auc"] is None and a < 0.45)):
+        warnings.append(
+            f"AUC {a:.3f} is below 0.5: the score may have the wrong sign (higher must mean member); "
+            "only calibrated_metrics may claim leakage in the flipped direction"
+        )
+    result: dict[str, Any] = {k: float(point[k]) for k in keys}
+    result["ci95"] = ci
+    result["warnings"] = warnings
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# calibrated (non-oracle) metrics
+
+
+def _stratified_halves(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded stratified split into (first, second) index arrays; the first half gets floor(n_c / 2) per class."""
+    rng = np.random.default_rng(seed)
+    first, second = [], []
+    for cls in (True, False):
+        idx = np.flatnonzero(y == cls)
+        idx = idx[rng.permutation(idx.size)]
+        h = idx.size // 2
+        first.append(idx[:h])
+        second.append(idx[h:])
+    return np.sort(np.concatenate(first)), np.sort(np.concatenate(second))
+
+
+def _rates_at(s: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float]:
+    pred = s >= tau
+    return float(np.mean(pred[y])), float(np.mean(pred[~y]))
+
+
+def calibrated_metrics(
+    scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS
+) -> dict[str, Any]:
+    """Non-oracle metrics: everything is chosen on a calibration half and reported on an evaluation half.
+
+    The records are split (stratified by label, seeded by ``seed``) into a calibration half and an evaluation
+    half. On the calibration half only:
+
+    * ``direction`` = +1 if the calibration AUC ≥ 0.5, else −1. An AUC well below 0.5 is leakage with the
+      sign flipped; only this calibrated direction may claim it (the oracle metrics never flip).
+    * the ASR threshold (best balanced accuracy on calibration), and
+    * for each target FPR, the lowest threshold whose calibration FPR ≤ target (largest calibration TPR).
+
+    Thresholds apply to ``direction * score`` (member iff ``direction * score >= threshold``); a threshold of
+    None means that only "flag nobody" met the target on calibration (then tpr = fpr = 0).
+
+    On the evaluation half it reports ``auc`` (of direction·score), ``accuracy`` (balanced accuracy at the
+    calibrated ASR threshold), and per FPR ``{"tpr", "fpr" (realised on evaluation, may exceed the target),
+    "threshold"}`` under the keys ``tpr_at_1pct_fpr`` / ``tpr_at_0_1pct_fpr`` (see :func:`fpr_key`), plus
+    ``accuracy_threshold``, ``n_calibration``, ``n_evaluation`` and ``warnings``.
+    """
+    s, y = _validate(scores, labels)
+    seed = _check_int(seed, "seed", 0)
+    fprs = tuple(_check_fpr(f, "fprs") for f in fprs)
+    n_pos = int(y.sum())
+    n_neg = int(y.size - n_pos)
+    if n_pos < 2 or n_neg < 2:
+        raise BadInput(
+            f"labels: calibrated metrics need at least 2 members and 2 non-members (got {n_pos} and {n_neg})"
+        )
+    cal, ev = _stratified_halves(y, seed)
+    sc, yc = s[cal], y[cal]
+    se, ye = s[ev], y[ev]
+
+    direction = 1 if _point_metrics(sc, yc, ())["auc"] >= 0.5 else -1
+    sc = direction * sc
+    se = direction * se
+
+    # exact calibration ROC
+    order, ends, thr = _sorted_groups(sc)
+    yy = yc[order]
+    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    tp, fp = tp[0], fp[0]
+    nc_pos, nc_neg = int(yc.sum()), int((~yc).sum())
+    thresholds = np.r_[np.inf, thr]
+    bal = 0.5 * (tp / nc_pos + 1.0 - fp / nc_neg)
+    i_best = int(np.argmax(bal))  # first maximum = highest threshold among ties
+    acc_tau = thresholds[i_best]
+
+    tpr_e, fpr_e = _rates_at(se, ye, acc_tau)
+    result: dict[str, Any] = {
+        "direction": int(direction),
+        "auc": _point_metrics(se, ye, ())["auc"],
+        "accuracy": 0.5 * (tpr_e + 1.0 - fpr_e),
+        "accuracy_threshold": None if math.isinf(acc_tau) else float(acc_tau),
+    }
+    warnings: list[str] = []
+    ne_neg = int((~ye).sum())
+    for f in fprs:
+        ok = np.flatnonzero(fp <= _max_fp(f, nc_neg))
+        i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
+        tau = thresholds[i]
+        t_e, f_e = _rates_at(se, ye, tau)
+        result[fpr_key(f)] = {
+            "tpr": t_e,
+            "fpr": f_e,
+            "threshold": None if math.isinf(tau) else float(tau),
+        }
+        if f < 1.0 / nc_neg:
+            warnings.append(
+                f"{_fpr_label(f)} cannot be calibrated with {nc_neg} calibration non-members "
+                f"(smallest FPR step 1/{nc_neg})"
+            )
+        if f_e > f:
+            warnings.append(
+                f"{_fpr_label(f)}: the calibrated threshold gives FPR {f_e:.4g} on the evaluation half "
+                f"({ne_neg} non-members), above the target {f:g}"
+            )
+    result["n_calibration"] = int(cal.size)
+    result["n_evaluation"] = int(ev.size)
+    result["warnings"] = warnings
+    return result

@@ -1,0 +1,27 @@
+"""``centralized``: a non-private class-conditional DDPM trained on the whole member split."""
+from __future__ import annotations
+
+from ..registry import METHODS
+from .base import Method
+from .training import TrainData, is_trained, load_ema, train_denoiser
+
+
+@METHODS.register("centralized", "non-private class-conditional DDPM on all member data (target: model)")
+class Centralized(Method):
+    name = "centralized"
+    default_target = "model"
+
+    def train(self) -> None:
+        ctx = self.ctx
+        if is_trained(ctx.ckpt_dir, "model", self.cfg.train.steps):
+            return
+        x, y = self.training_data()
+        data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
+        ctx.log(f"[model] training on {len(x)} member records, {self.cfg.train.steps} steps")
+        train_denoiser(ctx.new_denoiser(), data, ctx.schedule.alphas_cumprod(), self.cfg.train, ctx.ckpt_dir,
+                       name="model", seed=self.cfg.seed, device=ctx.device, desc="train centralized")
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "model", self.ctx.device)
+        return self.make_target(name, model, note="non-private")

@@ -1,0 +1,59 @@
+"""Checkpoints that never run code on load: safetensors for weights, weights_only torch.load for the optimizer."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..errors import BadInput
+from ..runs import atomic_path, atomic_write_json
+
+
+def save_weights(path: Path, tensors: dict[str, torch.Tensor], meta: dict | None = None) -> None:
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp),
+                  metadata={k: str(v) for k, v in (meta or {}).items()})
+
+
+def load_weights(path: Path, device="cpu") -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path), device=str(device))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise BadInput(f"checkpoint {path}: corrupt or truncated ({str(e).splitlines()[0][:80]}); "
+                       f"delete it to retrain") from None
+
+
+def save_optimizer(path: Path, state: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_optimizer(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means a corrupt file
+        raise BadInput(f"checkpoint {path}: corrupt or not loadable safely ({type(e).__name__}); "
+                       f"delete it to retrain") from None
+
+
+def read_state(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        raise BadInput(f"checkpoint state {path}: corrupt; delete it to retrain") from None
+
+
+def write_state(path: Path, state: dict) -> None:
+    atomic_write_json(path, state)
+
+
+def load_into(module: torch.nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        raise BadInput(f"checkpoint {path}: does not match the model ({str(e).splitlines()[0][:100]})") from None

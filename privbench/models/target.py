@@ -1,0 +1,112 @@
+"""A Target is what an attacker queries: an ε-predictor, its ᾱ schedule, a sampler, and what else the
+threat model hands the attacker (for PFDM, the uploads)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..errors import BadInput
+from .sampling import ddim_chain, ddpm_chain
+from .schedule import Schedule
+
+
+@dataclass
+class Uploads:
+    """Noised uploads a server (or anyone holding them) sees: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z."""
+    x: torch.Tensor          # N×C×H×W
+    y: torch.Tensor          # labels (sent in the clear)
+    index: torch.Tensor      # dataset index of each source record (ground truth, never given to the server)
+    client: torch.Tensor     # client id of each upload
+    t0: int                  # 1-indexed upload level
+    clip: float
+
+
+class Target:
+    """``predict_noise(x_t, t, y=None)`` batched, on the target's device, EMA weights, no grad."""
+
+    def __init__(self, name: str, method: str, model: torch.nn.Module, schedule: Schedule, device,
+                 num_classes: int | None, *, extra: int | None = None, clip_sample: bool = True,
+                 private: bool = False, note: str = "", sampler: Callable | None = None,
+                 eps_fn: Callable | None = None, uploads: Uploads | None = None, meta: dict | None = None):
+        self.name = name
+        self.method = method
+        self.model = model.eval() if model is not None else None
+        self.schedule = schedule
+        self.device = torch.device(device)
+        self.num_classes = num_classes
+        self.extra = extra
+        self.clip_sample = clip_sample
+        self.note = note
+        self._sampler = sampler
+        self._eps_fn = eps_fn
+        self.uploads = uploads
+        self.meta = meta or {}
+        self.alphas_cumprod = schedule.alphas_cumprod(self.device)
+        self.num_timesteps = schedule.num_timesteps
+
+    # ------------------------------------------------------------------ queries
+    def _check(self, x_t, t, y):
+        if x_t.dim() != 4:
+            raise BadInput(f"predict_noise: x_t must be N×C×H×W, got shape {tuple(x_t.shape)}")
+        if self.num_classes and y is None:
+            raise BadInput("predict_noise: this target is class-conditional; pass y (labels are public)")
+
+    @torch.no_grad()
+    def predict_noise(self, x_t: torch.Tensor, t, y: torch.Tensor | None = None) -> torch.Tensor:
+        self._check(x_t, t, y)
+        x_t = x_t.to(self.device)
+        if not torch.is_tensor(t):
+            t = torch.full((x_t.shape[0],), int(t), dtype=torch.long)
+        t = t.to(self.device).long().expand(x_t.shape[0]) if t.dim() == 0 else t.to(self.device).long()
+        y = y.to(self.device).long() if (y is not None and self.num_classes) else None
+        if self._eps_fn is not None:
+            return self._eps_fn(x_t, t, y)
+        extra = None
+        if self.extra is not None:
+            extra = torch.full((x_t.shape[0],), self.extra, dtype=torch.long, device=self.device)
+        return self.model(x_t, t, y, extra)
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def sample(self, n: int, y: torch.Tensor | None = None, *, seed: int = 0, sampler: str = "ddpm",
+               ddim_steps: int = 100, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draw ``n`` samples (labels ``y`` or uniform classes); returns (images, labels) on CPU."""
+        if self.num_classes and y is None:
+            g = torch.Generator().manual_seed(seed)
+            y = torch.randint(0, self.num_classes, (n,), generator=g)
+        if self._sampler is not None:
+            return self._sampler(n, y, seed=seed, sampler=sampler, ddim_steps=ddim_steps, batch_size=batch_size)
+        return self.sample_chain(n, y, seed=seed, sampler=sampler, ddim_steps=ddim_steps, batch_size=batch_size)
+
+    def sample_chain(self, n, y, *, seed, sampler, ddim_steps, batch_size, x_start=None, t_start=None, t_stop=0,
+                     desc=None):
+        """Run this target's own chain from ``x_start`` at ``t_start`` (default pure noise at T−1)."""
+        outs = []
+        T = self.num_timesteps
+        t_start = T - 1 if t_start is None else t_start
+        shape = self.meta.get("shape")
+        sched = self.schedule.scheduler(clip_sample=self.clip_sample)
+        for b, lo in enumerate(range(0, n, batch_size)):
+            hi = min(n, lo + batch_size)
+            g = torch.Generator(device=self.device).manual_seed(seed * 10007 + b)
+            if x_start is None:
+                x = torch.randn((hi - lo, *shape), generator=g, device=self.device)
+            else:
+                x = x_start[lo:hi].to(self.device)
+            yb = y[lo:hi].to(self.device) if y is not None else None
+
+            def eps_fn(xt, tt, yb=yb):
+                return self.predict_noise(xt, tt, yb)
+
+            if sampler == "ddim":
+                x = ddim_chain(eps_fn, x, t_start, t_stop, self.alphas_cumprod, ddim_steps, clip_x0=self.clip_sample,
+                               desc=desc)
+            else:
+                x = ddpm_chain(eps_fn, x, t_start, t_stop, sched, generator=g, desc=desc)
+            outs.append(x)
+        return torch.cat(outs).cpu(), (y.cpu() if y is not None else None)
+
+    def describe(self) -> dict[str, Any]:
+        return {"target": self.name, "method": self.method, "note": self.note}

@@ -1,0 +1,170 @@
+"""The denoiser training loop: AdamW, warm-up, grad clipping, EMA, checkpoints and exact resume.
+
+Randomness is drawn per step from a generator seeded by (seed, step), so a run resumed from a checkpoint
+follows exactly the trajectory of an uninterrupted one, and the same config + seed gives the same weights
+on CPU.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import progress
+from ..errors import WorkFailed
+from ..runs import log
+from .checkpoint import load_into, load_optimizer, load_weights, read_state, save_optimizer, save_weights, write_state
+
+
+@dataclass
+class TrainData:
+    """Training records on the training device. ``extra`` is an optional second discrete condition;
+    ``weights`` (optional) are per-record sampling probabilities (uniform when None)."""
+    x: torch.Tensor
+    y: torch.Tensor | None = None
+    extra: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+
+def step_generator(seed: int, step: int, device) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed((seed * 1_000_003 + step * 7919 + 12345) % (2 ** 63))
+    return g
+
+
+class EMA:
+    """Exponential moving average of parameters (buffers copied)."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.decay = decay
+        self.model = copy.deepcopy(model).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        ema_p = list(self.model.parameters())
+        torch._foreach_lerp_(ema_p, [p.detach() for p in model.parameters()], 1.0 - self.decay)
+        for eb, b in zip(self.model.buffers(), model.buffers()):
+            eb.copy_(b)
+
+
+def diffusion_loss(model: nn.Module, x0, y, extra, t, noise, alphas_cumprod) -> torch.Tensor:
+    """Per-record DDPM simple loss ‖ε − ε_θ(x_t, t)‖² (mean over pixels), shape (B,)."""
+    a = alphas_cumprod[t].view(-1, 1, 1, 1)
+    x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise
+    eps = model(x_t, t, y, extra)
+    return ((eps - noise) ** 2).flatten(1).mean(1)
+
+
+def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tensor, tcfg, ckpt_dir: Path, *,
+                   name: str, seed: int, device, t_range: tuple[int, int] | None = None, desc: str | None = None,
+                   steps: int | None = None, loss_fn: Callable | None = None, amp: bool = False) -> nn.Module:
+    """Train ``model`` (ε-prediction) on ``data`` and return its EMA copy (eval mode).
+
+    t is drawn uniformly from ``t_range`` = [lo, hi] inclusive (model timesteps; default all of [0, T−1]).
+    Checkpoints ``<name>.safetensors`` (+ optimizer, + state json) every ``tcfg.checkpoint_every`` steps and
+    at the end; an existing checkpoint is resumed and a finished one is loaded without training.
+    """
+    device = torch.device(device)
+    steps = tcfg.steps if steps is None else steps
+    T = alphas_cumprod.shape[0]
+    lo, hi = t_range if t_range is not None else (0, T - 1)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    wpath, opath, spath = ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+    model.to(device)
+    ema = EMA(model, tcfg.ema_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    start = 0
+    state = read_state(spath)
+    if state is not None:
+        tensors = load_weights(wpath, device)
+        load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, wpath)
+        load_into(ema.model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
+        start = int(state["step"])
+        if start >= steps:
+            return ema.model
+        opt.load_state_dict(load_optimizer(opath))
+        log(ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir,
+            f"[{name}] resumed from checkpoint at step {start}/{steps}")
+    run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
+    ac = alphas_cumprod.to(device)
+    loss_fn = loss_fn or diffusion_loss
+    n = len(data)
+    model.train()
+    running, n_run = 0.0, 0
+    bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name}", unit="step")
+
+    def checkpoint(step):
+        tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+        tensors.update({f"ema.{k}": v for k, v in ema.model.state_dict().items()})
+        save_weights(wpath, tensors, {"step": step})
+        save_optimizer(opath, opt.state_dict())
+        write_state(spath, {"step": step, "steps": steps})  # written last: marks the checkpoint complete
+
+    for step in range(start, steps):
+        g = step_generator(seed, step, device)
+        if data.weights is None:
+            idx = torch.randint(0, n, (tcfg.batch_size,), generator=g, device=device)
+        else:
+            idx = torch.multinomial(data.weights, tcfg.batch_size, replacement=True, generator=g)
+        x0 = data.x[idx]
+        y = data.y[idx] if data.y is not None else None
+        extra = data.extra[idx] if data.extra is not None else None
+        t = torch.randint(lo, hi + 1, (x0.shape[0],), generator=g, device=device)
+        noise = torch.randn(x0.shape, generator=g, device=device)
+        lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
+            loss = loss_fn(model, x0, y, extra, t, noise, ac).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if tcfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+        opt.step()
+        ema.update(model)
+        running += loss.detach()
+        n_run += 1
+        if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
+            avg = float(running) / n_run  # one host sync per log interval, not per step
+            if not math.isfinite(avg):
+                log(run_dir, f"[{name}] loss diverged to {avg} at step {step + 1}; stopping")
+                raise WorkFailed(f"training {name} diverged (loss {avg}) at step {step + 1}; see {run_dir}/log.txt")
+            log(run_dir, f"[{name}] step {step + 1}/{steps} loss {avg:.5f} lr {lr:.2e}")
+            bar.set_postfix(loss=f"{avg:.4f}")
+            running, n_run = 0.0, 0
+        bar.update(1)
+        if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
+            checkpoint(step + 1)
+    bar.close()
+    ema.model.eval()
+    return ema.model
+
+
+def load_ema(model: nn.Module, ckpt_dir: Path, name: str, device) -> nn.Module:
+    """Load the EMA weights of a finished training into ``model``."""
+    wpath = ckpt_dir / f"{name}.safetensors"
+    if not wpath.exists():
+        from ..errors import BadInput
+
+        raise BadInput(f"{wpath}: no checkpoint; train the target first")
+    tensors = load_weights(wpath, device)
+    load_into(model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
+    return model.to(device).eval()
+
+
+def is_trained(ckpt_dir: Path, name: str, steps: int) -> bool:
+    try:
+        st = read_state(ckpt_dir / f"{name}.state.json")
+    except Exception:  # noqa: BLE001
+        return False
+    return st is not None and int(st.get("step", 0)) >= steps

@@ -1,0 +1,434 @@
+"""Empirical ε lower bounds from membership scores (landscape.md §5).
+
+Scores follow privbench's convention: label 1 = member (an "IN" trial), label 0 = non-member ("OUT" trial), a
+higher score means "more likely a member". For a threshold τ the test says IN when ``score >= τ``:
+FP = #OUT ≥ τ, FN = #IN < τ.
+
+* :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (§5.2): one-sided
+  Clopper–Pearson upper bounds on FPR and FNR, each at level α/2 (union bound ⇒ confidence 1 − α), plugged
+  into the hypothesis-testing constraints of (ε, δ)-DP (§5.1):
+  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0.
+  The threshold is never chosen and tested on the same records without correction: "split" (default) picks
+  it on one stratified half and bounds on the other; "bonferroni" uses all records and divides α by the
+  number of candidate thresholds.
+* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (§5.4), one-run auditing by guessing.
+
+Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
+can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from privbench.errors import BadInput
+from privbench.metrics.roc import _stratified_halves, _validate
+
+__all__ = [
+    "clopper_pearson_epsilon",
+    "cp_epsilon_from_counts",
+    "one_run_epsilon",
+    "one_run_epsilon_from_counts",
+]
+
+_CP_ASSUMPTION = (
+    "Members and non-members are treated as IN and OUT trials of the same randomised mechanism, drawn i.i.d. "
+    "(each record's score is an independent trial whose IN/OUT status does not depend on the others); the "
+    "bound is about the mechanism that produced these scores (training plus attack) at the stated δ, and it "
+    "is a lower bound only: a value of 0 does not show that the model is private."
+)
+
+_ONE_RUN_ASSUMPTION = (
+    "Steinke-Nasr-Jagielski one-run theorem: each of the m records must be included in training by an "
+    "independent fair coin flip, and the guesses may depend on the trained model only. privbench's member "
+    "split instead draws exact member/non-member counts from a random permutation (sampling without "
+    "replacement), so inclusions are weakly negatively correlated rather than independent; this small gap "
+    "is not accounted for in the bound."
+)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _check_delta(delta: Any) -> float:
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise BadInput(f"delta: expected a number in [0, 1), got {delta!r}") from None
+    if not (0.0 <= d < 1.0):
+        raise BadInput(f"delta: expected a number in [0, 1), got {delta!r}")
+    return d
+
+
+def _check_confidence(confidence: Any) -> float:
+    try:
+        c = float(confidence)
+    except (TypeError, ValueError):
+        raise BadInput(f"confidence: expected a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}") from None
+    if not (0.0 < c < 1.0):
+        raise BadInput(f"confidence: expected a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    return c
+
+
+def _check_count(v: Any, name: str, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
+        raise BadInput(f"{name}: expected an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Clopper–Pearson
+
+
+def _cp_upper(k: np.ndarray | int, n: int, a: float) -> np.ndarray:
+    """One-sided (1 − a) Clopper–Pearson upper bound on a rate with k events out of n (1 when k = n)."""
+    k = np.asarray(k, dtype=np.float64)
+    full = k >= n
+    b = np.where(full, 1.0, n - k)
+    out = stats.beta.ppf(1.0 - a, k + 1.0, b)
+    return np.where(full, 1.0, out)
+
+
+def _eps_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(ε, side) from the two DP constraints; side 1 = ln((1−δ−FNR)/FPR), side 2 = ln((1−δ−FPR)/FNR).
+
+    ε is −inf where neither ratio is positive; rates of 0 give +inf (only point estimates can be 0).
+    """
+    fpr = np.asarray(fpr, dtype=np.float64)
+    fnr = np.asarray(fnr, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n1 = 1.0 - delta - fnr
+        n2 = 1.0 - delta - fpr
+        e1 = np.where(n1 > 0, np.log(np.where(n1 > 0, n1, 1.0)) - np.log(fpr), -np.inf)
+        e2 = np.where(n2 > 0, np.log(np.where(n2 > 0, n2, 1.0)) - np.log(fnr), -np.inf)
+    side = np.where(e2 > e1, 2, 1)
+    return np.maximum(e1, e2), side
+
+
+def _cp_eps(fp, fn, n_out: int, n_in: int, delta: float, alpha: float):
+    """CP bound with total failure probability ``alpha`` (α/2 per rate). Returns (ε≥0, FPR̄, FNR̄, side)."""
+    fpr_u = _cp_upper(fp, n_out, alpha / 2.0)
+    fnr_u = _cp_upper(fn, n_in, alpha / 2.0)
+    eps, side = _eps_from_rates(fpr_u, fnr_u, delta)
+    return np.maximum(eps, 0.0), fpr_u, fnr_u, side
+
+
+def cp_epsilon_from_counts(
+    tp: int, fp: int, n_in: int, n_out: int, delta: float = 1e-5, confidence: float = 0.95
+) -> float:
+    """Fixed-threshold Clopper–Pearson ε lower bound from counts (landscape.md §5.2).
+
+    ``tp`` of ``n_in`` IN trials and ``fp`` of ``n_out`` OUT trials were flagged IN. FPR̄ and FNR̄ are one-sided
+    CP upper bounds at level α/2 each (α = 1 − confidence). Valid only if the threshold was fixed before
+    seeing these trials. Example: (200, 10, 1000, 1000, 1e-5, 0.95) → ≈ 2.26.
+    """
+    n_in = _check_count(n_in, "n_in", 1)
+    n_out = _check_count(n_out, "n_out", 1)
+    tp = _check_count(tp, "tp", 0)
+    fp = _check_count(fp, "fp", 0)
+    if tp > n_in:
+        raise BadInput(f"tp: must be <= n_in ({n_in}), got {tp}")
+    if fp > n_out:
+        raise BadInput(f"fp: must be <= n_out ({n_out}), got {fp}")
+    d = _check_delta(delta)
+    alpha = 1.0 - _check_confidence(confidence)
+    eps, _, _, _ = _cp_eps(fp, n_in - tp, n_out, n_in, d, alpha)
+    return float(eps)
+
+
+def _counts(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every distinct threshold of s (descending, preceded by +inf): (thresholds, FP, FN)."""
+    order = np.argsort(-s, kind="mergesort")
+    ss, yy = s[order], y[order]
+    ends = np.flatnonzero(np.r_[ss[1:] != ss[:-1], True])
+    tp = np.r_[0, np.cumsum(yy)[ends]]
+    fp = np.r_[0, np.cumsum(~yy)[ends]]
+    return np.r_[np.inf, ss[ends]], fp, int(yy.sum()) - tp
+
+
+def _nontrivial(fp: np.ndarray, fn: np.ndarray, n_out: int) -> np.ndarray:
+    """Indices of thresholds other than "flag nobody" (FN = n_in) and "flag everybody" (FP = n_out); those two
+    can never give ε > 0."""
+    idx = np.arange(fp.size)
+    return idx[(fn < fn[0]) & (fp < n_out)]
+
+
+def _pareto(fp: np.ndarray, fn: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Keep the (FP, FN) points among ``idx`` that no other point beats in both counts."""
+    if idx.size == 0:
+        return idx
+    f, g = fp[idx], fn[idx]
+    # along the threshold sequence FP is nondecreasing and FN nonincreasing
+    nxt_dom = np.r_[(f[1:] == f[:-1]) & (g[1:] < g[:-1]), False]  # next point: same FP, fewer FN
+    prv_dom = np.r_[False, (g[:-1] == g[1:]) & (f[:-1] < f[1:])]  # previous point: same FN, fewer FP
+    return idx[~(nxt_dom | prv_dom)]
+
+
+_SELECTIONS = ("split", "bonferroni")
+
+
+def clopper_pearson_epsilon(
+    scores: Any,
+    labels: Any,
+    *,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    threshold_selection: str = "split",
+    seed: int = 0,
+    both_directions: bool = True,
+) -> dict[str, Any]:
+    """Clopper–Pearson empirical ε lower bound from membership scores (landscape.md §5.2).
+
+    ``threshold_selection``:
+
+    * ``"split"`` (default): the records are split into two stratified halves (seeded by ``seed``). On the
+      selection half every threshold (and, with ``both_directions``, both score orientations) is rated by its
+      own CP bound on that half; the best one is then applied once to the evaluation half, and only the
+      evaluation half's CP bound is reported. Valid at ``confidence`` whatever happened on the selection half.
+    * ``"bonferroni"``: all records; α is divided by the number of candidate thresholds (the Pareto frontier
+      of (FP, FN) counts, over both orientations when ``both_directions``), and the best is reported.
+
+    ``both_directions`` also considers the flipped test (member iff score ≤ τ): DP constrains both, and a
+    wrongly-signed attack still shows leakage. ``direction`` in the result says which one was used.
+
+    Returns ``epsilon_lower_bound``, ``confidence``, ``delta``, ``threshold_selection`` (a sentence),
+    ``threshold`` (raw score units; rule given by ``direction``: +1 ⇒ member iff score ≥ threshold, −1 ⇒
+    member iff score ≤ threshold; None if no usable threshold existed), ``direction``, ``fpr_upper``,
+    ``fnr_upper``, ``ceiling`` (the bound perfectly separated scores would get under the same procedure and
+    sample sizes), ``n_members``, ``n_nonmembers``, ``n_evaluation`` (records the bound was computed on) and
+    ``assumption``.
+    """
+    s, y = _validate(scores, labels)
+    d = _check_delta(delta)
+    conf = _check_confidence(confidence)
+    alpha = 1.0 - conf
+    if threshold_selection not in _SELECTIONS:
+        raise BadInput(f"threshold_selection: expected one of {', '.join(_SELECTIONS)}, got {threshold_selection!r}")
+    seed = _check_count(seed, "seed", 0)
+    n_in = int(y.sum())
+    n_out = int(y.size - n_in)
+    directions = (1, -1) if both_directions else (1,)
+
+    best = None  # (eps, direction, tau, fpr_u, fnr_u)
+    if threshold_selection == "split":
+        if n_in < 2 or n_out < 2:
+            raise BadInput(
+                f"labels: the split threshold selection needs at least 2 members and 2 non-members "
+                f"(got {n_in} and {n_out}); use threshold_selection='bonferroni'"
+            )
+        sel, ev = _stratified_halves(y, seed)
+        ys, ye = y[sel], y[ev]
+        ns_in, ns_out = int(ys.sum()), int((~ys).sum())
+        ne_in, ne_out = int(ye.sum()), int((~ye).sum())
+        cand = None  # (cp_eps_on_selection, smoothed point estimate, direction, tau)
+        for dr in directions:
+            thr, fp, fn = _counts(dr * s[sel], ys)
+            idx = _nontrivial(fp, fn, ns_out)
+            if idx.size == 0:
+                continue
+            e_cp, _, _, _ = _cp_eps(fp[idx], fn[idx], ns_out, ns_in, d, alpha)
+            # tie-break (e.g. when every CP bound is 0): a point estimate with ½ pseudo-counts
+            e_pt, _ = _eps_from_rates((fp[idx] + 0.5) / (ns_out + 1.0), (fn[idx] + 0.5) / (ns_in + 1.0), d)
+            j = int(np.lexsort((e_pt, e_cp))[-1])
+            c = (float(e_cp[j]), float(e_pt[j]), dr, float(thr[idx[j]]))
+            if cand is None or c[:2] > cand[:2]:
+                cand = c
+        if cand is not None:
+            _, _, dr, tau = cand
+            se = dr * s[ev]
+            fp_e = int(np.count_nonzero(se[~ye] >= tau))
+            fn_e = int(np.count_nonzero(se[ye] < tau))
+            e, fu, nu, _ = _cp_eps(fp_e, fn_e, ne_out, ne_in, d, alpha)
+            best = (float(e), dr, tau, float(fu), float(nu))
+        ceiling = float(_cp_eps(0, 0, ne_out, ne_in, d, alpha)[0])
+        n_eval = int(ev.size)
+        how = (
+            f"split: threshold{' and score direction' if both_directions else ''} chosen on a seeded "
+            f"(seed={seed}) stratified half ({sel.size} records) by its own Clopper-Pearson bound, then the bound "
+            f"was computed once on the other half ({ev.size} records) at {conf:g} confidence"
+        )
+    else:
+        pts = []  # (direction, thresholds, fp, fn, frontier indices)
+        for dr in directions:
+            thr, fp, fn = _counts(dr * s, y)
+            front = _pareto(fp, fn, _nontrivial(fp, fn, n_out))
+            pts.append((dr, thr, fp, fn, front))
+        n_cand = sum(p[4].size for p in pts)
+        a = alpha / max(n_cand, 1)
+        for dr, thr, fp, fn, front in pts:
+            if front.size == 0:
+                continue
+            e, fu, nu, _ = _cp_eps(fp[front], fn[front], n_out, n_in, d, a)
+            j = int(np.argmax(e))
+            c = (float(e[j]), dr, float(thr[front[j]]), float(fu[j]), float(nu[j]))
+            if best is None or c[0] > best[0]:
+                best = c
+        ceiling = float(_cp_eps(0, 0, n_out, n_in, d, alpha)[0])
+        n_eval = int(y.size)
+        how = (
+            f"bonferroni: every threshold on the Pareto frontier of (FP, FN) counts "
+            f"({n_cand} candidates{', both score directions' if both_directions else ''}) was bounded on all "
+            f"{y.size} records at significance {alpha:g}/{max(n_cand, 1)} each, and the best bound is reported"
+        )
+
+    if best is None:
+        eps, dr, thr_raw, fu, nu = 0.0, 1, None, None, None
+    else:
+        eps, dr, tau, fu, nu = best
+        thr_raw = float(dr * tau)
+    return {
+        "epsilon_lower_bound": float(max(eps, 0.0)),
+        "confidence": conf,
+        "delta": d,
+        "threshold_selection": how,
+        "threshold": thr_raw,
+        "direction": int(dr),
+        "fpr_upper": fu,
+        "fnr_upper": nu,
+        "ceiling": ceiling,
+        "n_members": n_in,
+        "n_nonmembers": n_out,
+        "n_evaluation": n_eval,
+        "assumption": _CP_ASSUMPTION,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# one-run auditing (Steinke, Nasr, Jagielski 2023)
+
+
+def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """p(ε) = P[Bin(r, q) ≥ v] + α·δ·2m with q = 1/(1+e^−ε), α = max_{i=1..v} P[v > Bin(r, q) ≥ v−i]/i."""
+    q = 1.0 / (1.0 + math.exp(-eps))
+    tail = float(stats.binom.sf(v - 1, r, q))
+    corr = 0.0
+    if v >= 1 and delta > 0:
+        i = np.arange(1, v + 1)
+        window = np.cumsum(stats.binom.pmf(v - i, r, q))  # P[v−i ≤ Bin < v]
+        corr = float(np.max(window / i))
+    return min(1.0, tail + corr * delta * 2.0 * m)
+
+
+def one_run_epsilon_from_counts(
+    m: int, r: int, v: int, delta: float = 1e-5, confidence: float = 0.95
+) -> float:
+    """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (§5.4).
+
+    Found by bisection (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
+    Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
+    """
+    m = _check_count(m, "m", 1)
+    r = _check_count(r, "r", 0)
+    v = _check_count(v, "v", 0)
+    if not (v <= r <= m):
+        raise BadInput(f"m/r/v: need 0 <= v <= r <= m, got m={m}, r={r}, v={v}")
+    d = _check_delta(delta)
+    p = 1.0 - _check_confidence(confidence)
+    if r == 0 or _one_run_p_value(m, r, v, 0.0, d) >= p:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _one_run_p_value(m, r, v, hi, d) < p:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e4:  # pragma: no cover - p(ε) → 1 as ε grows whenever r ≥ 1
+            return lo
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if _one_run_p_value(m, r, v, mid, d) < p:
+            lo = mid
+        else:
+            hi = mid
+    return float(lo)
+
+
+def _guess(s: np.ndarray, y: np.ndarray, r: int, rng_order: np.ndarray) -> int:
+    """Correct guesses when the top ⌊r/2⌋ scores are called members and the bottom ⌈r/2⌉ non-members."""
+    ys = y[rng_order]
+    k_top = r // 2
+    k_bot = r - k_top
+    correct = int(ys[:k_top].sum())
+    if k_bot:
+        correct += int((~ys[ys.size - k_bot :]).sum())
+    return correct
+
+
+def one_run_epsilon(
+    scores: Any,
+    labels: Any,
+    *,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    n_guesses: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One-run ε lower bound (Steinke, Nasr & Jagielski 2023; landscape.md §5.4).
+
+    The auditor guesses "member" for the top ⌊r/2⌋ scores and "non-member" for the bottom ⌈r/2⌉ and abstains
+    on the rest (ties in score are broken by a seeded random order); with v of the r guesses correct,
+    ε_lb = the largest ε with p(ε) < 1 − confidence, m = the number of records.
+
+    ``n_guesses=None`` tries r ∈ {10 %, 20 %, …, 100 %} of m and keeps the best. Choosing r on the same data
+    is optimistic (the bound is not corrected for the 10 tries); the ``n_guesses_selection`` key says so.
+    Pass ``n_guesses`` fixed in advance for a bound valid at the stated confidence.
+
+    Returns ``epsilon_lower_bound``, ``ceiling`` (the bound if all r guesses were correct), ``n_guesses``,
+    ``n_correct``, ``m``, ``confidence``, ``delta``, ``n_guesses_selection``, ``n_members``, ``n_nonmembers``,
+    ``assumption`` and ``warnings``.
+    """
+    s, y = _validate(scores, labels)
+    d = _check_delta(delta)
+    conf = _check_confidence(confidence)
+    seed = _check_count(seed, "seed", 0)
+    m = int(y.size)
+    n_in = int(y.sum())
+    n_out = m - n_in
+
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.permutation(m), -s))  # score descending, random among ties
+
+    if n_guesses is None:
+        grid = sorted({min(m, max(2, 2 * int(round(f * m / 2.0)))) for f in np.arange(1, 11) / 10.0})
+        best = None
+        for r in grid:
+            v = _guess(s, y, r, order)
+            e = one_run_epsilon_from_counts(m, r, v, d, conf)
+            if best is None or e > best[0]:
+                best = (e, r, v)
+        eps, r, v = best
+        selection = (
+            f"r chosen as the best of {len(grid)} guess counts ({', '.join(map(str, grid))}) on the same "
+            "data; this choice is not corrected for, so the bound is somewhat optimistic (fix n_guesses in "
+            "advance for a bound valid at the stated confidence)"
+        )
+    else:
+        r = _check_count(n_guesses, "n_guesses", 1)
+        if r > m:
+            raise BadInput(f"n_guesses: must be between 1 and the number of records ({m}), got {r}")
+        v = _guess(s, y, r, order)
+        eps = one_run_epsilon_from_counts(m, r, v, d, conf)
+        selection = f"r = {r} fixed by the caller"
+
+    warnings = []
+    if n_in != n_out:
+        warnings.append(
+            f"members ({n_in}) and non-members ({n_out}) are unbalanced; the theorem assumes each record is a "
+            "member with probability 1/2"
+        )
+    return {
+        "epsilon_lower_bound": float(eps),
+        "ceiling": float(one_run_epsilon_from_counts(m, r, r, d, conf)),
+        "n_guesses": int(r),
+        "n_correct": int(v),
+        "m": m,
+        "confidence": conf,
+        "delta": d,
+        "n_guesses_selection": selection,
+        "n_members": n_in,
+        "n_nonmembers": n_out,
+        "assumption": _ONE_RUN_ASSUMPTION,
+        "warnings": warnings,
+    }
