@@ -86,8 +86,12 @@ class PFDMConfig:
     clip_mix: float = _f(0.5, lo=0.0, hi=1.0, help="share of clipped copies in a local batch")
     local_steps: int = _f(3000, lo=1, help="steps of each client's t<=t0 denoiser")
     server_steps: int = _f(4000, lo=1, help="steps of the shared T-step model on the uploads")
-    stage1_sampler: str = _f("ddpm", choices=["ddpm", "ddim"])
-    stage2_sampler: str = _f("ddpm", choices=["ddpm", "ddim"])
+    stage1_sampler: str = _f("ddpm", choices=["ddpm", "ddim"],
+                             help="sampler of the shared model's chain (T steps; ddim: sample.ddim_steps)")
+    stage2_sampler: str = _f("ddpm", choices=["ddpm", "ddim"],
+                             help="sampler of the client model's refinement (t0 steps; ddim: sample.ddim_steps)")
+
+    SAMPLING_KEYS = ("stage1_sampler", "stage2_sampler")  # never force a retrain (see Config.training_dict)
 
 
 @dataclass
@@ -95,6 +99,7 @@ class FedConfig:
     rounds: int = _f(20, lo=1, help="FedAvg communication rounds (feddm)")
     local_steps: int = _f(200, lo=1, help="local steps per round (feddm) ")
     local_only_steps: int = _f(4000, lo=1, help="steps of each client's full model (local)")
+    prox_mu: float = _f(0.0, lo=0.0, help="FedProx proximal weight mu (feddm); 0 = plain FedAvg")
 
 
 @dataclass
@@ -129,6 +134,9 @@ class AttackConfig:
     n_samples: int = _f(500, lo=1, help="samples drawn by memorization")
     recon_t0: int = _f(0, lo=0, help="reconstruction upload level (1-indexed); 0 = pfdm.t0")
     recon_clip: float = _f(0.0, lo=0.0, help="reconstruction clip; 0 = pfdm.clip")
+    recon_n: int = _f(1000, lo=0, help="uploads attacked by reconstruction (seeded subset; 0 = all)")
+    recon_sampler: str = _f("ddim", choices=["ddim", "ddpm"],
+                            help="reverse chain of the reconstruction attack (ddim: sample.ddim_steps NFEs; ddpm: t0)")
     bootstrap: int = _f(1000, lo=0, help="bootstrap resamples for CIs")
 
 
@@ -159,6 +167,8 @@ class Config:
         d = self.to_dict()
         d.pop("attack"), d.pop("sample"), d.pop("preset")
         d["data"].pop("data_root"), d["data"].pop("download")
+        for k in PFDMConfig.SAMPLING_KEYS:  # sampling choices of pfdm: not part of what is trained
+            d["pfdm"].pop(k, None)
         return d
 
     def training_hash(self) -> str:

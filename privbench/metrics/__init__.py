@@ -18,6 +18,8 @@ from privbench.metrics.roc import (
     tpr_at_fpr,
 )
 
+from privbench.metrics import extractor as _extractor  # noqa: F401,E402  registers FEATURE_EXTRACTORS (no torch)
+
 _LAZY = {
     "psnr": "privbench.metrics.image",
     "ssim": "privbench.metrics.image",

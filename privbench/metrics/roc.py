@@ -138,8 +138,8 @@ def _curves_from_weights(wpos: np.ndarray, wneg: np.ndarray, ends: np.ndarray) -
     ``wpos``/``wneg`` have shape (B, n) in score-descending order: how often each record counts as a positive /
     negative. Returns integer arrays of shape (B, G + 1).
     """
-    tp = np.cumsum(wpos, axis=1)[:, ends]
-    fp = np.cumsum(wneg, axis=1)[:, ends]
+    tp = np.cumsum(wpos, axis=1, dtype=np.int64)[:, ends]
+    fp = np.cumsum(wneg, axis=1, dtype=np.int64)[:, ends]
     zeros = np.zeros((tp.shape[0], 1), dtype=tp.dtype)
     return np.concatenate([zeros, tp], axis=1), np.concatenate([zeros, fp], axis=1)
 
@@ -147,16 +147,24 @@ def _curves_from_weights(wpos: np.ndarray, wneg: np.ndarray, ends: np.ndarray) -
 def _metrics_from_counts(
     tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float]
 ) -> dict[str, np.ndarray]:
-    """AUC, ASR and TPR@FPR for each row of cumulative counts (shape (B, G + 1))."""
-    tpr = tp / n_pos
-    fpr = fp / n_neg
+    """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)).
+
+    Integer arithmetic until the final division, so the AUC is the exact Mann–Whitney fraction.
+    """
+    tp = tp.astype(np.int64, copy=False)
+    fp = fp.astype(np.int64, copy=False)
+    denom = float(n_pos) * float(n_neg)
     # trapezoid over the exact ROC = Mann–Whitney with ties counted ½
-    auc_v = 0.5 * np.sum((fpr[:, 1:] - fpr[:, :-1]) * (tpr[:, 1:] + tpr[:, :-1]), axis=1)
-    asr_v = np.max(0.5 * (tpr + 1.0 - fpr), axis=1)
+    twice_u = np.sum((fp[:, 1:] - fp[:, :-1]) * (tp[:, 1:] + tp[:, :-1]), axis=1)
+    auc_v = twice_u / (2.0 * denom)
+    # ½(TPR + 1 − FPR) = ½ + (TP·n_neg − FP·n_pos) / (2·n_pos·n_neg)
+    asr_v = 0.5 + np.max(tp * n_neg - fp * n_pos, axis=1) / (2.0 * denom)
     out = {"auc": auc_v, "asr": asr_v}
+    rows = np.arange(tp.shape[0])
     for f in fprs:
-        ok = fp <= _max_fp(f, n_neg)
-        out[fpr_key(f)] = np.max(np.where(ok, tpr, 0.0), axis=1)
+        # FP is nondecreasing along a row: the last point with FP ≤ the allowed count has the largest TPR
+        last = np.count_nonzero(fp <= _max_fp(f, n_neg), axis=1) - 1
+        out[fpr_key(f)] = tp[rows, last] / n_pos
     return out
 
 

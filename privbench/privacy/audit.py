@@ -369,7 +369,9 @@ def one_run_epsilon(
 
     The auditor guesses "member" for the top ⌊r/2⌋ scores and "non-member" for the bottom ⌈r/2⌉ and abstains
     on the rest (ties in score are broken by a seeded random order); with v of the r guesses correct,
-    ε_lb = the largest ε with p(ε) < 1 − confidence, m = the number of records.
+    ε_lb = the largest ε with p(ε) < 1 − confidence, m = the number of records. The guesses assume the
+    privbench orientation (higher = member); a wrongly-signed score gets a bound of 0 here, unlike
+    :func:`clopper_pearson_epsilon`, which also tries the flipped test.
 
     ``n_guesses=None`` tries r ∈ {10 %, 20 %, …, 100 %} of m and keeps the best. Choosing r on the same data
     is optimistic (the bound is not corrected for the 10 tries); the ``n_guesses_selection`` key says so.

@@ -1,0 +1,224 @@
+"""The one attack interface.
+
+An attack receives a :class:`~privbench.models.target.Target` (what the attacker may query) and
+:class:`Records` (the records under test: images, class labels, member/non-member ground truth and their
+dataset index, aligned) and returns an :class:`AttackOutput`.
+
+Membership attacks return one score per record with privbench's single convention (cli.md, attacks.md §0.2):
+**members are the positive class and a HIGHER score means "more likely a member"**; distance-type statistics
+(loss, t-error, PIA distance) are negated before they leave the attack. Other attacks (memorization,
+reconstruction) return their own figures under ``metrics``.
+
+Timesteps: 0-indexed model timesteps t ∈ {0, …, T−1}, ᾱ[t] = ∏_{k=0..t}(1 − β_k) (``target.alphas_cumprod``),
+as in diffusers and the official PIA/SecMI code. PFDM's upload level t0 is 1-indexed (model t = t0 − 1).
+
+Performance rules every attack follows: model queries are batched (``attack.batch_size`` records per forward),
+everything runs on ``target.device``, per-batch results stay on the device and are moved to the host once.
+Class-conditional targets are always queried with the record's own label (labels are public in PFDM's threat
+model; for the other methods this is the stronger, label-aware attacker).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+import numpy as np
+import torch
+
+from ..errors import BadInput
+
+
+@dataclass
+class Records:
+    """Records under test, aligned: ``x`` (N×C×H×W in [−1, 1]), ``y`` (class labels), ``labels`` (1 = member,
+    0 = non-member) and ``index`` (position in the dataset's fixed order)."""
+    x: torch.Tensor
+    y: torch.Tensor
+    labels: torch.Tensor
+    index: torch.Tensor
+
+    def __post_init__(self):
+        n = self.x.shape[0]
+        for name in ("y", "labels", "index"):
+            v = getattr(self, name)
+            if v.shape[0] != n:
+                raise ValueError(f"Records.{name} has {v.shape[0]} entries for {n} images")
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def n_members(self) -> int:
+        return int((self.labels == 1).sum())
+
+    @property
+    def n_nonmembers(self) -> int:
+        return int((self.labels == 0).sum())
+
+    def subset(self, mask_or_idx) -> "Records":
+        return Records(self.x[mask_or_idx], self.y[mask_or_idx], self.labels[mask_or_idx], self.index[mask_or_idx])
+
+    def batches(self, batch_size: int, device) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """(batch number, x on device, y on device) in record order."""
+        for b, lo in enumerate(range(0, len(self), batch_size)):
+            hi = min(len(self), lo + batch_size)
+            yield b, self.x[lo:hi].to(device, non_blocking=True), self.y[lo:hi].to(device, non_blocking=True)
+
+
+@dataclass
+class AttackEnv:
+    """What else the run hands the attack: the full config, the Method (training data, uploads' config),
+    an output folder for figures, and the seed of every random draw the attack makes."""
+    cfg: Any = None
+    method: Any = None
+    out_dir: Path | None = None
+    seed: int = 0
+    train_data: tuple[torch.Tensor, torch.Tensor] | None = None  # overrides method.training_data()
+
+    def training_data(self, records: Records | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target's training records: explicit > ``method.training_data()`` > the members of ``records``."""
+        if self.train_data is not None:
+            return self.train_data
+        if self.method is not None:
+            return self.method.training_data()
+        if records is not None:
+            m = records.labels == 1
+            return records.x[m], records.y[m]
+        raise BadInput("this attack needs the target's training data (no method or records given)")
+
+
+@dataclass
+class AttackOutput:
+    """What an attack returns.
+
+    * ``scores``: membership attacks, one float per record (higher = member), fixed-setting result.
+    * ``sweep``: extra settings (e.g. timesteps) → scores; reported separately as an ORACLE choice.
+    * ``metrics``: non-membership attacks put their own figures here (cli.md).
+    * ``figures``: further attack-specific numbers (JSON-able), e.g. NFEs, the offset mode that ran.
+    * ``arrays``: extra aligned arrays written to ``scores.npz``.
+    * ``images``: name → (images N×C×H×W in [−1, 1], labels or None, nrow or None) written as PNG grids.
+    """
+    scores: np.ndarray | None = None
+    sweep: dict[int, np.ndarray] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    images: dict[str, tuple] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    nfe_per_record: float | None = None
+
+
+class Attack:
+    """Base class. Subclasses set ``name``, ``kind`` and ``config_fields`` and implement ``run``."""
+    name: ClassVar[str] = "?"
+    kind: ClassVar[str] = "membership"  # membership | memorization | reconstruction
+    #: AttackConfig fields that change this attack's result (they enter the attack's cache hash)
+    config_fields: ClassVar[tuple[str, ...]] = ("batch_size",)
+    #: other config fields (``section.key``) that change the result
+    extra_config_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, acfg=None, **overrides):
+        from ..config import AttackConfig
+
+        acfg = acfg if acfg is not None else AttackConfig()
+        self.acfg = acfg
+        for k, v in overrides.items():
+            if not hasattr(acfg, k):
+                raise TypeError(f"unknown attack setting {k!r}")
+        self.settings = {f: overrides.get(f, getattr(acfg, f)) for f in type(acfg).__dataclass_fields__}
+
+    def __getattr__(self, item):
+        settings = self.__dict__.get("settings")
+        if settings is not None and item in settings:
+            return settings[item]
+        raise AttributeError(item)
+
+    # ------------------------------------------------------------------ contract
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        """Raise BadInput for settings that cannot run on a schedule of ``num_timesteps`` steps (called before
+        anything is trained or written)."""
+        if self.batch_size < 1:
+            raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
+
+    def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        raise NotImplementedError
+
+    def hash_dict(self, cfg=None) -> dict:
+        d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
+             "settings": {k: self.settings[k] for k in self.config_fields}}
+        if cfg is not None:
+            for key in self.extra_config_keys:
+                sec, name = key.split(".")
+                d[key] = getattr(getattr(cfg, sec), name)
+        return d
+
+    def describe(self) -> dict:
+        return {k: self.settings[k] for k in self.config_fields}
+
+
+#: bump when an attack's numbers change for the same config (invalidates cached attack results)
+ATTACK_CODE_VERSION = 1
+
+
+# ---------------------------------------------------------------------- helpers
+
+def check_timestep(t, num_timesteps: int, what: str) -> int:
+    """A 0-indexed model timestep in [0, T), else BadInput naming ``what``."""
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        if isinstance(t, float) and float(t).is_integer():
+            t = int(t)
+        else:
+            raise BadInput(f"{what}={t!r}: must be an integer model timestep in [0, {num_timesteps}) (0-indexed)")
+    t = int(t)
+    if t < 0 or t >= num_timesteps:
+        raise BadInput(f"{what}={t}: must be a model timestep in [0, {num_timesteps}) (0-indexed)")
+    return t
+
+
+def sweep_list(sweep, num_timesteps: int, what: str = "attack.sweep") -> list[int]:
+    if not isinstance(sweep, (list, tuple)):
+        raise BadInput(f"{what}={sweep!r}: expected a list of timesteps, e.g. [50,100,200]")
+    out = []
+    for v in sweep:
+        t = check_timestep(v, num_timesteps, what)
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def cond(target, y: torch.Tensor) -> torch.Tensor | None:
+    """The condition to pass: the record's label for class-conditional targets, else None."""
+    return y if target.num_classes else None
+
+
+def tvec(t: int, n: int, device) -> torch.Tensor:
+    return torch.full((n,), int(t), dtype=torch.long, device=device)
+
+
+def seeded_generator(device, *parts: int) -> torch.Generator:
+    """A generator on ``device`` seeded by a tuple of integers (reproducible for a given batch size)."""
+    h = 1469598103934665603
+    for p in parts:
+        h = ((h ^ (int(p) & 0xFFFFFFFFFFFF)) * 1099511628211) % (2 ** 63 - 1)
+    g = torch.Generator(device=device)
+    g.manual_seed(h)
+    return g
+
+
+def to_numpy(chunks: list[torch.Tensor]) -> np.ndarray:
+    """Concatenate per-batch results kept on the device and move them to the host once."""
+    return torch.cat(chunks).detach().to("cpu", torch.float64).numpy()
+
+
+def clip_l2(x: torch.Tensor, c: float) -> torch.Tensor:
+    """CLIP(x, C) = x · min(1, C/‖x‖₂), the whole-image L2 clip of PFDM (attacks.md §5)."""
+    norms = x.flatten(1).norm(dim=1).clamp_min(1e-12)
+    scale = torch.clamp(c / norms, max=1.0)
+    return x * scale.view(-1, *([1] * (x.dim() - 1)))
+
+
+def sqrt2_over_pi() -> float:
+    """E|Z| for Z ~ N(0, 1): √(2/π) ≈ 0.7979 — PIAN's target mean absolute value (official PIA code)."""
+    return math.sqrt(2.0 / math.pi)

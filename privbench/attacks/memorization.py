@@ -1,0 +1,120 @@
+"""Memorization by the nearest-neighbour ratio (Yoon et al. 2023; Gu et al. 2023; attacks.md §4).
+
+Draw ``attack.n_samples`` samples from the target (class-conditional targets: labels drawn uniformly, seeded),
+then a sample x is *memorized* iff ‖x − NN₁(x)‖₂ / ‖x − NN₂(x)‖₂ < 1/3, NN₁ and NN₂ being its nearest and
+second-nearest training records, with the ℓ2 in pixel space over flattened images ([−1, 1] scale; any scaling
+cancels in the ratio, as DiffMemorize's division by √(C·H·W)).
+
+The reference set is the target's training records made **unique** (byte-identical duplicates collapsed):
+with a record duplicated in training, NN₁ and NN₂ would be two copies of it, the ratio 1, and a verbatim copy
+would never count as memorized. Samples are clamped to [−1, 1] (the data range) before the distances.
+
+Figures: ``memorized_fraction``, ``n_generated`` (cli.md), plus ``n_memorized``, the ratio quantiles, and the
+dataset indices of the memorized records. A PNG grid shows each memorized sample beside its nearest training
+record (or, if none is memorized, the samples with the smallest ratios, labelled as such).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import BadInput
+from .base import Attack, AttackEnv, AttackOutput, Records
+
+THRESHOLD = 1.0 / 3.0
+
+
+@torch.no_grad()
+def nn_ratio(samples: torch.Tensor, reference: torch.Tensor, batch_size: int = 1024) -> dict[str, torch.Tensor]:
+    """For each sample: d1, d2 (ℓ2 to its nearest and second-nearest reference), their ratio, and nn1/nn2
+    (row numbers in ``reference``). Runs on ``samples``' device, chunked; results on that device."""
+    if reference.shape[0] < 2:
+        raise BadInput("memorization: the nearest-neighbour ratio needs at least 2 distinct training records")
+    ref = reference.to(samples.device).flatten(1).float()
+    d1s, d2s, n1s, n2s = [], [], [], []
+    for lo in range(0, samples.shape[0], batch_size):
+        s = samples[lo:lo + batch_size].flatten(1).float()
+        d = torch.cdist(s, ref)
+        vals, idx = d.topk(2, dim=1, largest=False)
+        d1s.append(vals[:, 0]), d2s.append(vals[:, 1]), n1s.append(idx[:, 0]), n2s.append(idx[:, 1])
+    d1, d2 = torch.cat(d1s), torch.cat(d2s)
+    ratio = torch.where(d2 > 0, d1 / d2.clamp_min(1e-30), torch.ones_like(d1))
+    return {"d1": d1, "d2": d2, "ratio": ratio, "nn1": torch.cat(n1s), "nn2": torch.cat(n2s)}
+
+
+def unique_records(x: torch.Tensor, index: torch.Tensor | None = None):
+    """Collapse exact duplicates: (unique images, their first dataset index or row, inverse map)."""
+    flat = x.flatten(1)
+    uniq, inverse = torch.unique(flat, dim=0, return_inverse=True)
+    first = torch.full((uniq.shape[0],), -1, dtype=torch.long)
+    rows = torch.arange(x.shape[0])
+    # first occurrence of every unique row
+    first.scatter_reduce_(0, inverse.cpu(), rows, reduce="amin", include_self=False)
+    src = index[first] if index is not None else first
+    return uniq.view(-1, *x.shape[1:]), src, inverse
+
+
+class NNRatioMemorization(Attack):
+    name = "memorization"
+    kind = "memorization"
+    config_fields = ("n_samples", "batch_size")
+    extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        if self.n_samples < 1:
+            raise BadInput(f"attack.n_samples={self.n_samples}: must be >= 1")
+
+    def draw(self, target, env: AttackEnv):
+        s = getattr(env.cfg, "sample", None)
+        kw = dict(sampler=s.sampler, ddim_steps=s.ddim_steps, batch_size=s.batch_size) if s is not None else {}
+        images, labels = target.sample(int(self.n_samples), None, seed=env.seed, **kw)
+        return images.float().clamp(-1, 1), labels
+
+    @torch.no_grad()
+    def run(self, target, records: Records | None, env: AttackEnv | None = None) -> AttackOutput:
+        env = env or AttackEnv()
+        train_x, train_y = env.training_data(records)
+        train_index = None
+        if env.method is not None and env.train_data is None:
+            train_index = torch.as_tensor(list(env.method.ctx.split.members), dtype=torch.long) \
+                if len(env.method.ctx.split.members) == train_x.shape[0] else None
+        samples, sample_y = self.draw(target, env)
+        return self.evaluate(samples.to(target.device), sample_y, train_x, train_y, train_index)
+
+    def evaluate(self, samples, sample_y, train_x, train_y=None, train_index=None) -> AttackOutput:
+        """The memorization figures for given samples against given training records."""
+        ref, src, _ = unique_records(train_x.cpu(), train_index)
+        r = nn_ratio(samples, ref.to(samples.device), self.batch_size)
+        ratio = r["ratio"].cpu().double().numpy()
+        nn1 = r["nn1"].cpu().numpy()
+        mem = ratio < THRESHOLD
+        n = len(ratio)
+        res = AttackOutput(nfe_per_record=None)
+        res.metrics = {"memorized_fraction": float(mem.mean()), "n_generated": int(n)}
+        res.figures = {
+            "n_memorized": int(mem.sum()), "threshold": "d(NN1)/d(NN2) < 1/3 (pixel L2)",
+            "n_training_records": int(train_x.shape[0]), "n_unique_training_records": int(ref.shape[0]),
+            "ratio_quantiles": {q: float(np.quantile(ratio, q)) for q in (0.0, 0.01, 0.1, 0.5)},
+            "memorized_training_records": sorted({int(src[i]) for i in nn1[mem]}),
+            "reference": "training dataset index" if train_index is not None else "row in the training tensor",
+        }
+        if ref.shape[0] < train_x.shape[0]:
+            res.notes.append(f"{train_x.shape[0] - ref.shape[0]} duplicate training records collapsed before the "
+                             "nearest-neighbour ratio (otherwise a duplicated record could never count as memorized)")
+        res.arrays = {"ratio": ratio, "nn1": src[torch.as_tensor(nn1)].numpy(),
+                      "nn2": src[r["nn2"].cpu()].numpy(), "d1": r["d1"].cpu().double().numpy(),
+                      "d2": r["d2"].cpu().double().numpy(), "memorized": mem.astype(np.int8)}
+        if sample_y is not None:
+            res.arrays["sample_label"] = np.asarray(sample_y.cpu().numpy())
+        # grid: memorized samples beside their nearest training record (or the closest-ratio ones)
+        order = np.argsort(ratio, kind="stable")
+        pick = order[mem[order]][:16] if mem.any() else order[:8]
+        imgs, labels = [], []
+        for i in pick:
+            imgs += [samples[i].cpu(), ref[nn1[i]]]
+            labels += [f"r={ratio[i]:.2f}", f"#{int(src[nn1[i]])}"]
+        title = "memorized" if mem.any() else "closest (none memorized)"
+        res.images[f"memorization-{'memorized' if mem.any() else 'closest'}"] = (torch.stack(imgs), labels, 8)
+        res.figures["grid"] = title + ": each sample (left, r = ratio) beside its nearest training record (right, #index)"
+        return res

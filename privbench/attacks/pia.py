@@ -1,0 +1,81 @@
+"""PIA and PIAN (Kong et al., ICLR 2024; official code ``kong13661/PIA``, ``DDPM/components.py``).
+
+PIA, per record x₀ (attacks.md §1.1):
+
+1. ε₀ = ε_θ(x₀, 0) — the network on the *clean* input at model timestep 0 (query 1);
+2. x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε₀ — no fresh randomness;
+3. ε_t = ε_θ(x_t, t) (query 2);
+4. distance R = Σ |ε₀ − ε_t|^p over all C·H·W elements (the p-th power without the root, as the official
+   code; ranks identically to ‖·‖_p). Default p = 4, t = 200. Member ⇔ small R, so the stored score is −R.
+
+PIAN is PIA with ε₀ rescaled per record, ε̂₀ = ε₀·√(2/π)/mean|ε₀|, so that its mean absolute value is that of a
+standard normal (E|Z| = √(2/π)); both x_t and the comparison use ε̂₀. This is the official constant. Note: the CDI
+re-implementation (``src/attacks/features_extraction/pia.py``) uses N·√(π/2)/‖ε₀‖₁, i.e. √(π/2) instead of √(2/π)
+(a factor π/2 too large); privbench does not follow it.
+
+A sweep (``attack.sweep``) reuses ε₀: 1 + (number of distinct t) queries per record.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import BadInput
+from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, cond, sqrt2_over_pi, sweep_list, to_numpy, tvec
+
+
+def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:
+    """ε₀ · √(2/π) / mean|ε₀| per record (mean over all non-batch dimensions), as the official PIAN."""
+    dims = tuple(range(1, eps0.dim()))
+    return eps0 / eps0.abs().mean(dim=dims, keepdim=True) * sqrt2_over_pi()
+
+
+class PIA(Attack):
+    name = "pia"
+    normalize = False
+    config_fields = ("t", "p", "sweep", "batch_size")
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        check_timestep(self.t, num_timesteps, "attack.t")
+        sweep_list(self.sweep, num_timesteps)
+        if not self.p > 0:
+            raise BadInput(f"attack.p={self.p}: must be > 0")
+
+    def timesteps(self, num_timesteps: int) -> tuple[int, list[int]]:
+        """(the fixed t, the sweep's timesteps in the given order)."""
+        return check_timestep(self.t, num_timesteps, "attack.t"), sweep_list(self.sweep, num_timesteps)
+
+    @torch.no_grad()
+    def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        t_fixed, t_sweep = self.timesteps(target.num_timesteps)
+        ts = [t_fixed] + [s for s in t_sweep if s != t_fixed]  # ε₀ is computed once and reused for all
+        device = target.device
+        ac = target.alphas_cumprod.to(device)
+        p = float(self.p)
+        out: dict[int, list[torch.Tensor]] = {t: [] for t in ts}
+        for _, xb, yb in records.batches(self.batch_size, device):
+            c = cond(target, yb)
+            n = xb.shape[0]
+            eps0 = target.predict_noise(xb, tvec(0, n, device), c)
+            if self.normalize:
+                eps0 = pian_normalize(eps0)
+            for t in ts:
+                a = ac[t]
+                x_t = a.sqrt() * xb + (1 - a).sqrt() * eps0
+                eps_t = target.predict_noise(x_t, tvec(t, n, device), c)
+                out[t].append(-(eps0 - eps_t).abs().pow(p).flatten(1).sum(1))
+        scores = {t: to_numpy(v) for t, v in out.items()}
+        res = AttackOutput(scores=scores[t_fixed], sweep={t: scores[t] for t in t_sweep},
+                           nfe_per_record=1 + len(ts))
+        res.figures = {"t": t_fixed, "p": p, "queries_per_record": 2, "queries_per_record_with_sweep": 1 + len(ts),
+                       "score": f"-sum|eps0 - eps_theta(x_t, t)|^{p:g} (higher = member)"}
+        if self.normalize:
+            res.figures["pian_scale"] = "eps0 * sqrt(2/pi) / mean|eps0| (official PIA code)"
+            res.notes.append("PIAN rescales eps0 to mean |eps0| = sqrt(2/pi) = E|N(0,1)| as the official PIA code; "
+                             "the CDI re-implementation's sqrt(pi/2) (a factor pi/2 larger) is not followed")
+        return res
+
+
+class PIAN(PIA):
+    name = "pian"
+    normalize = True

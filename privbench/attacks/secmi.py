@@ -1,0 +1,111 @@
+"""SecMI_stat (Duan et al., ICML 2023; official code ``jinhaoduan/SecMI``, ``mia_evals/secmia.py``).
+
+With f_θ(x_t, t) = (x_t − √(1−ᾱ_t)·ε_θ(x_t, t))/√ᾱ_t, a deterministic DDIM move from level s to level s' is
+√ᾱ_{s'}·f_θ(x_s, s) + √(1−ᾱ_{s'})·ε_θ(x_s, s) (one query, at s; no clipping of f_θ, as the official code).
+
+* x̃ = Φ_θ(x₀, c): DDIM inversion from t = 0 with stride k — the clean record is treated as the level-0 point and
+  the network is queried at 0, k, 2k, …, c − k, landing at level c (c/k queries);
+* one more inversion step c → c + k (query at c) and one denoising step back c + k → c (query at c + k);
+* t-error ℓ = ‖ψ(ϕ(x̃)) − x̃‖₂² summed over pixels. Member ⇔ small ℓ; the stored score is −ℓ.
+
+``attack.secmi_offset`` chooses the comparison level c for t_sec = ``attack.secmi_t``:
+
+* ``paper`` (default): c = t_sec — the paper's definition ℓ̃_{t_sec} compares t_sec ↔ t_sec + k (100 ↔ 110).
+  NFEs = t_sec/k + 2 = 12 for (100, 10), the paper's "10 + 2".
+* ``official``: c = t_sec − k — the official code inverts to the multiples of k *below* t_sec and compares
+  t_sec − k ↔ t_sec (90 ↔ 100). NFEs = t_sec/k + 1 = 11.
+
+The result's ``figures`` say which one ran. A sweep (``attack.sweep`` = values of t_sec, multiples of k) shares
+the inversion: max(c)/k + 2·(number of t_sec) queries per record.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import BadInput
+from ..models.sampling import ddim_step
+from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, cond, sweep_list, to_numpy, tvec
+
+
+def compare_level(t_sec: int, k: int, offset: str) -> int:
+    """The level c at which the t-error is measured (c ↔ c + k)."""
+    return t_sec if offset == "paper" else t_sec - k
+
+
+def secmi_nfe(t_sec: int, k: int, offset: str) -> int:
+    """Network evaluations per record: c/k inversion steps + 1 up + 1 down."""
+    return compare_level(t_sec, k, offset) // k + 2
+
+
+class SecMI(Attack):
+    name = "secmi"
+    config_fields = ("secmi_t", "secmi_k", "secmi_offset", "sweep", "batch_size")
+
+    def _tsecs(self, num_timesteps: int) -> tuple[int, list[int]]:
+        k = int(self.secmi_k)
+        if k < 1:
+            raise BadInput(f"attack.secmi_k={k}: must be >= 1")
+        if self.secmi_offset not in ("paper", "official"):
+            raise BadInput(f"attack.secmi_offset={self.secmi_offset!r}: choose paper or official")
+        fixed = check_timestep(self.secmi_t, num_timesteps, "attack.secmi_t")
+        sweep = sweep_list(self.sweep, num_timesteps, "attack.sweep (secmi: values of t_sec)")
+        for what, t in [("attack.secmi_t", fixed)] + [("attack.sweep (secmi: values of t_sec)", s) for s in sweep]:
+            if t % k != 0 or t < k:
+                raise BadInput(f"{what}={t}: SecMI's t_sec must be a positive multiple of attack.secmi_k={k}")
+            c = compare_level(t, k, self.secmi_offset)
+            if c + k >= num_timesteps:
+                raise BadInput(f"{what}={t}: the {self.secmi_offset} offset compares levels {c} and {c + k}; "
+                               f"both must be < T={num_timesteps}")
+        return fixed, sweep
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        self._tsecs(num_timesteps)
+
+    @torch.no_grad()
+    def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        k = int(self.secmi_k)
+        offset = self.secmi_offset
+        fixed, sweep = self._tsecs(target.num_timesteps)
+        tsecs = [fixed] + [s for s in sweep if s != fixed]
+        levels = {ts: compare_level(ts, k, offset) for ts in tsecs}
+        wanted = set(levels.values())
+        top = max(wanted)
+        device = target.device
+        ac = target.alphas_cumprod.to(device)
+        out: dict[int, list[torch.Tensor]] = {ts: [] for ts in tsecs}
+        for _, xb, yb in records.batches(self.batch_size, device):
+            c = cond(target, yb)
+            n = xb.shape[0]
+            x = xb
+            inverted = {0: xb} if 0 in wanted else {}
+            for s in range(0, top, k):  # DDIM inversion s → s + k, query at s
+                eps = target.predict_noise(x, tvec(s, n, device), c)
+                x = ddim_step(x, eps, ac[s], ac[s + k])
+                if s + k in wanted:
+                    inverted[s + k] = x
+            errs = {}
+            for lvl in sorted(wanted):
+                x_c = inverted[lvl]
+                eps = target.predict_noise(x_c, tvec(lvl, n, device), c)
+                x_up = ddim_step(x_c, eps, ac[lvl], ac[lvl + k])          # ϕ: c → c + k
+                eps = target.predict_noise(x_up, tvec(lvl + k, n, device), c)
+                x_back = ddim_step(x_up, eps, ac[lvl + k], ac[lvl])       # ψ: c + k → c
+                errs[lvl] = -(x_back - x_c).pow(2).flatten(1).sum(1)
+            for ts in tsecs:
+                out[ts].append(errs[levels[ts]])
+        scores = {ts: to_numpy(v) for ts, v in out.items()}
+        c = levels[fixed]
+        nfe = secmi_nfe(fixed, k, offset)
+        res = AttackOutput(scores=scores[fixed], sweep={ts: scores[ts] for ts in sweep},
+                           nfe_per_record=top // k + 2 * len(wanted))
+        res.figures = {
+            "t_sec": fixed, "k": k, "offset": offset, "compared_levels": [c, c + k],
+            "queries_per_record": nfe,
+            "score": "-||psi(phi(x_c)) - x_c||^2 after DDIM inversion to level c (higher = member)",
+        }
+        res.notes.append(
+            f"SecMI offset '{offset}': t-error at level {c} using level {c + k} "
+            + ("(the paper's definition)" if offset == "paper" else "(as the official code: the level below t_sec)")
+            + f"; {nfe} queries per record")
+        return res

@@ -1,0 +1,127 @@
+"""``feddm``: FedAvg of a class-conditional DDPM over the clients (FedDM-vanilla, methods.md §4), non-private.
+
+Each of ``fed.rounds`` rounds: every client starts from the global weights, trains ``fed.local_steps`` steps on
+its own records (fresh AdamW state; the LR warm-up only in round 0), and the server replaces the global
+weights by the average of the clients' weights, weighted by client size n_m / Σ n. With ``fed.prox_mu`` > 0 the
+local loss gets the FedProx term μ/2·‖w − w_global‖².
+
+The target ``global`` uses a server-side EMA of the averaged weights, updated once per round with decay
+``train.ema_decay ** fed.local_steps`` (the same time horizon as the per-step EMA of the centralized model).
+The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``); the per-client
+checkpoints of a round are removed once its average is saved, so an interrupted run resumes at the last
+finished round (or inside the interrupted round, client by client).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import torch
+
+from ..registry import METHODS
+from ..runs import atomic_write_json
+from .base import Method
+from .checkpoint import load_into, load_weights, read_state, save_weights
+from .local import Local
+from .training import TrainData, diffusion_loss, train_denoiser
+
+_TAG_FED = 0xFEDA
+
+
+def fedavg(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dict[str, torch.Tensor]:
+    """Σ_m w_m·state_m / Σ w for floating tensors (others copied from the first state)."""
+    total = float(sum(weights))
+    out = {}
+    for k, v0 in states[0].items():
+        if torch.is_floating_point(v0):
+            acc = torch.zeros_like(v0, dtype=torch.float64)
+            for s, w in zip(states, weights):
+                acc += s[k].double() * (w / total)
+            out[k] = acc.to(v0.dtype)
+        else:
+            out[k] = v0.clone()
+    return out
+
+
+def _prox_loss(global_params: list[torch.Tensor], mu: float):
+    def loss_fn(model, x0, y, extra, t, noise, ac):
+        base = diffusion_loss(model, x0, y, extra, t, noise, ac)
+        prox = sum(((p - g) ** 2).sum() for p, g in zip(model.parameters(), global_params))
+        return base + 0.5 * mu * prox  # added to every record's loss: the batch mean gets exactly μ/2·‖w − w_g‖²
+
+    return loss_fn
+
+
+@METHODS.register("feddm", "FedAvg of a class-conditional DDPM over the clients, non-private (target: global)")
+class FedDM(Method):
+    name = "feddm"
+    default_target = "global"
+    validate = Local.validate
+
+    def target_names(self) -> list[str]:
+        return ["global"]
+
+    def _paths(self):
+        d = self.ctx.ckpt_dir
+        return d / "global.safetensors", d / "global.state.json"
+
+    def train(self) -> None:
+        from .pfdm import sub_seed
+
+        ctx, f = self.ctx, self.cfg.fed
+        wpath, spath = self._paths()
+        ac = ctx.schedule.alphas_cumprod()
+        clients = ctx.clients.clients
+        sizes = [len(c) for c in clients]
+        data = []
+        for idx in clients:
+            x, y = ctx.records(idx)
+            data.append(TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None))
+
+        model = ctx.new_denoiser().to(ctx.device)
+        ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        start = 0
+        state = read_state(spath)
+        if state is not None:
+            t = load_weights(wpath, ctx.device)
+            load_into(model, {k[6:]: v for k, v in t.items() if k.startswith("model.")}, wpath)
+            ema = {k[4:]: v for k, v in t.items() if k.startswith("ema.")}
+            start = int(state["round"])
+            if start >= f.rounds:
+                return
+            ctx.log(f"[global] resuming FedAvg at round {start}/{f.rounds}")
+        decay = self.cfg.train.ema_decay ** f.local_steps
+        for r in range(start, f.rounds):
+            tcfg = dataclasses.replace(self.cfg.train, warmup=self.cfg.train.warmup if r == 0 else 0)
+            client_states = []
+            for m in range(len(clients)):
+                local = copy.deepcopy(model)
+                loss_fn = None
+                if f.prox_mu > 0:
+                    loss_fn = _prox_loss([p.detach().clone() for p in model.parameters()], f.prox_mu)
+                train_denoiser(local, data[m], ac, tcfg, ctx.ckpt_dir, name=f"fed_r{r:03d}_c{m}",
+                               seed=sub_seed(self.cfg.seed, _TAG_FED, r, m), device=ctx.device, steps=f.local_steps,
+                               loss_fn=loss_fn, desc=f"feddm round {r + 1}/{f.rounds} client {m}")
+                client_states.append({k: v.detach().clone() for k, v in local.state_dict().items()})
+            avg = fedavg(client_states, sizes)
+            model.load_state_dict(avg)
+            for k, v in avg.items():
+                if torch.is_floating_point(v):
+                    ema[k] = torch.lerp(ema[k], v, 1.0 - decay)
+                else:
+                    ema[k] = v.clone()
+            tensors = {f"model.{k}": v for k, v in avg.items()}
+            tensors.update({f"ema.{k}": v for k, v in ema.items()})
+            save_weights(wpath, tensors, {"round": r + 1})
+            atomic_write_json(spath, {"round": r + 1, "rounds": f.rounds, "step": r + 1})
+            for m in range(len(clients)):
+                for suffix in (".safetensors", ".optim.pt", ".state.json"):
+                    (ctx.ckpt_dir / f"fed_r{r:03d}_c{m}{suffix}").unlink(missing_ok=True)
+            ctx.log(f"[global] FedAvg round {r + 1}/{f.rounds} done (client sizes {sizes})")
+
+    def load_target(self, name=None):
+        from .training import load_ema
+
+        name = self.check_target(name)
+        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "global", self.ctx.device)
+        return self.make_target(name, model, note="non-private: FedAvg DDPM over the clients")

@@ -1,0 +1,58 @@
+"""``local``: the non-collaborative baseline — every client trains a full T-step class-conditional DDPM on its
+own records alone (the same client split as ``pfdm``/``feddm``; no communication, no DP).
+
+Targets ``client:K`` (default ``client:0``). ``fed.local_only_steps`` steps per client.
+"""
+from __future__ import annotations
+
+from ..errors import BadInput
+from ..registry import METHODS
+from .base import Method
+from .training import TrainData, is_trained, load_ema, train_denoiser
+
+_TAG_LOCAL_ONLY = 0x1A10E
+
+
+def client_seed(seed: int, m: int) -> int:
+    from .pfdm import sub_seed
+
+    return sub_seed(seed, _TAG_LOCAL_ONLY, m)
+
+
+@METHODS.register("local", "non-collaborative: each client trains a full DDPM alone, non-private (targets: client:K)")
+class Local(Method):
+    name = "local"
+    default_target = "client:0"
+
+    def validate(self) -> None:
+        p = self.cfg.pfdm
+        if p.n_clients > self.cfg.data.n_members:
+            raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {self.cfg.data.n_members} members")
+        nc = self.ctx.info.num_classes
+        if p.majority_classes >= nc:
+            raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes")
+
+    def target_names(self) -> list[str]:
+        return [f"client:{k}" for k in range(self.cfg.pfdm.n_clients)]
+
+    def train(self) -> None:
+        ctx, steps = self.ctx, self.cfg.fed.local_only_steps
+        ac = ctx.schedule.alphas_cumprod()
+        for m, idx in enumerate(ctx.clients.clients):
+            name = f"client{m}"
+            if is_trained(ctx.ckpt_dir, name, steps):
+                continue
+            x, y = ctx.records(idx)
+            data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
+            ctx.log(f"[{name}] local-only DDPM on its {len(x)} records, {steps} steps (non-private)")
+            train_denoiser(ctx.new_denoiser(), data, ac, self.cfg.train, ctx.ckpt_dir, name=name,
+                           seed=client_seed(self.cfg.seed, m), device=ctx.device, steps=steps,
+                           desc=f"local client {m}")
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        k = int(name.split(":", 1)[1])
+        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, f"client{k}", self.ctx.device)
+        tgt = self.make_target(name, model, note=f"non-private: client {k}'s model trained alone on its own records")
+        tgt.meta["client"] = k
+        return tgt

@@ -1,0 +1,276 @@
+"""Per-record gradients, flat clipping and the Gaussian noise of DP-SGD.
+
+Contract of a loss for this module: ``loss_fn(model, *records) -> (n,)`` returns one loss per record.
+Every tensor in ``records`` has the records on its leading dimension; inside, the model may be called on
+several rows per record (e.g. K noise draws) as long as the rows of one record are contiguous
+(record-major: row j belongs to record j // k), and no layer mixes rows (GroupNorm/LayerNorm are per row;
+BatchNorm is not allowed). Other modules (a frozen teacher, a discriminator) may appear in the loss: only
+the parameters of ``model`` get per-record gradients.
+
+Backends (all give the gradient of each record's loss w.r.t. every trainable parameter of ``model``):
+
+- ``hooks`` (default): forward hooks record each layer's input and output; one ``autograd.grad`` with
+  respect to the layer outputs (parameters frozen, so autograd computes no parameter gradients at all)
+  gives the output gradients, and each layer's per-record parameter gradient is formed directly:
+  Linear/Conv2d as a batched matrix product of (unfolded) inputs and output gradients, GroupNorm/LayerNorm
+  from the re-normalized input, Embedding by scatter-add. The K rows of a record are folded into the
+  contraction, so noise multiplicity costs no per-draw gradient memory. Layers are reshaped with
+  ``reshape``/``F.unfold``, which copy non-contiguous inputs (opacus' conv grad sampler returns zeros for
+  convs fed by a diffusers attention block's transposed output; this one does not — tested).
+- ``vmap``: ``torch.func`` — ``vmap(grad(loss of one record))`` with ``functional_call``; any architecture
+  that torch.func supports, slower on the tiny UNet.
+
+Both are checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on
+the architectures DPDM and DP-SAD train (with and without a diffusers attention block).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BACKENDS = ("hooks", "vmap")
+
+_SUPPORTED = (nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm, nn.Embedding)
+
+
+class PerSampleGrads:
+    """Per-record gradients of ``model``'s trainable parameters.
+
+    ``grads(loss_fn, *records)`` → (per-record gradients, one (n, *p.shape) tensor per parameter, in the
+    order of ``self.params``; the per-record losses, detached).
+    """
+
+    def __init__(self, model: nn.Module, backend: str = "hooks"):
+        if backend not in BACKENDS:
+            raise ValueError(f"per-sample backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        self.model = model
+        self.backend = backend
+        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        if backend == "hooks":
+            self._check_hookable()
+
+    # ---------------------------------------------------------------------------------------- checks
+    def _check_hookable(self) -> None:
+        owned = {}
+        for mod_name, mod in self.model.named_modules():
+            direct = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+            if not direct:
+                continue
+            if not isinstance(mod, _SUPPORTED):
+                raise ValueError(f"per-sample backend 'hooks': module {mod_name} ({type(mod).__name__}) has "
+                                 f"trainable parameters and is not supported; use backend 'vmap'")
+            if isinstance(mod, nn.Conv2d) and (mod.groups != 1 or mod.padding_mode != "zeros"
+                                               or isinstance(mod.padding, str)):
+                raise ValueError(f"per-sample backend 'hooks': conv {mod_name} (groups/padding mode) is not "
+                                 f"supported; use backend 'vmap'")
+            if isinstance(mod, nn.Embedding) and (mod.max_norm is not None or mod.sparse):
+                raise ValueError(f"per-sample backend 'hooks': embedding {mod_name} with max_norm/sparse")
+            for n, p in direct:
+                owned[id(p)] = (mod, n)
+        missing = [n for n, p in zip(self.names, self.params) if id(p) not in owned]
+        if missing:
+            raise ValueError(f"per-sample backend 'hooks': parameters not owned by a supported layer: {missing}")
+        self._owner = owned
+
+    # ---------------------------------------------------------------------------------------- public
+    def grads(self, loss_fn: Callable, *records: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        n = records[0].shape[0]
+        if self.backend == "vmap":
+            return self._grads_vmap(loss_fn, records, n)
+        return self._grads_hooks(loss_fn, records, n)
+
+    # ---------------------------------------------------------------------------------------- vmap
+    def _grads_vmap(self, loss_fn, records, n):
+        from torch.func import functional_call, grad, vmap
+
+        model = self.model
+        names = self.names
+        frozen = {k: v.detach() for k, v in model.named_parameters() if not v.requires_grad}
+        buffers = dict(model.named_buffers())
+        params = {k: p.detach() for k, p in zip(names, self.params)}
+
+        class _Functional(nn.Module):  # the model called with given parameters (keeps loss_fn's call style)
+            def __init__(self, p):
+                super().__init__()
+                self._p = p
+
+            def forward(self, *a, **kw):
+                return functional_call(model, ({**self._p, **frozen}, buffers), a, kw)
+
+        def one(p, *rec):
+            loss = loss_fn(_Functional(p), *[r.unsqueeze(0) for r in rec]).sum()
+            return loss, loss
+
+        gfn = vmap(grad(one, has_aux=True), in_dims=(None,) + (0,) * len(records), randomness="different")
+        g, losses = gfn(params, *records)
+        return [g[k] for k in names], losses.detach()
+
+    # ---------------------------------------------------------------------------------------- hooks
+    def _grads_hooks(self, loss_fn, records, n):
+        calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+
+        def fwd_hook(mod, inputs, out):
+            if not out.requires_grad:  # first layers: their inputs need no gradient; make the output a leaf
+                out = out.detach().requires_grad_(True)
+            calls.append((mod, inputs[0].detach(), out))
+            return out
+
+        mods = {id(m): m for m, _ in self._owner.values()}
+        handles = [m.register_forward_hook(fwd_hook) for m in mods.values()]
+        flags = [p.requires_grad for p in self.params]
+        try:
+            for p in self.params:
+                p.requires_grad_(False)
+            losses = loss_fn(self.model, *records)
+            if losses.shape != (n,):
+                raise ValueError(f"loss_fn must return one loss per record, shape ({n},); got {tuple(losses.shape)}")
+            outs = [o for _, _, o in calls]
+            out_grads = torch.autograd.grad(losses.sum(), outs, allow_unused=True)
+        finally:
+            for h in handles:
+                h.remove()
+            for p, f in zip(self.params, flags):
+                p.requires_grad_(f)
+        acc: dict[int, torch.Tensor] = {}
+        for (mod, x, out), g in zip(calls, out_grads):
+            if g is None:
+                continue
+            for pname, gs in _layer_grads(mod, x, g, n):
+                p = getattr(mod, pname)
+                if not p.requires_grad:
+                    continue
+                key = id(p)
+                acc[key] = gs if key not in acc else acc[key] + gs
+        result = []
+        for p in self.params:
+            gs = acc.get(id(p))
+            result.append(gs.view(n, *p.shape) if gs is not None else torch.zeros((n, *p.shape), dtype=p.dtype,
+                                                                                    device=p.device))
+        return result, losses.detach()
+
+
+def _rows_per_record(N: int, n: int, mod: nn.Module) -> int:
+    if N % n != 0:
+        raise ValueError(f"per-sample hooks: layer {type(mod).__name__} saw a batch of {N} rows for {n} records; "
+                         f"rows must be record-major (k rows per record)")
+    return N // n
+
+
+def _layer_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int):
+    """(parameter name, per-record gradient (n, ...)) of one call of ``mod`` with input x and output grad g."""
+    k = _rows_per_record(x.shape[0], n, mod)
+    if isinstance(mod, nn.Linear):
+        a = x.reshape(n, -1, x.shape[-1])
+        gg = g.reshape(n, -1, g.shape[-1])
+        yield "weight", torch.bmm(gg.transpose(1, 2), a)
+        if mod.bias is not None:
+            yield "bias", gg.sum(1)
+    elif isinstance(mod, nn.Conv2d):
+        cin, cout = x.shape[1], g.shape[1]
+        (kh, kw), (sh, sw), (ph, pw) = mod.kernel_size, mod.stride, mod.padding
+        ho, wo = g.shape[2], g.shape[3]
+        if mod.dilation == (1, 1):
+            # patches from a strided view of the padded input (Tensor.unfold is a view), copied with the
+            # spatial axes innermost so that the copy runs over contiguous rows (F.unfold's im2col is slow)
+            xp = F.pad(x, (pw, pw, ph, ph)) if (ph or pw) else x
+            u = xp.unfold(2, kh, sh).unfold(3, kw, sw)[:, :, :ho, :wo]  # N, Cin, Ho, Wo, kh, kw
+            u = u.permute(0, 1, 4, 5, 2, 3).reshape(n, k, cin * kh * kw, ho * wo)
+        else:
+            u = F.unfold(x, mod.kernel_size, dilation=mod.dilation, padding=mod.padding, stride=mod.stride)
+            u = u.view(n, k, u.shape[1], -1)
+        gg = g.reshape(n, k, cout, -1)
+        if k > 1:  # fold the k rows of a record into the contraction
+            gg = gg.transpose(1, 2).reshape(n, cout, -1)
+            u = u.transpose(1, 2).reshape(n, u.shape[2], -1)
+        else:
+            gg, u = gg[:, 0], u[:, 0]
+        yield "weight", torch.bmm(gg, u.transpose(1, 2)).view(n, *mod.weight.shape)
+        if mod.bias is not None:
+            yield "bias", gg.sum(2)
+    elif isinstance(mod, nn.GroupNorm):
+        xhat = F.group_norm(x, mod.num_groups, eps=mod.eps)
+        dims = tuple(range(2, x.dim()))
+        c = x.shape[1]
+        if mod.weight is not None:
+            yield "weight", (g * xhat).sum(dims).view(n, k, c).sum(1)
+        if mod.bias is not None:
+            yield "bias", g.sum(dims).view(n, k, c).sum(1)
+    elif isinstance(mod, nn.LayerNorm):
+        xhat = F.layer_norm(x, mod.normalized_shape, eps=mod.eps)
+        shp = mod.normalized_shape
+        if mod.weight is not None:
+            yield "weight", (g * xhat).reshape(n, -1, *shp).sum(1)
+        if mod.bias is not None:
+            yield "bias", g.reshape(n, -1, *shp).sum(1)
+    elif isinstance(mod, nn.Embedding):
+        idx = x.reshape(n, -1)
+        gg = g.reshape(n, idx.shape[1], -1)
+        out = torch.zeros((n, mod.num_embeddings, gg.shape[-1]), dtype=g.dtype, device=g.device)
+        rec = torch.arange(n, device=g.device).unsqueeze(1).expand_as(idx)
+        out.index_put_((rec.reshape(-1), idx.reshape(-1)), gg.reshape(-1, gg.shape[-1]), accumulate=True)
+        if mod.padding_idx is not None:
+            out[:, mod.padding_idx] = 0
+        yield "weight", out
+    else:  # pragma: no cover - filtered by _check_hookable
+        raise TypeError(type(mod).__name__)
+
+
+# -------------------------------------------------------------------------------------------- clipping
+
+
+def flat_norms(per_sample: Sequence[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of each record's whole gradient (all parameters together), shape (n,)."""
+    sq = None
+    for gs in per_sample:
+        s = gs.reshape(gs.shape[0], -1).pow(2).sum(1)
+        sq = s if sq is None else sq + s
+    return sq.sqrt()
+
+
+def clip_factors(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """min(1, C/‖g‖): the factor that clips a record's gradient to norm ≤ C (flat clipping)."""
+    return (max_norm / (norms + 1e-6)).clamp(max=1.0)
+
+
+def clipped_sum(per_sample: Sequence[torch.Tensor], max_norm: float) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Σᵢ clip_C(gᵢ) per parameter, and the unclipped norms (n,)."""
+    norms = flat_norms(per_sample)
+    f = clip_factors(norms, max_norm)
+    return [torch.tensordot(f, gs, dims=([0], [0])) for gs in per_sample], norms
+
+
+def add_noise(summed: Sequence[torch.Tensor], noise_std: float, generator: torch.Generator | None) -> list[torch.Tensor]:
+    """summed + N(0, noise_std² I) (noise_std = σ·C for DP-SGD), drawn from ``generator``."""
+    out = []
+    for s in summed:
+        if noise_std > 0:
+            z = torch.randn(s.shape, generator=generator, device=s.device, dtype=s.dtype)
+            s = s + noise_std * z
+        out.append(s)
+    return out
+
+
+def privatize(per_sample: Sequence[torch.Tensor], max_norm: float, noise_multiplier: float, expected_batch: float,
+              generator: torch.Generator | None) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """DP-SGD's gradient: (Σᵢ clip_C(gᵢ) + N(0, σ²C² I)) / E[B]. Returns (gradients, unclipped norms)."""
+    summed, norms = clipped_sum(per_sample, max_norm)
+    noisy = add_noise(summed, noise_multiplier * max_norm, generator)
+    return [g / expected_batch for g in noisy], norms
+
+
+@contextlib.contextmanager
+def frozen(*modules: nn.Module):
+    """Temporarily set requires_grad=False on every parameter of ``modules`` (restored on exit)."""
+    saved = [(p, p.requires_grad) for m in modules for p in m.parameters()]
+    try:
+        for p, _ in saved:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p, f in saved:
+            p.requires_grad_(f)

@@ -1,0 +1,343 @@
+"""``pfdm``: Personalized Federated Diffusion Models with LDP uploads (methods.md §1; one communication round).
+
+Algorithm 1 (training), every client m in parallel:
+
+1. trains its own class-conditional denoiser z_θm on its raw records, **only on model timesteps
+   0 … t0−1** (the paper's t ≤ t0, 1-indexed), on a mix of clipped and unclipped copies with a learned
+   clip flag (extra condition: 0 = unclipped, 1 = clipped; share of clipped copies ``pfdm.clip_mix``).
+   This model never leaves the client and is trained **without DP**;
+2. clips every record, CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image, and forward-noises it **once** to
+   the upload level t0 with fresh seeded noise: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} =
+   ``alphas_cumprod[t0 − 1]`` (schedule.t0_to_model_t);
+3. uploads (x̃, label) — the only thing that leaves the client.
+
+The server (:func:`train_server`, which receives the uploads and nothing else) trains the shared denoiser z_w as
+an ordinary T-step DDPM whose "clean" data are the uploads.
+
+Algorithm 2 (sampling for client m, :func:`two_stage_sample`): z_w runs the full reverse chain from pure noise
+(no x0 clipping: its data exceed [−1, 1]) to an image at the upload level, which z_θm refines from model
+timestep t0−1 down to 0 with the flag "unclipped": T + t0 network calls with DDPM (``pfdm.stage1_sampler`` /
+``pfdm.stage2_sampler`` = ddim use ``sample.ddim_steps`` calls per stage instead).
+
+Targets: ``shared`` (default; z_w, with the real uploads attached for the reconstruction attack),
+``client:K`` (z_θK) and ``pipeline:K`` (client K's composed sampler). Only ``shared`` carries a formal
+guarantee (the analytic-Gaussian LDP ε of one upload); client and pipeline targets expose client K's
+non-private local model, so their ``privacy`` is None (cli.md: null for non-private targets).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import BadInput
+from ..registry import METHODS
+from ..runs import atomic_write_json
+from .base import Method
+from .checkpoint import load_weights, save_weights
+from .schedule import t0_to_model_t
+from .target import Target, Uploads
+from .training import TrainData, is_trained, load_ema, train_denoiser
+
+UNCLIPPED, CLIPPED = 0, 1  # values of the clip-flag extra condition
+
+
+def sub_seed(seed: int, *tags: int) -> int:
+    """A deterministic child seed for (seed, tags…): distinct streams per client / role / round."""
+    return int(np.random.SeedSequence([int(seed), *[int(t) for t in tags]]).generate_state(1)[0])
+
+
+_TAG_LOCAL, _TAG_UPLOAD, _TAG_SERVER = 0x10CA1, 0x0B10AD, 0x5E17E
+
+
+# ------------------------------------------------------------------ the LDP upload mechanism
+
+def clip_l2(x: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """CLIP(x, C) = x·min(1, C/‖x‖₂) per record, L2 over the whole image (all channels and pixels).
+
+    Returns (clipped images, bool mask of the records whose norm exceeded C)."""
+    if clip <= 0:
+        raise BadInput(f"pfdm.clip={clip}: must be > 0")
+    norms = x.flatten(1).norm(dim=1)
+    scale = torch.clamp(clip / norms.clamp_min(1e-12), max=1.0)
+    return x * scale.view(-1, *([1] * (x.dim() - 1))), norms > clip
+
+
+def make_uploads(x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, client: torch.Tensor, *, clip: float,
+                 t0: int, alphas_cumprod: torch.Tensor, generator: torch.Generator) -> tuple[Uploads, int]:
+    """One noised copy per record: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = alphas_cumprod[t0−1].
+
+    Returns (uploads, number of records that were actually clipped)."""
+    T = alphas_cumprod.shape[0]
+    a = float(alphas_cumprod[t0_to_model_t(t0, T)])
+    xc, was_clipped = clip_l2(x.double(), clip)
+    z = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+    xt = (np.sqrt(a) * xc + np.sqrt(1.0 - a) * z).float()
+    up = Uploads(xt, y.clone().long(), index.clone().long(), client.clone().long(), int(t0), float(clip))
+    return up, int(was_clipped.sum())
+
+
+def save_uploads(path: Path, up: Uploads, extra_meta: dict | None = None) -> None:
+    meta = {"t0": up.t0, "clip": up.clip, **(extra_meta or {})}
+    save_weights(path, {"x": up.x, "y": up.y, "index": up.index, "client": up.client}, meta)
+
+
+def load_uploads(path: Path) -> Uploads:
+    from safetensors import safe_open
+
+    t = load_weights(path, "cpu")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    return Uploads(t["x"], t["y"], t["index"], t["client"], int(meta["t0"]), float(meta["clip"]))
+
+
+# ------------------------------------------------------------------ the server (sees uploads only)
+
+def train_server(uploads: Uploads, *, model: nn.Module, alphas_cumprod: torch.Tensor, tcfg, ckpt_dir: Path,
+                 seed: int, device, steps: int, name: str = "shared") -> nn.Module:
+    """Train the shared denoiser z_w as an ordinary T-step DDPM whose clean data are the uploads.
+
+    The server's whole input is ``uploads``; it reads only the noised images ``uploads.x`` and the public
+    labels ``uploads.y`` (``index``/``client`` are ground truth kept for evaluation, never used here). No
+    dataset, run context or client model is reachable from this function.
+    """
+    device = torch.device(device)
+    x = uploads.x.to(device)
+    y = uploads.y.to(device) if getattr(model, "num_classes", None) else None
+    return train_denoiser(model, TrainData(x, y), alphas_cumprod, tcfg, ckpt_dir, name=name, seed=seed,
+                          device=device, steps=steps, desc="pfdm server (shared model on uploads)")
+
+
+# ------------------------------------------------------------------ Algorithm 2
+
+@torch.no_grad()
+def two_stage_sample(shared: Target, client: Target, t0: int, n: int, y, *, seed: int, stage1: str, stage2: str,
+                     ddim_steps: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Coarse-to-fine sampling of Algorithm 2: the shared model's full chain T−1 … 0 from N(0, I) (no x0
+    clipping) gives an image at the upload level ᾱ_{t0} = alphas_cumprod[t0−1]; the client model (flag
+    unclipped, fixed on ``client``) then runs model timesteps t0−1 … 0. DDPM: T + t0 network calls."""
+    T = shared.num_timesteps
+    x_mid, _ = shared.sample_chain(n, y, seed=seed, sampler=stage1, ddim_steps=ddim_steps, batch_size=batch_size,
+                                   desc="pfdm stage 1 (shared)")
+    return client.sample_chain(n, y, seed=sub_seed(seed, 2), sampler=stage2, ddim_steps=ddim_steps,
+                               batch_size=batch_size, x_start=x_mid, t_start=t0_to_model_t(t0, T), t_stop=0,
+                               desc="pfdm stage 2 (client)")
+
+
+def _parse_client_target(name: str, prefix: str) -> int | None:
+    if name.startswith(prefix + ":"):
+        try:
+            return int(name.split(":", 1)[1])
+        except ValueError:
+            return None
+    return None
+
+
+@METHODS.register("pfdm", "personalized federated DDPM with LDP uploads (targets: shared, client:K, pipeline:K)")
+class PFDM(Method):
+    name = "pfdm"
+    default_target = "shared"
+
+    # ------------------------------------------------------------------ config
+    @property
+    def t0(self) -> int:
+        return int(self.cfg.pfdm.t0)
+
+    @property
+    def t_model(self) -> int:
+        """The upload level as a 0-indexed model timestep (t0 − 1)."""
+        return t0_to_model_t(self.t0, self.cfg.diffusion.num_timesteps)
+
+    def validate(self) -> None:
+        p, T = self.cfg.pfdm, self.cfg.diffusion.num_timesteps
+        t0_to_model_t(p.t0, T)  # BadInput if t0 ∉ [1, T]
+        if p.n_clients > self.cfg.data.n_members:
+            raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {self.cfg.data.n_members} members")
+        nc = self.ctx.info.num_classes
+        if p.majority_classes >= nc:
+            raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes of "
+                           f"{self.cfg.dataset}")
+
+    def target_names(self) -> list[str]:
+        m = self.cfg.pfdm.n_clients
+        return ["shared"] + [f"client:{k}" for k in range(m)] + [f"pipeline:{k}" for k in range(m)]
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def uploads_path(self) -> Path:
+        return self.ctx.run_dir / "uploads.safetensors"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.ctx.run_dir / "pfdm.json"
+
+    # ------------------------------------------------------------------ training
+    def train(self) -> None:
+        self.client_phase()
+        self.server_phase()
+        self._write_summary()
+
+    def client_phase(self) -> None:
+        """Every client: make its uploads (once) and train its local t ≤ t0 denoiser on raw data."""
+        ctx, p = self.ctx, self.cfg.pfdm
+        clients = ctx.clients
+        if not self.uploads_path.exists():
+            self._make_all_uploads()
+        ac = ctx.schedule.alphas_cumprod()
+        for m, idx in enumerate(clients.clients):
+            name = f"client{m}"
+            if is_trained(ctx.ckpt_dir, name, p.local_steps):
+                continue
+            x, y = ctx.records(idx)
+            xc, _ = clip_l2(x, p.clip)
+            n = len(x)
+            data = TrainData(
+                x=torch.cat([x, xc]).to(ctx.device),
+                y=torch.cat([y, y]).to(ctx.device) if ctx.num_classes else None,
+                extra=torch.cat([torch.full((n,), UNCLIPPED), torch.full((n,), CLIPPED)]).long().to(ctx.device),
+                weights=torch.cat([torch.full((n,), (1.0 - p.clip_mix) / n),
+                                   torch.full((n,), p.clip_mix / n)]).to(ctx.device),
+            )
+            ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
+                    f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
+            train_denoiser(ctx.new_denoiser(num_extra=2), data, ac, self.cfg.train, ctx.ckpt_dir, name=name,
+                           seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
+                           t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
+
+    def _make_all_uploads(self) -> None:
+        ctx, p = self.ctx, self.cfg.pfdm
+        ac = ctx.schedule.alphas_cumprod().double()
+        parts, per_client = [], []
+        for m, idx in enumerate(ctx.clients.clients):
+            x, y = ctx.records(idx)
+            g = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_UPLOAD, m))
+            up, n_clipped = make_uploads(x, y, torch.as_tensor(idx), torch.full((len(idx),), m), clip=p.clip,
+                                         t0=p.t0, alphas_cumprod=ac, generator=g)
+            parts.append(up)
+            per_client.append({"client": m, "n_records": len(idx), "n_clipped": n_clipped})
+        up = Uploads(torch.cat([u.x for u in parts]), torch.cat([u.y for u in parts]),
+                     torch.cat([u.index for u in parts]), torch.cat([u.client for u in parts]), p.t0, p.clip)
+        n_clipped = sum(c["n_clipped"] for c in per_client)
+        msg = (f"pfdm: {n_clipped} of {len(up.x)} records were clipped to L2 norm C={p.clip:g} before upload "
+               f"(per client: {', '.join(str(c['n_clipped']) for c in per_client)}); each uploaded once at "
+               f"t0={p.t0} (alphas_cumprod[{p.t0 - 1}] = {float(ac[self.t_model]):.6f})")
+        ctx.log(msg)
+        print(msg, file=sys.stderr)
+        save_uploads(self.uploads_path, up, {"n_clipped": n_clipped})
+        atomic_write_json(ctx.run_dir / "uploads.json", {"t0": p.t0, "clip": p.clip, "n_uploads": len(up.x),
+                                                          "n_clipped": n_clipped, "clients": per_client})
+
+    def server_phase(self) -> None:
+        """The server: reads the uploads file (what the clients sent) and trains z_w on it alone."""
+        ctx, p = self.ctx, self.cfg.pfdm
+        if is_trained(ctx.ckpt_dir, "shared", p.server_steps):
+            return
+        uploads = load_uploads(self.uploads_path)
+        ctx.log(f"[shared] server trains a {ctx.schedule.num_timesteps}-step DDPM on {len(uploads.x)} uploads, "
+                f"{p.server_steps} steps")
+        train_server(uploads, model=ctx.new_denoiser(), alphas_cumprod=ctx.schedule.alphas_cumprod(),
+                     tcfg=self.cfg.train, ckpt_dir=ctx.ckpt_dir, seed=sub_seed(self.cfg.seed, _TAG_SERVER),
+                     device=ctx.device, steps=p.server_steps)
+
+    def _write_summary(self) -> None:
+        info = json.loads((self.ctx.run_dir / "uploads.json").read_text())
+        info["privacy_shared"] = self.privacy("shared")
+        info["local_models"] = "trained on raw client data without DP (not covered by the LDP guarantee)"
+        atomic_write_json(self.summary_path, info)
+
+    # ------------------------------------------------------------------ targets
+    def uploads(self) -> Uploads:
+        if not self.uploads_path.exists():
+            raise BadInput(f"{self.uploads_path}: no uploads; train the run first")
+        return load_uploads(self.uploads_path)
+
+    def n_clipped(self) -> int | None:
+        path = self.ctx.run_dir / "uploads.json"
+        return json.loads(path.read_text())["n_clipped"] if path.exists() else None
+
+    def _shared_target(self) -> Target:
+        ctx = self.ctx
+        model = load_ema(ctx.new_denoiser(), ctx.ckpt_dir, "shared", ctx.device)
+        return self.make_target("shared", model, private=True, clip_sample=False, uploads=self.uploads(),
+                                note=f"server model: a T-step DDPM trained only on LDP uploads (C={self.cfg.pfdm.clip:g}, "
+                                     f"t0={self.t0}); its samples are noised images at the upload level")
+
+    def _client_model(self, k: int) -> nn.Module:
+        return load_ema(self.ctx.new_denoiser(num_extra=2), self.ctx.ckpt_dir, f"client{k}", self.ctx.device)
+
+    def _client_target(self, k: int, name: str | None = None) -> Target:
+        t_model, T = self.t_model, self.ctx.schedule.num_timesteps
+        tgt: Target | None = None
+
+        def sampler(n, y, *, seed, sampler, ddim_steps, batch_size):
+            # The local model alone knows only t <= t0: start from N(0, I) at the upload level (ᾱ_{t0} ≈ 0.008
+            # at the default t0, so the upload distribution is close to pure noise) and refine t0−1 … 0.
+            g = torch.Generator().manual_seed(sub_seed(seed, 1))
+            x = torch.randn((n, *tgt.meta["shape"]), generator=g)
+            return tgt.sample_chain(n, y, seed=seed, sampler=sampler, ddim_steps=ddim_steps, batch_size=batch_size,
+                                    x_start=x, t_start=t_model, t_stop=0, desc=f"pfdm client {k}")
+
+        tgt = self.make_target(
+            name or f"client:{k}", self._client_model(k), extra=UNCLIPPED, sampler=sampler,
+            note=f"NO DP: client {k}'s local model, trained on its raw records without DP (valid for model "
+                 f"timesteps 0..{t_model}; sample() starts from N(0, I) at the upload level)")
+        tgt.meta["t_max"] = t_model
+        tgt.meta["client"] = k
+        return tgt
+
+    def _pipeline_target(self, k: int) -> Target:
+        shared = self._shared_target()
+        client = self._client_target(k)
+        p, t_model = self.cfg.pfdm, self.t_model
+        t0 = self.t0
+
+        def eps_fn(x_t, t, y):
+            # composite ε: client model (flag unclipped) for t <= t0−1, shared model above. The shared model's
+            # own data are the uploads, so above t0 this is its noise prediction for that (upload-space) chain:
+            # a heuristic for attacks that query one network; sample() is the faithful Algorithm 2.
+            out = torch.empty_like(x_t)
+            low = t <= t_model
+            if low.any():
+                out[low] = client.predict_noise(x_t[low], t[low], y[low] if y is not None else None)
+            if (~low).any():
+                out[~low] = shared.predict_noise(x_t[~low], t[~low], y[~low] if y is not None else None)
+            return out
+
+        def sampler(n, y, *, seed, sampler, ddim_steps, batch_size):
+            s1 = "ddim" if sampler == "ddim" else p.stage1_sampler
+            s2 = "ddim" if sampler == "ddim" else p.stage2_sampler
+            return two_stage_sample(shared, client, t0, n, y, seed=seed, stage1=s1, stage2=s2,
+                                    ddim_steps=ddim_steps, batch_size=batch_size)
+
+        tgt = self.make_target(
+            f"pipeline:{k}", nn.ModuleDict({"shared": shared.model, "client": client.model}), eps_fn=eps_fn,
+            sampler=sampler,
+            note=f"NO DP for client {k}'s records: client {k}'s composed sampler (shared model T steps, then its "
+                 f"non-private local model t0={t0} steps); predict_noise is the client model for t <= {t_model}, "
+                 f"the shared model above")
+        tgt.meta.update({"t_max_client": t_model, "client": k, "nfe_ddpm": shared.num_timesteps + t0})
+        tgt.stages = (shared, client)
+        return tgt
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        if name == "shared":
+            return self._shared_target()
+        k = _parse_client_target(name, "client")
+        if k is not None:
+            return self._client_target(k)
+        return self._pipeline_target(_parse_client_target(name, "pipeline"))
+
+    def privacy(self, target: str) -> dict | None:
+        target = target or self.default_target
+        if target != "shared":
+            return None  # client:K / pipeline:K expose client K's local model, trained without DP
+        from ..privacy.ldp import pfdm_privacy
+
+        d, p = self.cfg.diffusion, self.cfg.pfdm
+        return pfdm_privacy(p.clip, p.t0, self.cfg.dp.delta, num_timesteps=d.num_timesteps,
+                            beta_start=d.beta_start, beta_end=d.beta_end, beta_schedule=d.beta_schedule)

@@ -1,0 +1,76 @@
+import pytest
+
+from privbench.config import Config, build_config, parse_set_args
+from privbench.errors import BadInput
+
+
+def test_stable_keys_exist():
+    from privbench.config import all_keys
+
+    keys = {k for k, *_ in all_keys()}
+    for k in ["data.n_members", "data.n_nonmembers", "train.steps", "train.batch_size", "train.lr",
+              "pfdm.n_clients", "pfdm.clip", "pfdm.t0", "dp.epsilon", "dp.delta", "attack.t", "attack.p"]:
+        assert k in keys
+
+
+@pytest.mark.parametrize("pair,msg", [
+    ("train.steps=-5", ">= 1"), ("train.steps=abc", "integer"), ("train.stepz=3", "unknown key"),
+    ("nosection.x=1", "unknown section"), ("train.lr=0", "> 0"), ("dp.delta=1", "< 1"),
+    ("diffusion.beta_schedule=cosine", "choose one of"), ("train.steps", "key=value"),
+])
+def test_bad_overrides(pair, msg):
+    with pytest.raises(BadInput, match=msg):
+        build_config("centralized", overrides=parse_set_args([pair]))
+
+
+def test_overrides_typed_and_hash():
+    a = build_config("centralized", overrides=parse_set_args(["train.steps=7", "train.lr=1e-3",
+                                                              "model.block_out_channels=[8,16]"]))
+    assert a.train.steps == 7 and a.train.lr == 1e-3 and a.model.block_out_channels == [8, 16]
+    b = build_config("centralized", overrides=[("train.steps", 7), ("train.lr", 1e-3),
+                                               ("model.block_out_channels", [8, 16])])
+    assert a.training_hash() == b.training_hash()
+    assert build_config("centralized", seed=1).training_hash() != build_config("centralized").training_hash()
+    # attack settings never change what is trained
+    c = build_config("centralized", overrides=parse_set_args(["attack.t=100"]))
+    assert c.training_hash() == build_config("centralized").training_hash()
+
+
+def test_yaml_config(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  steps: 11\npfdm:\n  t0: 675\n")
+    cfg = build_config("centralized", config_file=str(p))
+    assert cfg.train.steps == 11 and cfg.pfdm.t0 == 675
+    p.write_text("train:\n  nope: 1\n")
+    with pytest.raises(BadInput):
+        build_config("centralized", config_file=str(p))
+    with pytest.raises(BadInput, match="not found"):
+        build_config("centralized", config_file=str(tmp_path / "missing.yaml"))
+
+
+def test_unknown_names():
+    with pytest.raises(BadInput, match="unknown method"):
+        build_config("nope")
+    with pytest.raises(BadInput, match="unknown dataset"):
+        build_config("centralized", dataset="nope")
+
+
+def test_paper_preset_builds_and_steps_on_cpu():
+    """The paper preset is the standard DDPM CIFAR-10 victim; one training step at batch 2 runs on CPU."""
+    import torch
+
+    from privbench.models.unet import build_denoiser
+
+    cfg = build_config("centralized", preset="paper")
+    assert cfg.dataset == "cifar10" and cfg.data.resolution == 32
+    assert cfg.model.block_out_channels == [128, 256, 256, 256] and cfg.model.attention_levels == [1]
+    assert (cfg.train.batch_size, cfg.train.lr, cfg.train.ema_decay, cfg.model.dropout) == (128, 2e-4, 0.9999, 0.1)
+    m = build_denoiser(cfg.model, 3, 32, 10)
+    n = sum(p.numel() for p in m.parameters())
+    assert 35.0e6 < n < 36.5e6  # pytorch-ddpm's CIFAR-10 UNet has 35.7M parameters
+    opt = torch.optim.AdamW(m.parameters(), lr=cfg.train.lr)
+    x = torch.randn(2, 3, 32, 32)
+    loss = ((m(x, torch.tensor([10, 500]), torch.tensor([1, 2])) - x) ** 2).mean()
+    loss.backward()
+    opt.step()
+    assert torch.isfinite(loss)
