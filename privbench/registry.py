@@ -75,8 +75,8 @@ def _load_builtins() -> None:
 
     for mod in (
         "privbench.config",
-        "privbench.data",
-        "privbench.models",
+        "privbench.data.datasets",
+        "privbench.models.methods",
         "privbench.attacks",
         "privbench.privacy",
         "privbench.metrics",

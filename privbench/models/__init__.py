@@ -1,9 +1,6 @@
-"""Diffusion core (UNet factory, schedule, training loop, samplers) and one module per method."""
-import importlib
+"""Diffusion core (UNet factory, schedule, training loop, samplers) and one module per method.
 
-for _m in ("centralized", "local", "feddm", "pfdm", "dpdm", "dpsad"):
-    try:
-        importlib.import_module(f"{__name__}.{_m}")
-    except ModuleNotFoundError as _e:  # a method module not written yet
-        if _e.name != f"{__name__}.{_m}":
-            raise
+Kept import-light: the method modules register themselves when ``privbench.models.methods`` is imported
+(the registry does that lazily), so ``privbench account`` never pays for torch/diffusers imports it
+does not need.
+"""

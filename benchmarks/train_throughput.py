@@ -1,0 +1,83 @@
+"""Training-loop overhead: privbench's loop throughput ÷ raw forward+backward+step throughput.
+
+Same model, batch and optimizer; the raw loop does only what any DDPM step must (forward, loss, backward,
+AdamW step) on a fixed pre-built batch. The ratio shows what privbench's loop adds (per-step RNG, batch
+gather, EMA, LR warm-up, logging, grad clipping). Goal: ≥ 0.9.
+
+    python benchmarks/train_throughput.py [--preset tiny] [--steps 300]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
+
+from privbench.config import build_config  # noqa: E402
+from privbench.models.base import RunContext  # noqa: E402
+from privbench.models.training import TrainData, train_denoiser  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    cfg = build_config("centralized", preset=a.preset, overrides=[("train.steps", a.steps),
+                                                                  ("train.checkpoint_every", 10 ** 9)])
+    dev = torch.device(a.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = RunContext(cfg, Path(tmp), dev)
+        x, y = ctx.records(ctx.split.members)
+        x, y = x.to(dev), y.to(dev)
+        ac = ctx.schedule.alphas_cumprod(dev)
+        B = cfg.train.batch_size
+
+        # raw: forward + loss + backward + AdamW step on one fixed batch
+        model = ctx.new_denoiser().to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
+        xb, yb = x[:B], y[:B]
+        t = torch.randint(0, 1000, (B,), device=dev)
+        noise = torch.randn_like(xb)
+        a_t = ac[t].view(-1, 1, 1, 1)
+        xt = a_t.sqrt() * xb + (1 - a_t).sqrt() * noise
+
+        def raw_step():
+            loss = ((model(xt, t, yb) - noise) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        for _ in range(10):
+            raw_step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            raw_step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        raw = a.steps / (time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        train_denoiser(ctx.new_denoiser(), TrainData(x, y), ac, cfg.train, Path(tmp) / "checkpoints", name="m",
+                       seed=0, device=dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        loop = a.steps / (time.perf_counter() - t0)
+    print(f"preset={a.preset} batch={B} device={dev} threads={torch.get_num_threads()}")
+    print(f"raw forward+backward+step: {raw:8.1f} steps/s")
+    print(f"privbench training loop:   {loop:8.1f} steps/s (incl. one final checkpoint)")
+    print(f"ratio loop/raw = {loop / raw:.3f}  (goal >= 0.9)")
+
+
+if __name__ == "__main__":
+    main()
