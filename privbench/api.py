@@ -84,7 +84,7 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     from .metrics.plots import plot_image_grid
 
     out_path = Path(out) if out else run_dir / f"samples-{tgt.name.replace(':', '')}.png"
-    plot_image_grid(images.clamp(-1, 1), out_path, labels=labels)
+    plot_image_grid(images.clamp(-1, 1), out_path, labels=labels.tolist() if labels is not None else None)
     if npz:
         with atomic_path(Path(npz)) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, images=images.numpy().astype(np.float32),

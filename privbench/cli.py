@@ -220,11 +220,15 @@ def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, acco
 
 @main.command()
 @click.argument("results", nargs=-1, required=True)
-@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--delta", type=float, default=None,
+              help="δ of the bounds (default: each target's formal δ, else 1e-5)")
 @click.option("--confidence", type=float, default=0.95, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def audit(results, delta, confidence, as_json):
-    """Empirical ε lower bounds from attack results, next to the formal ε."""
+    """Empirical ε lower bounds from attack results, next to the formal ε.
+
+    Clopper–Pearson (threshold chosen on a split half) and one-run bounds, each with its assumption; a target
+    whose lower bound exceeds its formal ε is flagged. RESULTS: run dirs, bench dirs or result.json files."""
     from .reports.audit import audit_results, format_audit
 
     res = audit_results(list(results), delta=delta, confidence=confidence)
@@ -233,16 +237,29 @@ def audit(results, delta, confidence, as_json):
 
 @main.command()
 @click.option("--suite", required=True, help="suite name (benchmarks/suites/NAME.yaml) or a YAML path")
-@click.option("--out", default=None, help="bench directory (default runs/bench-NAME)")
-@click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--out", default=None, help="bench directory (default RUNS_DIR/bench-NAME)")
+@click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="auto: the suite's device, else cuda if available")
 @click.option("--runs-dir", default=None)
+@click.option("--preset", default=None, type=click.Choice(["test", "tiny", "small", "paper"]),
+              help="override the suite's preset")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, as_json):
-    """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines."""
+def bench(suite, out, device, runs_dir, preset, sets, as_json):
+    """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
+
+    Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
+    if a cell failed (the others are kept)."""
     from .bench import format_bench, run_suite
 
-    res = run_suite(suite, out=out, device=device, runs_dir=runs_dir)
-    _emit(res, as_json, format_bench(res))
+    res = run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets)
+    human = format_bench(res)
+    res.pop("_rows", None)
+    _emit(res, as_json, human)
+    if res["counts"].get("failed"):
+        click.echo(f"privbench: failed: {res['counts']['failed']} bench cell(s) failed; see {res['bench_json']}",
+                   err=True)
+        sys.exit(3)
 
 
 @main.command()
@@ -262,7 +279,10 @@ def report(directory, out, formats):
 @click.option("--gates", required=True, help="gates YAML")
 @click.argument("results", nargs=-1, required=True)
 def check(gates, results):
-    """CI gate: exit 1 and list every breach when a metric crosses its threshold."""
+    """CI gate: exit 1 and list every breach when a metric crosses its threshold.
+
+    Exit 0 when every gate holds, 1 on a breach (each listed on stderr), 2 for bad input: a missing file,
+    malformed YAML, an unknown metric, or a gate that matches no result (unless it says optional: true)."""
     from .reports.gates import check_gates
 
     breaches, n_checked = check_gates(gates, list(results))
@@ -271,6 +291,10 @@ def check(gates, results):
     if breaches:
         click.echo(f"{len(breaches)} of {n_checked} gate checks breached", err=True)
         sys.exit(1)
+    from .reports.gates import skipped_optional
+
+    for g in skipped_optional(gates, list(results)):
+        click.echo(f"note: optional {g} matched no result (not checked)", err=True)
     click.echo(f"all {n_checked} gate checks hold")
 
 

@@ -1,0 +1,114 @@
+"""What ``make bench`` runs: the tiny suite → the committed report ``reports/tiny/``, then the perf scripts.
+
+1. ``privbench bench --suite tiny`` (cached and resumable: training and attacks reuse the run store, so a rerun
+   with the cache takes seconds) into ``runs/bench-tiny``;
+2. ``privbench report runs/bench-tiny --out reports/tiny`` (index.html + CSV tables);
+3. every perf script ``benchmarks/*.py`` that prints a ratio (train/attack throughput, DP-SGD step cost), run with
+   the same preset; their output is printed and their ratio lines are summarised at the end.
+
+    python benchmarks/run_all.py                                  # make bench: regenerates reports/tiny/
+    python benchmarks/run_all.py --preset test --out /tmp/x       # a seconds-long smoke run of the same pipeline
+    python benchmarks/run_all.py --skip-perf                      # only the suite and the report
+
+With ``--preset`` other than the suite's own, ``--out`` defaults to ``runs/report-<suite>-<preset>`` so the
+committed report is never overwritten by a smoke run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def perf_scripts() -> list[Path]:
+    """benchmarks/*.py that report a ratio (not this file, not experiments such as fid_clients.py)."""
+    out = []
+    for p in sorted((ROOT / "benchmarks").glob("*.py")):
+        if p.name == Path(__file__).name:
+            continue
+        if re.search(r"\bratio\b", p.read_text(errors="replace"), re.I):
+            out.append(p)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", default="tiny")
+    ap.add_argument("--preset", default=None, help="override the suite's preset (e.g. test for a smoke run)")
+    ap.add_argument("--out", default=None, help="report folder (default reports/<suite>)")
+    ap.add_argument("--bench-dir", default=None, help="bench folder (default <runs-dir>/bench-<suite>[-<preset>])")
+    ap.add_argument("--runs-dir", default=None, help="run store (default ./runs or $PRIVBENCH_HOME)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--skip-perf", action="store_true", help="do not run the perf scripts")
+    ap.add_argument("--perf-timeout", type=int, default=1800, help="seconds per perf script")
+    a = ap.parse_args()
+    os.chdir(ROOT)
+
+    from privbench.bench import format_bench, load_suite, run_suite
+    from privbench.errors import BadInput, WorkFailed
+    from privbench.reports import render_report
+    from privbench.runs import default_runs_dir
+
+    spec, _ = load_suite(a.suite)
+    own = a.preset in (None, spec.get("preset"))
+    tag = a.suite if own else f"{a.suite}-{a.preset}"
+    runs = Path(a.runs_dir) if a.runs_dir else default_runs_dir()
+    bench_dir = Path(a.bench_dir) if a.bench_dir else runs / f"bench-{tag}"
+    out = Path(a.out) if a.out else (Path("reports") / a.suite if own else runs / f"report-{tag}")
+
+    t0 = time.time()
+    failed = 0
+    try:
+        res = run_suite(a.suite, out=str(bench_dir), device=a.device, runs_dir=str(runs), preset=a.preset,
+                        sets=a.sets)
+    except BadInput as e:
+        print(f"privbench: error: {e}", file=sys.stderr)
+        return 2
+    except WorkFailed as e:
+        print(f"privbench: failed: {e}", file=sys.stderr)
+        return 3
+    bench_s = time.time() - t0
+    print(format_bench(res))
+    failed = res["counts"].get("failed", 0)
+    t1 = time.time()
+    paths = render_report(bench_dir, out, ["html", "csv"])
+    report_s = time.time() - t1
+    print(f"\nreport: {', '.join(str(p) for p in paths)}")
+    print(f"bench {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")
+
+    ratios: list[str] = []
+    if not a.skip_perf:
+        for script in perf_scripts():
+            cmd = [sys.executable, str(script), "--preset", a.preset or str(spec.get("preset", "tiny"))]
+            print(f"\n=== {script.name}: {' '.join(cmd[1:])}", flush=True)
+            env = dict(os.environ, PRIVBENCH_PROGRESS="0")
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.perf_timeout, env=env)
+            except subprocess.TimeoutExpired:
+                print(f"  timed out after {a.perf_timeout} s")
+                ratios.append(f"{script.name}: timed out")
+                continue
+            print(r.stdout.rstrip())
+            if r.returncode != 0:
+                print(r.stderr.rstrip()[-2000:], file=sys.stderr)
+                ratios.append(f"{script.name}: exit {r.returncode}")
+                continue
+            ratios += [f"{script.name}: {line.strip()}" for line in r.stdout.splitlines()
+                       if re.search(r"ratio|×|\bx\d", line, re.I)]
+        print("\n=== ratios")
+        for line in ratios:
+            print(f"  {line}")
+    print(f"\ntotal {time.time() - t0:.0f} s")
+    return 3 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

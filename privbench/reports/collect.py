@@ -1,0 +1,278 @@
+"""Loading attack results for ``audit``, ``check``, ``report`` and ``bench``.
+
+RESULTS arguments are run directories, bench directories or ``result.json`` files (cli.md). A run directory holds
+a top-level ``result.json`` that duplicates the latest ``attacks/<...>/result.json`` (it carries ``copy_of``);
+results are de-duplicated by their content key (method, target, attack, dataset, preset, seed, run directory,
+attack configuration), keeping the attack folder's own copy.
+
+Paths stored inside a result (``run_dir``, ``scores_path``) may be relative to the directory the attack ran
+from; :class:`Result` resolves them from the result file's own location first, so a run store can be moved or
+read from another working directory.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import BadInput
+from ..runs import find_results
+
+REQUIRED_KEYS = ("method", "target", "attack", "dataset", "metrics")
+PRIVATE_METHODS = ("pfdm", "dpdm", "dpsad")
+
+
+@dataclass
+class Result:
+    path: Path                     # the result.json file
+    data: dict[str, Any]
+
+    # ------------------------------------------------------------------ identity
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    @property
+    def method(self) -> str:
+        return str(self.data["method"])
+
+    @property
+    def target(self) -> str:
+        return str(self.data["target"])
+
+    @property
+    def attack(self) -> str:
+        return str(self.data["attack"])
+
+    @property
+    def dataset(self) -> str:
+        return str(self.data["dataset"])
+
+    @property
+    def preset(self) -> str:
+        return str(self.data.get("preset", ""))
+
+    @property
+    def seed(self) -> int:
+        return int(self.data.get("seed", 0))
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind") or ("membership" if "auc" in (self.data.get("metrics") or {}) else "other"))
+
+    @property
+    def metrics(self) -> dict:
+        return self.data.get("metrics") or {}
+
+    @property
+    def privacy(self) -> dict | None:
+        p = self.data.get("privacy")
+        return p if isinstance(p, dict) else None
+
+    @property
+    def formal_epsilon(self) -> float | None:
+        p = self.privacy
+        return None if not p or p.get("epsilon") is None else float(p["epsilon"])
+
+    @property
+    def is_copy(self) -> bool:
+        return bool(self.data.get("copy_of"))
+
+    def key(self) -> tuple:
+        d = self.data
+        cfg = d.get("attack_hash") or json.dumps(d.get("attack_config") or {}, sort_keys=True, default=str)
+        return (d.get("method"), d.get("target"), d.get("attack"), d.get("dataset"), d.get("preset"), d.get("seed"),
+                str(self.run_dir.resolve()), cfg)
+
+    def label(self) -> str:
+        return f"{self.attack} on {self.method}/{self.target} ({self.dataset}, {self.preset}, seed {self.seed})"
+
+    # ------------------------------------------------------------------ locations
+    @cached_property
+    def run_dir(self) -> Path:
+        p = self.path.resolve()
+        if p.parent.parent.name == "attacks" and (p.parents[2] / "config.yaml").exists():
+            return p.parents[2]
+        if (p.parent / "config.yaml").exists():
+            return p.parent
+        rd = Path(str(self.data.get("run_dir", p.parent)))
+        return rd.resolve() if rd.exists() else p.parent
+
+    @cached_property
+    def attack_dir(self) -> Path:
+        if not self.is_copy:
+            return self.path.resolve().parent
+        c = Path(str(self.data["copy_of"]))
+        for cand in (c.parent, self.run_dir / "attacks" / c.parent.name):
+            if cand.is_dir():
+                return cand
+        return self.path.resolve().parent
+
+    @cached_property
+    def scores_file(self) -> Path | None:
+        cands = [self.attack_dir / "scores.npz"]
+        sp = self.data.get("scores_path")
+        if sp:
+            sp = Path(str(sp))
+            cands += [sp, self.run_dir / sp.name] if not sp.is_absolute() else [sp]
+        for c in cands:
+            if c.is_file():
+                return c
+        return None
+
+    def artifact(self, name: str) -> Path | None:
+        """An artifact (PNG) of this result, looked up next to the result first."""
+        v = (self.data.get("artifacts") or {}).get(name)
+        if not v:
+            return None
+        p = Path(str(v))
+        for c in (self.attack_dir / p.name, p):
+            if c.is_file():
+                return c
+        return None
+
+    def load_scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, labels) of a membership result; BadInput if it has none."""
+        f = self.scores_file
+        if f is None:
+            raise BadInput(f"{self.path}: no scores.npz found for this result (looked next to it and at its "
+                           f"scores_path); audit needs a membership attack's scores")
+        try:
+            with np.load(f) as z:
+                if "scores" not in z or "labels" not in z:
+                    raise BadInput(f"{f}: holds no membership scores (needs 'scores' and 'labels'); "
+                                   f"{self.attack} is not a membership attack")
+                return np.asarray(z["scores"], dtype=np.float64), np.asarray(z["labels"]).astype(np.int64)
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{f}: unreadable scores file ({type(e).__name__})") from None
+
+    @property
+    def has_scores(self) -> bool:
+        if self.kind != "membership" or self.scores_file is None:
+            return False
+        try:
+            with np.load(self.scores_file) as z:
+                return "scores" in z and "labels" in z
+        except (OSError, ValueError):
+            return False
+
+    @cached_property
+    def config(self) -> dict:
+        p = self.run_dir / "config.yaml"
+        if not p.is_file():
+            return {}
+        import yaml
+
+        try:
+            return yaml.safe_load(p.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return {}
+
+    @cached_property
+    def config_hash(self) -> str | None:
+        cfg = self.config
+        if not cfg:
+            return None
+        from ..config import config_from_dict
+
+        try:
+            return config_from_dict(cfg).training_hash()
+        except Exception:  # noqa: BLE001 - provenance only
+            return None
+
+
+def read_result(path: str | Path) -> Result:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: not a readable result.json ({type(e).__name__})") from None
+    if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
+        missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]
+        raise BadInput(f"{path}: not a privbench result (missing keys: {', '.join(missing)})")
+    return Result(path, data)
+
+
+def dedupe(results: Iterable[Result]) -> list[Result]:
+    """One result per content key; the attack folder's own file wins over the run directory's copy."""
+    best: dict[tuple, Result] = {}
+    order: list[tuple] = []
+    for r in results:
+        k = r.key()
+        if k not in best:
+            best[k] = r
+            order.append(k)
+        elif best[k].is_copy and not r.is_copy:
+            best[k] = r
+    return [best[k] for k in order]
+
+
+def load_results(paths: list[str | Path]) -> list[Result]:
+    """RESULTS arguments → de-duplicated results, sorted by (dataset, seed, method, target, attack).
+
+    Files ending in ``.json`` that are not results (e.g. ``bench.json``) are skipped when found inside a
+    directory; a file named on the command line must be a result.
+    """
+    if not paths:
+        raise BadInput("no RESULTS given: pass run directories, bench directories or result.json files")
+    out: list[Result] = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise BadInput(f"{p}: no such file or directory")
+        if p.is_dir() and (p / "bench.json").is_file():
+            out.extend(_bench_results(p))
+            continue
+        for f in find_results([p]):
+            out.append(read_result(f))
+    res = dedupe(out)
+    res.sort(key=lambda r: (r.dataset, r.seed, r.method, r.target, r.attack))
+    return res
+
+
+def _bench_results(bench_dir: Path) -> list[Result]:
+    """Results of a bench directory: the cells listed in bench.json (plus result.json files found below it)."""
+    bench = read_bench(bench_dir)
+    out = []
+    for c in bench.get("cells", []):
+        rp = c.get("result_path")
+        if c.get("kind", "attack") == "attack" and c.get("status") == "done" and rp:
+            p = Path(rp)
+            if not p.is_absolute() and not p.exists():
+                p = bench_dir / rp
+            if p.is_file():
+                out.append(read_result(p))
+    for f in sorted(bench_dir.rglob("result.json")):
+        out.append(read_result(f))
+    if not out:
+        raise BadInput(f"{bench_dir}: the bench has no finished results yet")
+    return out
+
+
+def read_bench(bench_dir: str | Path) -> dict:
+    p = Path(bench_dir) / "bench.json"
+    try:
+        d = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{bench_dir}: not a bench directory (no bench.json)") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{p}: unreadable ({type(e).__name__})") from None
+    if not isinstance(d, dict):
+        raise BadInput(f"{p}: not a bench file")
+    return d
+
+
+def role_of(method: str, bench: dict | None = None) -> str:
+    """'private' or 'baseline' (non-private), from the suite when it says so."""
+    roles = (bench or {}).get("roles") or {}
+    if method in roles:
+        return roles[method]
+    return "private" if method in PRIVATE_METHODS else "baseline"

@@ -1,0 +1,170 @@
+"""``privbench check``: the CI privacy gate (cli.md).
+
+Gates file::
+
+    gates:
+      - {method: pfdm, target: shared, attack: pia, metric: auc, max: 0.6}
+      - {method: pfdm, target: shared, attack: pia, metric: tpr_at_1pct_fpr_ci95_high, max: 0.05, dataset: digits}
+      - {method: dpdm, target: model, attack: loss, metric: privacy.epsilon, max: 10, optional: true}
+
+Every gate names ``method``, ``target``, ``attack``, ``metric`` and exactly one or both of ``max`` / ``min``
+(inclusive: ``value <= max`` and ``value >= min`` hold). Optional filters: ``dataset``, ``preset``, ``seed``.
+A gate checks every result it matches (e.g. every seed); each (gate, result) pair is one check.
+
+``metric`` is any key of the result's ``metrics`` (``auc``, ``asr``, ``tpr_at_1pct_fpr``, ``tpr_at_0_1pct_fpr``,
+``memorized_fraction``, ``reid_rate``, ``psnr``, …), ``privacy.epsilon`` (the formal ε; a non-private target has
+none, which counts as ε = ∞ and so breaches a ``max`` gate), or ``<key>_ci95_low`` / ``<key>_ci95_high`` for the
+bootstrap CI ends of ``metrics.ci95[<key>]`` (gate on the upper end so that CI does not flake on noise).
+
+Decisions (documented in docs/ci-gate.md):
+
+* exit 1: at least one check breached; every breach is listed (a value that is NaN or missing from a matched
+  result of the right attack is a breach: it cannot be shown to hold);
+* exit 2 (bad input): missing or unreadable gates file or results, malformed YAML, unknown gate keys, a
+  threshold that is not a number, an unknown metric (not a key the matched results have), and **a gate that
+  matches no result** — a gate that checks nothing would let CI pass silently when a target was renamed or a
+  bench cell was skipped. Mark a gate ``optional: true`` to allow it to match nothing (reported, not checked).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from ..errors import BadInput
+from .collect import Result, load_results
+
+GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
+MATCH_KEYS = ("method", "target", "attack", "dataset", "preset", "seed")
+_CI_SUFFIXES = {"_ci95_low": 0, "_ci95_high": 1}
+
+
+def load_gates(path: str | Path) -> list[dict]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise BadInput(f"--gates {path}: file not found") from None
+    except OSError as e:
+        raise BadInput(f"--gates {path}: unreadable ({type(e).__name__})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise BadInput(f"--gates {path}: malformed YAML{at}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
+        raise BadInput(f"--gates {path}: expected a mapping with a list under 'gates:' (see cli.md)")
+    if not data["gates"]:
+        raise BadInput(f"--gates {path}: the 'gates' list is empty")
+    gates = []
+    for i, g in enumerate(data["gates"], 1):
+        where = f"--gates {path}: gate #{i}"
+        if not isinstance(g, dict):
+            raise BadInput(f"{where}: expected a mapping like {{method: pfdm, target: shared, attack: pia, "
+                           f"metric: auc, max: 0.6}}")
+        unknown = sorted(set(g) - GATE_KEYS)
+        if unknown:
+            raise BadInput(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(GATE_KEYS))}")
+        missing = [k for k in ("method", "target", "attack", "metric") if g.get(k) in (None, "")]
+        if missing:
+            raise BadInput(f"{where}: missing {', '.join(missing)}")
+        if "max" not in g and "min" not in g:
+            raise BadInput(f"{where}: needs a threshold, max: or min:")
+        for k in ("max", "min"):
+            if k in g:
+                v = g[k]
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(float(v)):
+                    raise BadInput(f"{where}: {k}: {v!r} is not a number")
+        if "optional" in g and not isinstance(g["optional"], bool):
+            raise BadInput(f"{where}: optional: expected true or false")
+        gg = dict(g)
+        gg["_index"] = i
+        gates.append(gg)
+    return gates
+
+
+def describe(g: dict) -> str:
+    sel = f"{g['method']}/{g['target']} {g['attack']}"
+    extra = [f"{k}={g[k]}" for k in ("dataset", "preset", "seed") if k in g]
+    if extra:
+        sel += f" ({', '.join(extra)})"
+    bounds = " and ".join(f"{g['metric']} {'<=' if k == 'max' else '>='} {g[k]:g}" for k in ("max", "min") if k in g)
+    return f"gate #{g['_index']} {sel}: {bounds}"
+
+
+def _matches(g: dict, r: Result) -> bool:
+    for k in MATCH_KEYS:
+        if k in g and str(g[k]) != str(r.get(k)):
+            return False
+    return True
+
+
+def metric_value(r: Result, metric: str) -> tuple[float | None, bool]:
+    """(value, known): known=False when the metric name is not available for this result."""
+    m = r.metrics
+    if metric == "privacy.epsilon":
+        e = r.formal_epsilon
+        return (math.inf if e is None else e), True
+    if metric in m:
+        v = m[metric]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None, False
+        return float(v), True
+    for suf, i in _CI_SUFFIXES.items():
+        if metric.endswith(suf):
+            base = metric[: -len(suf)]
+            ci = (m.get("ci95") or {})
+            if base in ci:
+                v = ci[base]
+                return (float(v[i]) if v is not None else None), True
+    return None, False
+
+
+def _available(r: Result) -> list[str]:
+    m = r.metrics
+    keys = [k for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    keys += [f"{k}{s}" for k in (m.get("ci95") or {}) for s in _CI_SUFFIXES]
+    return keys + ["privacy.epsilon"]
+
+
+def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], int]:
+    """Check every gate against every result it matches → (breach messages, number of checks made)."""
+    gates = load_gates(gates_path)
+    res = load_results(results)
+    breaches: list[str] = []
+    n_checked = 0
+    for g in gates:
+        matched = [r for r in res if _matches(g, r)]
+        if not matched:
+            if g.get("optional"):
+                continue
+            raise BadInput(f"{describe(g)} matched none of the {len(res)} results given; a gate that checks "
+                           f"nothing would pass silently (mark it optional: true to allow this)")
+        for r in matched:
+            v, known = metric_value(r, g["metric"])
+            if not known:
+                raise BadInput(f"{describe(g)}: unknown metric {g['metric']!r} for {r.attack} results; available: "
+                               f"{', '.join(_available(r))}")
+            n_checked += 1
+            where = f"{r.label()} [{r.path}]"
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                breaches.append(f"{describe(g)}: {g['metric']} is missing/NaN in {where}")
+                continue
+            bad = []
+            if "max" in g and not v <= float(g["max"]):
+                bad.append(f"{v:.4g} > max {g['max']:g}")
+            if "min" in g and not v >= float(g["min"]):
+                bad.append(f"{v:.4g} < min {g['min']:g}")
+            if bad:
+                shown = "inf (no formal guarantee)" if math.isinf(v) else f"{v:.4g}"
+                breaches.append(f"{describe(g)}: {g['metric']} = {shown} ({'; '.join(bad)}) in {where}")
+    return breaches, n_checked
+
+
+def skipped_optional(gates_path: str | Path, results: list[str]) -> list[str]:
+    """Descriptions of optional gates that matched nothing (for the CLI's summary line)."""
+    gates = load_gates(gates_path)
+    res = load_results(results)
+    return [describe(g) for g in gates if g.get("optional") and not any(_matches(g, r) for r in res)]

@@ -1,0 +1,376 @@
+"""The report's tables (pandas): side by side per target, every result, audits, the accountant, provenance.
+
+Ordering everywhere: dataset, seed, then private methods (pfdm, dpdm, dpsad) before the non-private baselines
+(centralized, feddm, local), so each private method's rows sit next to the baselines they are compared with.
+
+Empirical ε in the side-by-side table: for a target with k membership attacks, each attack's Clopper–Pearson (split)
+and one-run bounds are computed at confidence 1 − α/k (Bonferroni), so the maximum over the k attacks — the number
+shown — holds at 1 − α (95 %). ``results.csv`` and ``audit.csv`` give every attack's own bound at 1 − α.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .collect import Result, role_of
+
+METHOD_ORDER = ["pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"]
+MEMBERSHIP_ATTACK_ORDER = ["loss", "secmi", "pia", "pian"]
+CONFIDENCE = 0.95
+_CI_KEYS = {"auc": "auc", "asr": "asr", "tpr_at_1pct_fpr": "tpr_1pct", "tpr_at_0_1pct_fpr": "tpr_0_1pct"}
+
+
+def _morder(m: str) -> int:
+    return METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER)
+
+
+TARGET_ORDER = ["shared", "model", "student", "global", "pipeline", "client", "teacher"]
+
+
+def _torder(t: str) -> tuple:
+    """Released/default targets first (shared, model, student, global), then per-client ones, then the rest."""
+    head, _, k = t.partition(":")
+    i = TARGET_ORDER.index(head) if head in TARGET_ORDER else len(TARGET_ORDER)
+    return (i, int(k) if k.isdigit() else 0, t)
+
+
+def _aorder(a: str) -> int:
+    return MEMBERSHIP_ATTACK_ORDER.index(a) if a in MEMBERSHIP_ATTACK_ORDER else len(MEMBERSHIP_ATTACK_ORDER)
+
+
+def rel(p) -> str:
+    """A path relative to the working directory when it lies below it (committed reports stay portable)."""
+    p = Path(p)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def _num(v) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f
+
+
+# ------------------------------------------------------------------------------------------ FID records
+
+def fid_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "fid"
+
+
+def load_fids(run_dirs: list[Path], extra: list[dict] | None = None) -> dict[tuple, dict]:
+    """FID records (written by ``bench``) of the given runs → {(run_dir, target): record} (newest wins)."""
+    out: dict[tuple, tuple[float, dict]] = {}
+    files = []
+    for rd in {Path(r).resolve() for r in run_dirs}:
+        files += sorted(fid_dir(rd).glob("*.json"))
+    for f in files:
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        key = (str(Path(f).resolve().parents[1]), rec.get("target"))
+        mt = f.stat().st_mtime
+        if key not in out or mt > out[key][0]:
+            out[key] = (mt, rec)
+    return {k: v for k, (_, v) in out.items()}
+
+
+# ------------------------------------------------------------------------------------------ audits
+
+def _audits(results: list[Result]) -> dict[int, dict]:
+    """Per membership result: CP and one-run bounds at 95 % and at the Bonferroni level of its target."""
+    from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
+
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        if r.kind == "membership" and r.scores_file is not None:
+            groups.setdefault(_tkey(r), []).append(r)
+    out: dict[int, dict] = {}
+    for key, rs in groups.items():
+        k = len(rs)
+        conf_b = 1.0 - (1.0 - CONFIDENCE) / k
+        for r in rs:
+            try:
+                s, y = r.load_scores()
+            except Exception:  # noqa: BLE001 - a result without readable scores has no audit
+                continue
+            p = r.privacy or {}
+            d = float(p["delta"]) if p.get("delta") else 1e-5
+            cp = clopper_pearson_epsilon(s, y, delta=d, confidence=CONFIDENCE)
+            one = one_run_epsilon(s, y, delta=d, confidence=CONFIDENCE)
+            if k > 1:
+                cpb = clopper_pearson_epsilon(s, y, delta=d, confidence=conf_b)["epsilon_lower_bound"]
+                oneb = one_run_epsilon(s, y, delta=d, confidence=conf_b)["epsilon_lower_bound"]
+            else:
+                cpb, oneb = cp["epsilon_lower_bound"], one["epsilon_lower_bound"]
+            out[id(r)] = {"cp": cp, "one_run": one, "cp_bonf": cpb, "one_run_bonf": oneb, "k": k, "delta": d,
+                          "confidence_bonf": conf_b}
+    return out
+
+
+def _mtime(r: Result) -> float:
+    try:
+        return r.path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _tkey(r: Result) -> tuple:
+    return (r.dataset, r.seed, str(r.run_dir), r.target)
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+@dataclass
+class Tables:
+    results: list[Result]
+    bench: dict | None = None
+    fids: dict[tuple, dict] = field(default_factory=dict)
+    audits: dict[int, dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, results: list[Result], bench: dict | None = None) -> "Tables":
+        fids = load_fids([r.run_dir for r in results])
+        return cls(results, bench, fids, _audits(results))
+
+    # -------------------------------------------------------------- long: one row per result
+    def results_frame(self) -> pd.DataFrame:
+        rows = []
+        for r in self.sorted_results():
+            m = r.metrics
+            ci = m.get("ci95") or {}
+            p = r.privacy or {}
+            a = self.audits.get(id(r))
+            row: dict[str, Any] = {
+                "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "role": role_of(r.method, self.bench),
+                "method": r.method, "target": r.target, "attack": r.attack, "kind": r.kind,
+                "n_members": r.get("n_members"), "n_nonmembers": r.get("n_nonmembers"),
+            }
+            for k, short in _CI_KEYS.items():
+                row[short] = _num(m.get(k))
+                c = ci.get(k)
+                row[f"{short}_ci_lo"] = _num(c[0]) if c else None
+                row[f"{short}_ci_hi"] = _num(c[1]) if c else None
+            cal = r.get("calibrated") or {}
+            row["calibrated_auc"] = _num(cal.get("auc"))
+            for k in ("memorized_fraction", "n_generated", "reid_rate", "reid_chance", "psnr", "ssim"):
+                row[k] = _num(m.get(k))
+            row["formal_epsilon"] = _num(p.get("epsilon"))
+            row["formal_delta"] = _num(p.get("delta"))
+            row["epsilon_basis"] = p.get("basis")
+            row["eps_lb_cp"] = a["cp"]["epsilon_lower_bound"] if a else None
+            row["eps_lb_cp_ceiling"] = a["cp"]["ceiling"] if a else None
+            row["eps_lb_one_run"] = a["one_run"]["epsilon_lower_bound"] if a else None
+            row["eps_lb_one_run_ceiling"] = a["one_run"]["ceiling"] if a else None
+            row["audit_delta"] = a["delta"] if a else None
+            row["attack_hash"] = r.get("attack_hash")
+            row["config_hash"] = r.config_hash
+            row["run_dir"] = rel(r.run_dir)
+            row["result"] = rel(r.path)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def sorted_results(self) -> list[Result]:
+        return sorted(self.results, key=lambda r: (r.dataset, r.seed, role_of(r.method, self.bench) != "private",
+                                                    _morder(r.method), r.method, _torder(r.target), _aorder(r.attack),
+                                                    r.attack))
+
+    # -------------------------------------------------------------- side by side: one row per target
+    def targets(self) -> list[dict]:
+        """Per (dataset, seed, run, target): target-level figures and the membership attacks' rows."""
+        blocks: dict[tuple, dict] = {}
+        for r in self.sorted_results():
+            key = _tkey(r)
+            b = blocks.get(key)
+            if b is None:
+                b = blocks[key] = {
+                    "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method, "target": r.target,
+                    "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
+                    "privacy": None, "attacks": [], "memorization": None, "reconstruction": None, "fid": None,
+                }
+            if r.privacy and not b["privacy"]:
+                b["privacy"] = r.privacy
+            # one entry per (target, attack): with several settings of one attack in a run directory (e.g. an
+            # older attack version), the newest result is shown here; results.csv lists them all
+            if r.kind == "membership":
+                m = r.metrics
+                entry = {"attack": r.attack, "metrics": m, "ci": m.get("ci95") or {},
+                         "audit": self.audits.get(id(r)), "result": r}
+                old = next((i for i, a in enumerate(b["attacks"]) if a["attack"] == r.attack), None)
+                if old is None:
+                    b["attacks"].append(entry)
+                elif _mtime(r) > _mtime(b["attacks"][old]["result"]):
+                    b["attacks"][old] = entry
+            elif r.kind in ("memorization", "reconstruction"):
+                if not b[r.kind] or _mtime(r) > _mtime(b[r.kind]["result"]):
+                    b[r.kind] = {"metrics": r.metrics, "result": r}
+        # FID: on the row of the FID's own target; a target that has FID but no attack row gets its own row
+        for (rd, tname), rec in self.fids.items():
+            hit = [b for b in blocks.values() if b["run_dir"] == rd and b["target"] == tname]
+            if hit:
+                hit[0]["fid"] = rec
+                continue
+            same = [b for b in blocks.values() if b["run_dir"] == rd]
+            if not same:
+                continue
+            s = same[0]
+            key = (s["dataset"], s["seed"], rd, tname)
+            blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "role", "run_dir",
+                                                "config_hash")},
+                           "target": tname, "privacy": None, "attacks": [], "memorization": None,
+                           "reconstruction": None, "fid": rec}
+        out = list(blocks.values())
+        out.sort(key=lambda b: (b["dataset"], b["seed"], b["role"] != "private", _morder(b["method"]), b["method"],
+                                _torder(b["target"])))
+        for b in out:
+            b["attacks"].sort(key=lambda a: (_aorder(a["attack"]), a["attack"]))
+            lbs = [(a["audit"]["cp_bonf"], a["attack"]) for a in b["attacks"] if a["audit"]]
+            ors = [a["audit"]["one_run_bonf"] for a in b["attacks"] if a["audit"]]
+            b["eps_lb_cp"], b["eps_lb_attack"] = max(lbs) if lbs else (None, None)
+            if not b["eps_lb_cp"]:
+                b["eps_lb_attack"] = None  # a bound of 0 came from no attack in particular
+            b["eps_lb_one_run"] = max(ors) if ors else None
+            e = _num((b["privacy"] or {}).get("epsilon"))
+            b["exceeds_formal"] = (None if e is None or b["eps_lb_cp"] is None
+                                   else bool(b["eps_lb_cp"] > e or (b["eps_lb_one_run"] or 0) > e))
+        return out
+
+    def side_by_side_frame(self) -> pd.DataFrame:
+        rows = []
+        blocks = self.targets()
+        attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (_aorder(a), a))
+        for b in blocks:
+            p = b["privacy"] or {}
+            row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
+                                   "method": b["method"], "target": b["target"],
+                                   "formal_epsilon": _num(p.get("epsilon")), "formal_delta": _num(p.get("delta")),
+                                   "epsilon_basis": p.get("basis")}
+            by = {a["attack"]: a for a in b["attacks"]}
+            for att in attacks:
+                a = by.get(att)
+                m = a["metrics"] if a else {}
+                ci = a["ci"] if a else {}
+                for k, short in _CI_KEYS.items():
+                    row[f"{att}_{short}"] = _num(m.get(k))
+                    if k != "asr":
+                        c = ci.get(k)
+                        row[f"{att}_{short}_ci_lo"] = _num(c[0]) if c else None
+                        row[f"{att}_{short}_ci_hi"] = _num(c[1]) if c else None
+            mem = (b["memorization"] or {}).get("metrics") or {}
+            row["memorized_fraction"] = _num(mem.get("memorized_fraction"))
+            row["memorization_n_generated"] = _num(mem.get("n_generated"))
+            rec = (b["reconstruction"] or {}).get("metrics") or {}
+            row["reconstruction_reid_rate"] = _num(rec.get("reid_rate"))
+            row["reconstruction_reid_chance"] = _num(rec.get("reid_chance"))
+            row["reconstruction_psnr"] = _num(rec.get("psnr"))
+            f = b["fid"] or {}
+            for k in ("overall", "majority", "minority", "average"):
+                row[f"fid_{k}"] = _num(f.get(k))
+            row["fid_extractor"] = f.get("extractor")
+            row["eps_lb_cp"] = b["eps_lb_cp"]
+            row["eps_lb_cp_attack"] = b["eps_lb_attack"]
+            row["eps_lb_one_run"] = b["eps_lb_one_run"]
+            row["eps_lb_exceeds_formal"] = b["exceeds_formal"]
+            row["config_hash"] = b["config_hash"]
+            row["run_dir"] = rel(b["run_dir"])
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    # -------------------------------------------------------------- audit, accountant, provenance
+    def audit_frame(self) -> pd.DataFrame:
+        rows = []
+        for r in self.sorted_results():
+            a = self.audits.get(id(r))
+            if not a:
+                continue
+            cp, one = a["cp"], a["one_run"]
+            e = r.formal_epsilon
+            rows.append({
+                "dataset": r.dataset, "seed": r.seed, "method": r.method, "target": r.target, "attack": r.attack,
+                "epsilon_lower_bound": cp["epsilon_lower_bound"], "ceiling": cp["ceiling"],
+                "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
+                "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
+                "one_run_guesses": one["n_guesses"], "one_run_correct": one["n_correct"],
+                "formal_epsilon": e, "exceeds_formal": None if e is None else bool(
+                    cp["epsilon_lower_bound"] > e or one["epsilon_lower_bound"] > e),
+                "n_members": cp["n_members"], "n_nonmembers": cp["n_nonmembers"],
+            })
+        return pd.DataFrame(rows)
+
+    def accountant_frame(self) -> pd.DataFrame:
+        rows, seen = [], set()
+        for b in self.targets():
+            p = b["privacy"]
+            key = (b["run_dir"], b["target"])
+            if key in seen:
+                continue
+            seen.add(key)
+            row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"], "target": b["target"],
+                   "role": b["role"]}
+            if p:
+                row.update({"epsilon": _num(p.get("epsilon")), "delta": _num(p.get("delta")),
+                            "accountant": p.get("accountant"), "basis": p.get("basis")})
+                for k, v in p.items():
+                    if k not in ("epsilon", "delta", "accountant", "basis") and not isinstance(v, (dict, list)):
+                        row[k] = v
+            else:
+                row.update({"epsilon": None, "delta": None, "accountant": None,
+                            "basis": "none: non-private target (no formal guarantee)"})
+            row["empirical_eps_lb_cp"] = b["eps_lb_cp"]
+            row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def provenance_frame(self) -> pd.DataFrame:
+        rows = []
+        for r in self.sorted_results():
+            rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method,
+                         "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
+                         "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
+                         "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),
+                         "device": (r.get("timing") or {}).get("device"),
+                         "attack_s": (r.get("timing") or {}).get("attack_s")})
+        return pd.DataFrame(rows)
+
+    def fid_frame(self) -> pd.DataFrame:
+        rows = []
+        for (rd, t), rec in sorted(self.fids.items(), key=lambda kv: (_morder(kv[1].get("method", "")), kv[0])):
+            rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
+                                                 "minority", "average", "extractor", "n_overall", "n_per_class",
+                                                 "sampler", "seconds")} | {"run_dir": Path(rd).name})
+        return pd.DataFrame(rows)
+
+
+def _undef(v) -> bool:
+    try:
+        import jinja2
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(v, jinja2.Undefined)
+
+
+def fmt(v, nd: int = 3) -> str:
+    if v is None or _undef(v) or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    if isinstance(v, (int, float)):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def fmt_ci(ci, nd: int = 2) -> str:
+    if _undef(ci) or not ci or ci[0] is None:
+        return ""
+    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"

@@ -1,0 +1,20 @@
+"""Fixtures of the report/audit/gate tests: real results of the test preset (trained once per session)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import train_cfg
+
+
+@pytest.fixture(scope="session")
+def test_results(runs_dir):
+    """Real result.json files: centralized (model) with pia and loss, pfdm (shared) with pia; test preset."""
+    from privbench.attacks.runner import run_attack
+
+    out = {}
+    for method, attack in (("centralized", "pia"), ("centralized", "loss"), ("pfdm", "pia")):
+        res = run_attack(train_cfg(method, "test"), attack, None, runs_dir=runs_dir, device="cpu")
+        out[(method, attack)] = Path(res["scores_path"]).parent / "result.json"
+    return out

@@ -1,0 +1,129 @@
+"""`privbench bench`: a cached, resumable grid; skipped (unregistered) methods; the side-by-side table."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from privbench.bench import load_suite, plan, run_suite
+from privbench.cli import main
+from privbench.errors import BadInput
+
+SUITE = """
+name: t
+preset: test
+device: cpu
+datasets: [digits]
+seeds: [0]
+attacks: [pia]
+fid: false
+samples: false
+methods:
+  pfdm: {targets: [shared], attacks: [pia, loss]}
+  centralized: {targets: [model], attacks: [pia, loss]}
+"""
+
+
+def test_bench_runs_resumes_and_writes_the_table(tmp_path, runs_dir, test_results):
+    suite = tmp_path / "t.yaml"
+    suite.write_text(SUITE)
+    out = tmp_path / "bench"
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--out", str(out), "--runs-dir", str(runs_dir),
+                                  "--json"])
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["counts"] == {"done": 4, "skipped": 0, "failed": 0, "pending": 0}
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["finished"] and bench["roles"] == {"pfdm": "private", "centralized": "baseline"}
+    sbs = pd.read_csv(out / "side_by_side.csv")
+    assert list(sbs["method"]) == ["pfdm", "centralized"]          # private first, then the baselines
+    assert sbs.loc[0, "formal_epsilon"] == pytest.approx(8.774, abs=1e-3)
+    assert {"pia_auc", "loss_auc", "eps_lb_cp", "fid_majority"} <= set(sbs.columns)
+
+    # resume: remove one finished attack; only that cell runs again, the others are skipped as finished
+    cell = next(c for c in bench["cells"] if c["method"] == "centralized" and c["attack"] == "loss")
+    shutil.rmtree(Path(cell["result_path"]).parent)
+    res2 = run_suite(str(suite), out=str(out), runs_dir=str(runs_dir), device="cpu")
+    reasons = {(c["method"], c["attack"]): c["reason"] for c in res2["cells"]}
+    assert reasons[("centralized", "loss")] is None                # recomputed
+    assert all("earlier run" in v for k, v in reasons.items() if k != ("centralized", "loss"))
+    assert Path(cell["result_path"]).is_file()
+
+    # the bench directory renders into a report
+    r = CliRunner().invoke(main, ["report", str(out), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.stderr
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "suite t" in html and "pfdm" in html and "centralized" in html
+
+
+def test_unregistered_methods_are_skipped_not_errors(tmp_path, monkeypatch):
+    from privbench.registry import METHODS
+
+    METHODS.names()  # load the built-ins, then hide dpsad as if this build lacked it
+    monkeypatch.delitem(METHODS._entries, "dpsad")
+    suite = tmp_path / "t.yaml"
+    suite.write_text(SUITE + "  dpsad: {targets: [student]}\n")
+    spec, _ = load_suite(str(suite))
+    cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu")
+    skipped = [c for c in cells if c.status == "skipped"]
+    assert [(c.method, c.attack) for c in skipped] == [("dpsad", "pia")]
+    assert "not registered" in skipped[0].reason
+    assert not (tmp_path / "runs").exists()                       # planning writes nothing
+
+
+@pytest.mark.parametrize("extra,args,needle", [
+    ("  centralized2: {}\n", [], "unknown method 'centralized2'"),
+    ("colour: red\n", [], "unknown key"),
+    ("", ["--set", "train.bogus=1"], "train.bogus"),
+    ("  local: {targets: [global]}\n", [], "--target 'global'"),
+    ("  local: {attacks: [pia, lira]}\n", [], "unknown attack 'lira'"),
+])
+def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
+    suite = tmp_path / "t.yaml"
+    suite.write_text(SUITE + extra)
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), *args])
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_shipped_suites_load():
+    for name in ("tiny", "paper"):
+        spec, path = load_suite(name)
+        assert path.name == f"{name}.yaml"
+        assert {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"} <= set(spec["methods"])
+    with pytest.raises(BadInput, match="available"):
+        load_suite("nosuchsuite")
+
+
+def test_tiny_suite_plans_every_method_and_attack(tmp_path):
+    """The whole tiny grid validates (every name, key, target and attack) without training anything."""
+    spec, _ = load_suite("tiny")
+    cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
+    attacks = {c.attack for c in cells if c.kind == "attack"}
+    assert attacks == {"loss", "secmi", "pia", "pian", "memorization", "reconstruction"}
+    assert {c.method for c in cells} == {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"}
+    assert all(c.status == "pending" for c in cells)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_paper_suite_plans(tmp_path, monkeypatch):
+    """Every name, key, target and attack of the paper suite validates (datasets stubbed: no download here; the DP
+    methods' noise calibration is left to the run)."""
+    import torch
+
+    import privbench.models.base as base
+
+    monkeypatch.setattr(base.RunContext, "dataset",
+                        property(lambda self: (torch.zeros(10, 3, 32, 32), torch.zeros(10, dtype=torch.long))))
+    spec, _ = load_suite("paper")
+    cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
+    assert {(c.method, c.dataset) for c in cells} >= {("pfdm", "cifar10"), ("dpdm", "mnist"), ("dpsad", "celeba")}
+    pf = next(c for c in cells if c.method == "pfdm")
+    assert (pf.cfg.pfdm.clip, pf.cfg.pfdm.t0, pf.cfg.pfdm.n_clients, pf.cfg.dp.delta) == (10.0, 690, 10, 1e-5)
+    sad = next(c for c in cells if c.method == "dpsad" and c.dataset == "celeba")
+    assert sad.cfg.diffusion.num_timesteps == 500 and sad.cfg.data.resolution == 64

@@ -1,0 +1,108 @@
+"""`privbench check`: exit 0 when every gate holds, 1 listing every breach, 2 for bad input (cli.md)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from privbench.cli import main
+
+
+def check(*args):
+    r = CliRunner().invoke(main, ["check", *map(str, args)])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def gates(tmp_path, *lines, name="g.yaml"):
+    p = tmp_path / name
+    p.write_text("gates:\n" + "".join(f"  - {l}\n" for l in lines))
+    return p
+
+
+def test_gates_hold_exit_0(tmp_path, test_results):
+    g = gates(tmp_path, "{method: centralized, target: model, attack: pia, metric: auc, max: 1.0}",
+              "{method: pfdm, target: shared, attack: pia, metric: auc, max: 1.0, dataset: digits, preset: test}",
+              "{method: pfdm, target: shared, attack: pia, metric: privacy.epsilon, max: 10}",
+              "{method: pfdm, target: shared, attack: pia, metric: auc_ci95_high, max: 1.0}",
+              "{method: dpdm, target: model, attack: pia, metric: auc, max: 0.6, optional: true}")
+    code, out, err = check("--gates", g, *test_results.values())
+    assert code == 0, err
+    assert "all 4 gate checks hold" in out
+    assert "optional" in err  # the optional gate that matched nothing is reported
+
+
+def test_run_dirs_are_deduplicated(tmp_path, test_results):
+    """A run dir holds a top-level copy of its latest result: one gate still makes one check per result."""
+    run_dir = test_results[("pfdm", "pia")].parents[2]
+    assert (run_dir / "result.json").is_file()
+    g = gates(tmp_path, "{method: pfdm, target: shared, attack: pia, metric: auc, max: 1.0}")
+    code, out, err = check("--gates", g, run_dir)
+    assert code == 0, err
+    assert "all 1 gate checks hold" in out
+
+
+def test_strict_gates_exit_1_listing_every_breach(tmp_path, test_results):
+    g = gates(tmp_path, "{method: centralized, target: model, attack: pia, metric: auc, max: 0.01}",
+              "{method: pfdm, target: shared, attack: pia, metric: asr, min: 0.99}",
+              "{method: pfdm, target: shared, attack: pia, metric: privacy.epsilon, max: 1}",
+              "{method: centralized, target: model, attack: loss, metric: privacy.epsilon, max: 100}",
+              "{method: centralized, target: model, attack: loss, metric: auc, max: 1.0}")
+    code, out, err = check("--gates", g, *test_results.values())
+    assert code == 1
+    breaches = [l for l in err.splitlines() if l.startswith("BREACH:")]
+    assert len(breaches) == 4, err
+    assert "gate #1" in breaches[0] and "auc" in breaches[0] and "> max 0.01" in breaches[0]
+    assert "< min 0.99" in breaches[1]
+    assert "privacy.epsilon" in breaches[2]
+    assert "no formal guarantee" in breaches[3]  # a non-private target has no epsilon: infinite
+    assert "4 of 5 gate checks breached" in err
+
+
+def test_strict_gate_subprocess_exit_1(tmp_path, test_results):
+    g = gates(tmp_path, "{method: centralized, target: model, attack: pia, metric: auc, max: 0.0}")
+    r = subprocess.run([sys.executable, "-m", "privbench.cli", "check", "--gates", str(g),
+                        str(test_results[("centralized", "pia")])], capture_output=True, text=True)
+    assert r.returncode == 1 and "BREACH" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("gates:\n  - {method: pfdm, target: shared, attack: pia, metric: bogus, max: 1}\n", "unknown metric 'bogus'"),
+    ("gates:\n  - {method: pfdm, target: shared, attack: loss, metric: auc, max: 1}\n", "matched none"),
+    ("gates:\n  - {method: pfdm, target: shared, attack: pia, metric: auc, max: 1, colour: red}\n", "unknown key"),
+    ("gates:\n  - {method: pfdm, target: shared, attack: pia, metric: auc, max: high}\n", "not a number"),
+    ("gates:\n  - {method: pfdm, target: shared, attack: pia, metric: auc}\n", "max: or min:"),
+    ("gates:\n  - {method: pfdm, target: shared, attack: pia, metric: auc, max: 1\n", "malformed YAML"),
+    ("rules: []\n", "gates:"),
+])
+def test_bad_gates_exit_2(tmp_path, test_results, content, needle):
+    p = tmp_path / "g.yaml"
+    p.write_text(content)
+    code, out, err = check("--gates", p, test_results[("pfdm", "pia")])
+    assert code == 2, (out, err)
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_files_exit_2(tmp_path, test_results):
+    g = gates(tmp_path, "{method: pfdm, target: shared, attack: pia, metric: auc, max: 1}")
+    code, _, err = check("--gates", tmp_path / "nope.yaml", test_results[("pfdm", "pia")])
+    assert code == 2 and "not found" in err
+    code, _, err = check("--gates", g, tmp_path / "missing_run")
+    assert code == 2 and "missing_run" in err
+    bad = tmp_path / "result.json"
+    bad.write_text("{not json")
+    code, _, err = check("--gates", g, bad)
+    assert code == 2 and "result.json" in err
+
+
+def test_shipped_tiny_gates_parse():
+    from privbench.reports.gates import load_gates
+
+    g = load_gates(Path(__file__).resolve().parents[2] / "benchmarks" / "gates" / "tiny.yaml")
+    assert any(x["method"] == "pfdm" and x["target"] == "shared" and x["attack"] == "pia" and x["metric"] == "auc"
+               and x["max"] <= 0.6 for x in g)
+    assert {x["method"] for x in g} >= {"pfdm", "dpdm", "dpsad"}
