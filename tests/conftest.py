@@ -22,5 +22,7 @@ def overfit_centralized(runs_dir):
     """The overfit centralized target of issue 3: tiny preset, 128 members (trained once per session)."""
     from privbench import api
 
-    cfg = train_cfg("centralized", "tiny", data__n_members=128, data__n_nonmembers=128)
+    # 1500 steps (≈ 750 epochs of the 128 members at batch 64) overfit enough for PIA AUC ≈ 0.95 and loss
+    # AUC ≈ 0.85 at t = 200 while keeping the training to a few CPU minutes (issue 3).
+    cfg = train_cfg("centralized", "tiny", data__n_members=128, data__n_nonmembers=128, train__steps=1500)
     return api.train(cfg, runs_dir, "cpu")

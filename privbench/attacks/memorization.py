@@ -111,8 +111,9 @@ class NNRatioMemorization(Attack):
         order = np.argsort(ratio, kind="stable")
         pick = order[mem[order]][:16] if mem.any() else order[:8]
         imgs, labels = [], []
-        for i in pick:
-            imgs += [samples[i].cpu(), ref[nn1[i]]]
+        shown = samples[torch.as_tensor(pick, dtype=torch.long, device=samples.device)].cpu()  # one host copy
+        for j, i in enumerate(pick):
+            imgs += [shown[j], ref[nn1[i]]]
             labels += [f"r={ratio[i]:.2f}", f"#{int(src[nn1[i]])}"]
         title = "memorized" if mem.any() else "closest (none memorized)"
         res.images[f"memorization-{'memorized' if mem.any() else 'closest'}"] = (torch.stack(imgs), labels, 8)

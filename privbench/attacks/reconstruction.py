@@ -15,13 +15,16 @@ Attackers (each a "denoiser" the attacker holds):
 * ``tweedie`` — one step with the target's ε-predictor at model timestep t0 − 1:
   x̂₀ = (x̃ − √(1−ᾱ_{t0})·ε_θ(x̃, t0 − 1, y))/√ᾱ_{t0} (1 NFE; the posterior-mean estimate under the model);
 * ``chain`` — the target's reverse chain from x_{t0−1} = x̃ down to 0 (``attack.recon_sampler``: deterministic DDIM
-  over ``sample.ddim_steps`` steps, or DDPM ancestral with t0 NFEs).
+  over ``sample.ddim_steps`` steps, or DDPM ancestral with t0 NFEs);
+* ``tweedie-public`` / ``chain-…-public`` (opt-in, ``attack.recon_public_steps`` > 0) — the same with a "public"
+  denoiser the attacker trains on the dataset records that are neither members nor non-members (PFDM's
+  "Pretrained" attacker), same architecture and ``train`` settings, cached in the run's ``attacks/`` folder.
 
 PFDM's shared model: its training data ("clean" x₀) ARE the uploads, so an upload is in its distribution at level −1,
 not at level t0 − 1; querying it at t0 − 1 asks it to remove noise it was never trained to remove (it learned to
 denoise *noised uploads*). We still query it there — this is PFDM's "Global-model attack" — and flag it in the notes;
-expect it to be no better than ``naive``. A clean-data ("public"/"pretrained") denoiser is the proper Tweedie attacker:
-attack a non-private target (e.g. ``centralized``) with simulated uploads to measure one. Clip-aware re-timing
+expect it to be no better than ``naive``. A clean-data denoiser is the proper Tweedie attacker: turn on the
+``public`` attacker, or attack a non-private target (e.g. ``centralized``) with simulated uploads. Clip-aware re-timing
 (attacks.md §5.1.3) is not implemented: the denoisers are queried at the nominal level t0 − 1.
 
 Figures per attacker: PSNR and SSIM of x̂ (clamped to [−1, 1]) against the original record, and the
@@ -30,8 +33,11 @@ source. The pool is the members whose uploads are attacked (all of them, not onl
 non-member records as distractors; its records are compared as CLIP(c, C) (the attacker knows C; for a naive
 reconstruction this nearest neighbour is the maximum-likelihood guess), and ``reid_rate_raw`` compares the unclipped
 records. ``reid_chance`` = 1/pool size. Because labels are public, ``reid_rate_label`` restricts the pool to records of
-the upload's label, with its own chance level ``reid_chance_label`` (mean of 1/#same-label candidates). The top-level
-``metrics`` are those of the attacker with the highest ``reid_rate``.
+the upload's label, with its own chance level ``reid_chance_label`` (mean of 1/#same-label candidates);
+``reid_chance_label_members`` (mean of 1/#same-label upload sources) is the chance level of an attacker whose denoiser
+memorised the member set and so guesses among the same-label members only — the right baseline when the denoiser is
+a target trained on the raw members. The top-level ``metrics`` are those of the attacker with the highest
+``reid_rate``.
 """
 from __future__ import annotations
 
@@ -73,7 +79,7 @@ def nearest(queries: torch.Tensor, pool: torch.Tensor, mask: torch.Tensor | None
 class Reconstruction(Attack):
     name = "reconstruction"
     kind = "reconstruction"
-    config_fields = ("recon_t0", "recon_clip", "recon_n", "recon_sampler", "batch_size")
+    config_fields = ("recon_t0", "recon_clip", "recon_n", "recon_sampler", "recon_public_steps", "batch_size")
     extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
 
     # ------------------------------------------------------------------ settings
@@ -98,6 +104,8 @@ class Reconstruction(Attack):
             raise BadInput(f"attack.recon_clip={clip}: must be > 0")
         if self.recon_n < 0:
             raise BadInput(f"attack.recon_n={self.recon_n}: must be >= 0 (0 = all uploads)")
+        if self.recon_public_steps < 0:
+            raise BadInput(f"attack.recon_public_steps={self.recon_public_steps}: must be >= 0 (0 = no public denoiser)")
         if self.recon_sampler not in ("ddim", "ddpm"):
             raise BadInput(f"attack.recon_sampler={self.recon_sampler!r}: choose ddim or ddpm")
 
@@ -140,6 +148,41 @@ class Reconstruction(Attack):
         except KeyError:
             raise BadInput("reconstruction: an upload's source record is not among the records given") from None
 
+    def public_denoiser(self, env: AttackEnv):
+        """(Target, note): a denoiser the attacker trains on public records — dataset records that are neither
+        members nor non-members — with the target's architecture and ``train`` settings for
+        ``attack.recon_public_steps`` steps (cached next to the attack results). (None, note) when off."""
+        steps = int(self.recon_public_steps)
+        method = env.method
+        if not steps:
+            return None, ("attacker 'public' (a clean-data denoiser trained on public records) is off; "
+                          "enable it with attack.recon_public_steps=N")
+        if method is None:
+            return None, "attacker 'public' needs the run's method (dataset and split); skipped"
+        from ..config import config_hash
+        from ..models.target import Target
+        from ..models.training import TrainData, train_denoiser
+
+        ctx = method.ctx
+        x, y = ctx.dataset
+        used = set(ctx.split.members) | set(ctx.split.nonmembers)
+        pub = [i for i in range(len(y)) if i not in used]
+        if len(pub) < 2:
+            return None, "attacker 'public' skipped: every dataset record is a member or a non-member"
+        tcfg = ctx.cfg.train
+        key = config_hash({"steps": steps, "seed": ctx.cfg.seed, "train": vars(tcfg), "n_public": len(pub)})
+        ckpt = ctx.run_dir / "attacks" / f"public-denoiser-{key}" / "checkpoints"
+        idx = torch.as_tensor(pub)
+        data = TrainData(x[idx].to(ctx.device), y[idx].long().to(ctx.device) if ctx.num_classes else None)
+        with torch.enable_grad():  # run() is under no_grad
+            model = train_denoiser(ctx.new_denoiser(), data, ctx.schedule.alphas_cumprod(), tcfg, ckpt,
+                                   name="public", seed=ctx.cfg.seed + 7919, device=ctx.device, steps=steps,
+                                   desc="public denoiser")
+        tgt = Target("public", "public", model, ctx.schedule, ctx.device, ctx.num_classes,
+                     meta={"shape": ctx.image_shape})
+        return tgt, (f"attacker 'public': a denoiser trained for {steps} steps on the {len(pub)} dataset records "
+                     "that are neither members nor non-members")
+
     # ------------------------------------------------------------------ attack
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
@@ -151,39 +194,42 @@ class Reconstruction(Attack):
         n = u_x.shape[0]
         bs = int(self.batch_size)
 
-        recons: dict[str, torch.Tensor] = {}
-        nfe: dict[str, int] = {}
-        recons["naive"] = (u_x.to(device) / a.sqrt())
-        nfe["naive"] = 0
-        chunks = []
-        for lo in range(0, n, bs):
-            xb = u_x[lo:lo + bs].to(device)
-            yb = u_y[lo:lo + bs].to(device)
-            eps = target.predict_noise(xb, tvec(mt, xb.shape[0], device), cond(target, yb))
-            chunks.append((xb - (1 - a).sqrt() * eps) / a.sqrt())
-        recons["tweedie"] = torch.cat(chunks)
-        nfe["tweedie"] = 1
+        recons: dict[str, torch.Tensor] = {"naive": u_x.to(device) / a.sqrt()}
+        nfe: dict[str, int] = {"naive": 0}
         ddim_steps = int(getattr(getattr(env.cfg, "sample", None), "ddim_steps", 100))
-        sampler = self.recon_sampler
-        chain_name = f"chain-{sampler}"
-        x_chain, _ = target.sample_chain(n, u_y if target.num_classes else None, seed=env.seed, sampler=sampler,
-                                         ddim_steps=ddim_steps, batch_size=bs, x_start=u_x, t_start=mt, t_stop=0,
-                                         desc="reconstruct")
-        recons[chain_name] = x_chain.to(device)
-        nfe[chain_name] = (min(ddim_steps, mt + 1) if sampler == "ddim" else mt + 1)
+        denoisers = [("", target)]
+        public, public_note = self.public_denoiser(env)
+        if public is not None:
+            denoisers.append(("-public", public))
+        for suffix, den in denoisers:
+            chunks = []
+            for lo in range(0, n, bs):
+                xb = u_x[lo:lo + bs].to(device)
+                yb = u_y[lo:lo + bs].to(device)
+                eps = den.predict_noise(xb, tvec(mt, xb.shape[0], device), cond(den, yb))
+                chunks.append((xb - (1 - a).sqrt() * eps) / a.sqrt())
+            recons["tweedie" + suffix] = torch.cat(chunks)
+            nfe["tweedie" + suffix] = 1
+            chain_name = f"chain-{self.recon_sampler}{suffix}"
+            x_chain, _ = den.sample_chain(n, u_y if den.num_classes else None, seed=env.seed,
+                                          sampler=self.recon_sampler, ddim_steps=ddim_steps, batch_size=bs,
+                                          x_start=u_x, t_start=mt, t_stop=0, desc="reconstruct")
+            recons[chain_name] = x_chain.to(device)
+            nfe[chain_name] = min(ddim_steps, mt + 1) if self.recon_sampler == "ddim" else mt + 1
 
         # candidate pool, as the attacker compares it
         pool_dev = pool_x.to(device)
         pool_clipped = clip_l2(pool_dev, clip)
         same_label = (u_y.view(-1, 1) == pool_y.view(1, -1)).to(device)
-        truth = torch.as_tensor(u_idx)
+        truth = torch.as_tensor(u_idx).to(device)
+        pool_idx_dev = pool_idx.to(device)
         per: dict[str, dict] = {}
         src_dev = src.to(device)
         for name, xr in recons.items():
             xr = xr.float()
-            hit = pool_idx[nearest(xr, pool_clipped).cpu()] == truth
-            hit_raw = pool_idx[nearest(xr, pool_dev).cpu()] == truth
-            hit_lab = pool_idx[nearest(xr, pool_clipped, same_label).cpu()] == truth
+            hit = pool_idx_dev[nearest(xr, pool_clipped)] == truth
+            hit_raw = pool_idx_dev[nearest(xr, pool_dev)] == truth
+            hit_lab = pool_idx_dev[nearest(xr, pool_clipped, same_label)] == truth
             xc = xr.clamp(-1, 1)
             per[name] = {
                 "psnr": float(psnr(xc, src_dev).mean()), "ssim": float(ssim(xc, src_dev).mean()),
@@ -192,6 +238,9 @@ class Reconstruction(Attack):
             }
         pool_n = int(pool_x.shape[0])
         chance_label = float((1.0 / same_label.sum(1).double()).mean())
+        n_src = pool_n - n_distract  # the first pool rows are the upload sources (members)
+        same_label_src = same_label[:, :n_src].sum(1).double().clamp_min(1)
+        chance_label_members = float((1.0 / same_label_src).mean())
         best = max(per, key=lambda k: (per[k]["reid_rate"], per[k]["psnr"]))
         res = AttackOutput(nfe_per_record=sum(nfe.values()))
         res.metrics = {"psnr": per[best]["psnr"], "ssim": per[best]["ssim"], "reid_rate": per[best]["reid_rate"],
@@ -203,22 +252,28 @@ class Reconstruction(Attack):
             "n_uploads_attacked": n, "pool_size": pool_n, "pool": f"{pool_n - n_distract} upload sources (members) + "
                                                                 f"{n_distract} non-member distractors",
             "reid_chance": 1.0 / pool_n, "reid_chance_label": chance_label,
+            "reid_chance_label_members": chance_label_members,
             "fraction_clipped": float((src.flatten(1).norm(dim=1) > clip).double().mean()),
             "attackers": per, "best_attacker": best,
+            "best_attacker_selection": "highest reid_rate among the attackers (an oracle choice on ground truth; "
+                                       "every attacker's figures are listed)",
         }
         res.notes.append(f"{'real' if kind == 'real' else 'simulated'} uploads at t0={t0} (1-indexed; model t={mt}), "
                          f"C={clip}; re-identification by L2 nearest neighbour among CLIP(pool, C)")
         if getattr(target, "method", "") == "pfdm" and getattr(target, "name", "") == "shared":
             res.notes.append("target 'shared': its training data are the uploads themselves, so its eps-prediction "
                              "at level t0-1 on an upload is outside its training distribution (PFDM's 'Global' "
-                             "attacker); compare with 'naive', and with a clean-data denoiser (e.g. attack a "
-                             "centralized target with simulated uploads)")
+                             "attacker); compare with 'naive' and with a clean-data denoiser (attacker 'public': "
+                             "attack.recon_public_steps=N)")
+        if public_note:
+            res.notes.append(public_note)
         res.arrays = {"index": u_idx.numpy()}
         k = min(8, n)
+        shown = {name: xr[:k].detach().cpu() for name, xr in recons.items()}  # one host copy each
         show = []
         labels = []
         for i in range(k):
-            show += [src[i], u_x[i] / ab ** 0.5] + [recons[name][i].cpu() for name in recons if name != "naive"]
-            labels += ["orig", "naive"] + [name.split("-")[0] for name in recons if name != "naive"]
-        res.images["reconstruction"] = (torch.stack(show).float().clamp(-1, 1), labels, 2 + len(recons) - 1)
+            show += [src[i]] + [shown[name][i] for name in shown]
+            labels += ["orig"] + [name.replace("chain-", "").replace("-public", "/pub") for name in shown]
+        res.images["reconstruction"] = (torch.stack(show).float().clamp(-1, 1), labels, 1 + len(shown))
         return res

@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from ..config import config_hash
-from ..errors import BadInput
 from ..registry import ATTACKS
 from ..runs import atomic_path, atomic_write_json, atomic_write_text, run_dir_for, run_lock
 from .base import Attack, AttackEnv, AttackOutput, Records
@@ -50,10 +49,17 @@ def make_attack(cfg, attack_name: str) -> Attack:
     return attack
 
 
-def build_records(method) -> Records:
-    """Members (``ctx.split.members``) then non-members (``ctx.split.nonmembers``), ordered, with dataset index."""
+def build_records(method, target_name: str | None = None) -> Records:
+    """Members (``ctx.split.members``) then non-members (``ctx.split.nonmembers``), ordered, with dataset index.
+
+    A method whose targets were trained on a part of the members only (e.g. one client's model) may define
+    ``attack_split(target_name) -> (member indices, non-member indices)``; it is used when present."""
     ctx = method.ctx
-    mem, non = list(ctx.split.members), list(ctx.split.nonmembers)
+    hook = getattr(method, "attack_split", None)
+    if callable(hook) and target_name is not None:
+        mem, non = (list(v) for v in hook(target_name))
+    else:
+        mem, non = list(ctx.split.members), list(ctx.split.nonmembers)
     idx = torch.as_tensor(mem + non, dtype=torch.long)
     x, y = ctx.records(idx.tolist())
     labels = torch.cat([torch.ones(len(mem), dtype=torch.long), torch.zeros(len(non), dtype=torch.long)])
@@ -142,7 +148,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
                 _publish(run_dir, out_dir, cached)
                 return cached
         tgt = method.load_target(target_name)
-        records = build_records(method)
+        records = build_records(method, target_name)
         env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
         t0 = time.time()
         out = attack.run(tgt, records, env)
@@ -184,7 +190,8 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
         sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed)
         result.update(metrics=sec["metrics"], calibrated=sec["calibrated"], sweep=sec["sweep"],
                       warnings=sec["warnings"])
-        if sec["metrics"]["auc"] < 0.5 and sec["calibrated"]["direction"] < 0:
+        ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
+        if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
             result["notes"].append("the score ranks non-members above members; only the calibrated direction "
                                    "(-1) may claim leakage with the sign flipped")
         arrays = {"scores": scores, "labels": labels, "index": records.index.numpy().astype(np.int64),
@@ -193,7 +200,8 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
             arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
         from ..metrics.plots import plot_roc
 
-        curves = {f"{attack.name} (fixed)": (scores, labels)}
+        fixed = out.figures.get("t", out.figures.get("t_sec"))
+        curves = {f"{attack.name}{'' if fixed is None else f' t={fixed}'} (fixed)": (scores, labels)}
         if sec["sweep"]:
             bt = sec["sweep"]["best"]["t"]
             curves[f"{attack.name} t={bt} (oracle best)"] = (np.asarray(out.sweep[bt]), labels)
@@ -253,9 +261,9 @@ def run_job(cfg, attack_name: str, target: str | None = None, runs_dir=None, dev
     if render_report is not None:
         try:
             produced = render_report(str(run_dir), str(run_dir / "report"), ["html", "csv"])
-            paths["html"] = [str(p) for p in (produced or [])]
+            paths["rendered"] = [str(p) for p in (produced or [])]
         except Exception as e:  # noqa: BLE001 — the report is a convenience; the attack result stands
-            paths["html_error"] = f"{type(e).__name__}: {e}"
+            paths["rendered_error"] = f"{type(e).__name__}: {e}"
     result = dict(result)
     result["report"] = paths
     return result
@@ -373,9 +381,9 @@ def _details(r: dict) -> str:
         out.write(f"  uploads: {fig.get('uploads')} at t0={fig.get('t0')}, C={fig.get('clip')}, sigma={fig.get('sigma'):.2f}; "
                   f"pool {fig.get('pool')}; chance {fig.get('reid_chance'):.4f} "
                   f"(same label: {fig.get('reid_chance_label'):.4f})\n")
-        out.write(f"    {'attacker':12s} {'re-id':>6s} {'re-id|label':>11s} {'PSNR':>6s} {'SSIM':>6s} {'NFE':>5s}\n")
+        out.write(f"    {'attacker':18s} {'re-id':>6s} {'re-id|label':>11s} {'PSNR':>6s} {'SSIM':>6s} {'NFE':>5s}\n")
         for name, a in fig["attackers"].items():
-            out.write(f"    {name:12s} {a['reid_rate']:6.3f} {a['reid_rate_label']:11.3f} {a['psnr']:6.2f} "
+            out.write(f"    {name:18s} {a['reid_rate']:6.3f} {a['reid_rate_label']:11.3f} {a['psnr']:6.2f} "
                       f"{a['ssim']:6.3f} {a['nfe']:5d}\n")
     if r.get("kind") == "memorization":
         out.write(f"  {fig.get('n_memorized')} of {r['metrics'].get('n_generated')} samples memorized "

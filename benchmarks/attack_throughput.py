@@ -1,0 +1,102 @@
+"""Attack throughput as a fraction of the bound set by the model itself.
+
+The bound of an attack that makes q network evaluations per record is (raw forward throughput) ÷ q, the raw
+forward throughput being records/s of the bare denoiser forward (no grad) at the attack's batch size on the same
+device. PIA makes q = 2 (ε₀ at t = 0, then ε at t), SecMI_stat q = t_sec/k + 2 = 12 (paper offset) or 11
+(official), the loss attack q = n_draws = 1. Ratio = attack records/s ÷ bound; goal ≥ 0.9. No assertions.
+
+    python benchmarks/attack_throughput.py [--preset tiny] [--n 2048] [--device cpu] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
+
+from privbench.attacks import PIA, LossAttack, Records, SecMI  # noqa: E402
+from privbench.attacks.secmi import secmi_nfe  # noqa: E402
+from privbench.config import build_config  # noqa: E402
+from privbench.models.base import RunContext  # noqa: E402
+
+
+def _sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--n", type=int, default=2048, help="records attacked per timing")
+    ap.add_argument("--batch", type=int, default=0, help="attack batch size (0 = the preset's attack.batch_size)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--repeats", type=int, default=7)
+    a = ap.parse_args()
+    overrides = [("attack.batch_size", a.batch)] if a.batch else []
+    cfg = build_config("centralized", preset=a.preset, overrides=overrides)
+    dev = torch.device(a.device)
+    B = cfg.attack.batch_size
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = RunContext(cfg, Path(tmp), dev)
+        x_all, y_all = ctx.dataset
+        idx = torch.arange(a.n) % len(y_all)
+        rec = Records(x_all[idx], y_all[idx].long(), (torch.arange(a.n) % 2).long(), idx)
+        model = ctx.new_denoiser().to(dev).eval()  # weights do not change throughput
+        from privbench.models.target import Target
+
+        tgt = Target("bench", "centralized", model, ctx.schedule, dev, ctx.num_classes, meta={"shape": ctx.image_shape})
+
+        xs = rec.x.to(dev)
+        ys = rec.y.to(dev)
+        ts = torch.full((a.n,), 200, dtype=torch.long, device=dev)
+
+        @torch.no_grad()
+        def raw():
+            for lo in range(0, a.n, B):
+                model(xs[lo:lo + B], ts[lo:lo + B], ys[lo:lo + B] if ctx.num_classes else None)
+
+        def once(fn):
+            _sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            _sync(dev)
+            return time.perf_counter() - t0
+
+        raw()  # warm-up
+        fwd = a.n / statistics.median(once(raw) for _ in range(a.repeats))
+        print(f"preset={a.preset} records={a.n} batch={B} device={dev} threads={torch.get_num_threads()} "
+              f"image={tuple(ctx.image_shape)} params={sum(p.numel() for p in model.parameters())}")
+        print(f"raw forward: {fwd:10.1f} records/s")
+        print("(each ratio is the median over repeats of attack time vs. raw-forward time measured back to back, "
+              "so that machine load cancels)")
+        for name, attack, q in [
+            ("PIA", PIA(cfg.attack), 2),
+            ("SecMI (paper offset)", SecMI(cfg.attack, secmi_offset="paper"),
+             secmi_nfe(cfg.attack.secmi_t, cfg.attack.secmi_k, "paper")),
+            ("SecMI (official offset)", SecMI(cfg.attack, secmi_offset="official"),
+             secmi_nfe(cfg.attack.secmi_t, cfg.attack.secmi_k, "official")),
+            ("loss", LossAttack(cfg.attack), cfg.attack.n_draws),
+        ]:
+            run = (lambda attack=attack: attack.run(tgt, rec))
+            run()  # warm-up
+            ratios, rates = [], []
+            for _ in range(a.repeats):
+                t_raw = once(raw)
+                t_att = once(run)
+                ratios.append((a.n / t_att) / ((a.n / t_raw) / q))
+                rates.append(a.n / t_att)
+            rps = statistics.median(rates)
+            print(f"{name:24s} {rps:10.1f} records/s ({q} queries/record); bound = forward/{q} = {fwd / q:10.1f}; "
+                  f"ratio = {statistics.median(ratios):.3f} (goal >= 0.9)")
+
+if __name__ == "__main__":
+    main()
