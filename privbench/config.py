@@ -84,8 +84,9 @@ class PFDMConfig:
     majority_classes: int = _f(2, lo=1, help="majority classes per client (client m: m*k .. m*k+k-1 mod n_classes)")
     imbalance: float = _f(10.0, lo=1.0, help="majority:minority records-per-class ratio inside a client")
     clip_mix: float = _f(0.5, lo=0.0, hi=1.0, help="share of clipped copies in a local batch")
-    local_steps: int = _f(3000, lo=1, help="steps of each client's t<=t0 denoiser")
-    server_steps: int = _f(4000, lo=1, help="steps of the shared T-step model on the uploads")
+    local_steps: int = _f(600, lo=1, help="steps of each client's t<=t0 denoiser")
+    server_steps: int = _f(1200, lo=1, help="steps of the shared T-step model on the uploads (tiny: 1200 = 300 "
+                                             "epochs of 256 uploads, the paper's global-model length)")
     stage1_sampler: str = _f("ddpm", choices=["ddpm", "ddim"],
                              help="sampler of the shared model's chain (T steps; ddim: sample.ddim_steps)")
     stage2_sampler: str = _f("ddpm", choices=["ddpm", "ddim"],
@@ -96,9 +97,9 @@ class PFDMConfig:
 
 @dataclass
 class FedConfig:
-    rounds: int = _f(20, lo=1, help="FedAvg communication rounds (feddm)")
-    local_steps: int = _f(200, lo=1, help="local steps per round (feddm) ")
-    local_only_steps: int = _f(4000, lo=1, help="steps of each client's full model (local)")
+    rounds: int = _f(10, lo=1, help="FedAvg communication rounds (feddm)")
+    local_steps: int = _f(100, lo=1, help="local steps per client per round (feddm)")
+    local_only_steps: int = _f(1000, lo=1, help="steps of each client's full model (local)")
     prox_mu: float = _f(0.0, lo=0.0, help="FedProx proximal weight mu (feddm); 0 = plain FedAvg")
 
 
@@ -111,14 +112,19 @@ class DPConfig:
     noise_multiplicity: int = _f(4, lo=1, help="K noise draws averaged per record before clipping")
     accountant: str = _f("prv", choices=["prv", "pld", "rdp"])
     sample_rate: float = _f(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
+    grad_sample: str = _f("hooks", choices=["hooks", "vmap"],
+                          help="per-record gradient backend (models/per_sample.py); both exact")
+    physical_batch: int = _f(0, lo=0, help="records per per-sample-gradient pass (memory); 0 = the whole batch")
 
 
 @dataclass
 class DPSADConfig:
-    mode: str = _f("sound", choices=["sound", "paper"])
-    teacher_steps: int = _f(4000, lo=1)
-    adv_weight: float = _f(1.0, lo=0.0)
-    disc_lr: float = _f(2e-4, lo=0.0, lo_open=True)
+    mode: str = _f("sound", choices=["sound", "paper"],
+                   help="sound = DP-SGD on the student's parameter gradient; paper = output-gradient sanitization")
+    teacher_steps: int = _f(4000, lo=1, help="steps of the non-private teacher DDPM")
+    adv_weight: float = _f(1.0, lo=0.0, help="lambda of the adversarial loss")
+    disc_lr: float = _f(2e-4, lo=0.0, lo_open=True, help="discriminator Adam learning rate")
+    disc_width: int = _f(32, lo=1, help="channels of the discriminator's first conv")
 
 
 @dataclass
@@ -126,17 +132,20 @@ class AttackConfig:
     t: int = _f(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     p: float = _f(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
     n_draws: int = _f(1, lo=1, help="noise draws averaged by the loss attack")
-    sweep: list = _f([], help="extra timesteps to sweep (reported as an oracle choice)")
-    batch_size: int = _f(256, lo=1)
-    secmi_t: int = _f(100, lo=1)
-    secmi_k: int = _f(10, lo=1)
-    secmi_offset: str = _f("paper", choices=["paper", "official"])
+    sweep: list = _f([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an oracle choice")
+    batch_size: int = _f(256, lo=1, help="records per batched model query of every attack")
+    secmi_t: int = _f(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
+    secmi_k: int = _f(10, lo=1, help="SecMI's DDIM stride k")
+    secmi_offset: str = _f("paper", choices=["paper", "official"],
+                           help="paper: error at t_sec vs t_sec+k (t_sec/k+2 NFEs); official code: t_sec-k vs t_sec")
     n_samples: int = _f(500, lo=1, help="samples drawn by memorization")
     recon_t0: int = _f(0, lo=0, help="reconstruction upload level (1-indexed); 0 = pfdm.t0")
     recon_clip: float = _f(0.0, lo=0.0, help="reconstruction clip; 0 = pfdm.clip")
     recon_n: int = _f(1000, lo=0, help="uploads attacked by reconstruction (seeded subset; 0 = all)")
     recon_sampler: str = _f("ddim", choices=["ddim", "ddpm"],
                             help="reverse chain of the reconstruction attack (ddim: sample.ddim_steps NFEs; ddpm: t0)")
+    recon_public_steps: int = _f(0, lo=0, help="reconstruction: train a 'public' denoiser on records outside the "
+                                               "split for this many steps (0 = off)")
     bootstrap: int = _f(1000, lo=0, help="bootstrap resamples for CIs")
 
 
@@ -208,6 +217,7 @@ def _preset_small(c: Config) -> None:
     c.model.layers_per_block = 2
     c.train.steps = 10000
     c.pfdm.local_steps, c.pfdm.server_steps = 6000, 10000
+    c.fed.rounds, c.fed.local_steps = 25, 400
     c.fed.local_only_steps = 10000
     c.dpsad.teacher_steps = 10000
 
@@ -231,6 +241,8 @@ def _preset_paper(c: Config) -> None:
     c.pfdm.local_steps, c.pfdm.server_steps = 100_000, 200_000
     c.fed.rounds, c.fed.local_steps, c.fed.local_only_steps = 100, 1000, 100_000
     c.dpsad.teacher_steps = 200_000
+    c.dp.noise_multiplicity = 8  # DPDM's CIFAR-10 config (methods.md §3.4)
+    c.dp.physical_batch = 16     # per-record gradients of the 35.7M-parameter UNet: 16 records per pass
     c.attack.n_samples = 10_000
 
 

@@ -88,11 +88,15 @@ def _matched_labels(ref_labels: torch.Tensor, n_total: int, seed: int) -> torch.
 
 def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | None = None, seed: int = 0,
                inception_weights: str | None = None, kid: bool = False, sampler: str | None = None,
-               ddim_steps: int | None = None, batch_size: int | None = None) -> dict:
+               ddim_steps: int | None = None, batch_size: int | None = None, heldout: bool = False) -> dict:
     """Per-client FID on the client's majority and minority classes (+ their average), the paper's Table 1.
 
     ``method``: a trained Method (``api.train(cfg)``). Returns {"majority", "minority", "average", "extractor",
     "target", "client", "n_generated", "n_real", "majority_classes", "minority_classes", "sampler"}.
+
+    The reference is the client's own (training) records, as specified: a model that memorises them scores well.
+    ``heldout=True`` also compares the same samples with the held-out non-member records of those classes
+    (``out["heldout"]`` = {"majority", "minority", "average", "n_real"}), which rewards generalisation instead.
     """
     ctx = method.ctx
     cfg = method.cfg
@@ -142,4 +146,18 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
         out["n_generated"][gname], out["n_real"][gname] = n, int(mask.sum())
     vals = [out[g] for g in groups if out[g] is not None]
     out["average"] = float(np.mean(vals)) if len(vals) == 2 else None
+    if heldout:
+        xh, yh = ctx.records(ctx.split.nonmembers)
+        ho = {"n_real": {}}
+        for gname, classes in groups.items():
+            mask = torch.isin(yh, torch.as_tensor(classes))
+            if spans[gname] is None or int(mask.sum()) < 2:
+                ho[gname] = None
+                continue
+            lo, n, _ = spans[gname]
+            ho[gname] = fid_with(ex, gen[lo:lo + n], xh[mask], device=ctx.device, seed=seed)["fid"]
+            ho["n_real"][gname] = int(mask.sum())
+        hv = [ho[g] for g in groups if ho[g] is not None]
+        ho["average"] = float(np.mean(hv)) if len(hv) == 2 else None
+        out["heldout"] = ho
     return out

@@ -6,7 +6,7 @@ weights by the average of the clients' weights, weighted by client size n_m / Σ
 local loss gets the FedProx term μ/2·‖w − w_global‖².
 
 The target ``global`` uses a server-side EMA of the averaged weights, updated once per round with decay
-``train.ema_decay ** fed.local_steps`` (the same time horizon as the per-step EMA of the centralized model).
+``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`pfdm.ema_capped` over the rounds × local_steps.
 The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``); the per-client
 checkpoints of a round are removed once its average is saved, so an interrupted run resumes at the last
 finished round (or inside the interrupted round, client by client).
@@ -23,6 +23,7 @@ from ..runs import atomic_write_json
 from .base import Method
 from .checkpoint import load_into, load_weights, read_state, save_weights
 from .local import Local
+from .pfdm import ema_capped
 from .training import TrainData, diffusion_loss, train_denoiser
 
 _TAG_FED = 0xFEDA
@@ -90,7 +91,7 @@ class FedDM(Method):
             if start >= f.rounds:
                 return
             ctx.log(f"[global] resuming FedAvg at round {start}/{f.rounds}")
-        decay = self.cfg.train.ema_decay ** f.local_steps
+        decay = ema_capped(self.cfg.train, f.rounds * f.local_steps).ema_decay ** f.local_steps
         for r in range(start, f.rounds):
             tcfg = dataclasses.replace(self.cfg.train, warmup=self.cfg.train.warmup if r == 0 else 0)
             client_states = []

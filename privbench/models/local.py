@@ -5,17 +5,15 @@ Targets ``client:K`` (default ``client:0``). ``fed.local_only_steps`` steps per 
 """
 from __future__ import annotations
 
-from ..errors import BadInput
 from ..registry import METHODS
 from .base import Method
+from .pfdm import ema_capped, sub_seed, validate_clients
 from .training import TrainData, is_trained, load_ema, train_denoiser
 
 _TAG_LOCAL_ONLY = 0x1A10E
 
 
 def client_seed(seed: int, m: int) -> int:
-    from .pfdm import sub_seed
-
     return sub_seed(seed, _TAG_LOCAL_ONLY, m)
 
 
@@ -25,12 +23,7 @@ class Local(Method):
     default_target = "client:0"
 
     def validate(self) -> None:
-        p = self.cfg.pfdm
-        if p.n_clients > self.cfg.data.n_members:
-            raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {self.cfg.data.n_members} members")
-        nc = self.ctx.info.num_classes
-        if p.majority_classes >= nc:
-            raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes")
+        validate_clients(self)
 
     def target_names(self) -> list[str]:
         return [f"client:{k}" for k in range(self.cfg.pfdm.n_clients)]
@@ -45,7 +38,7 @@ class Local(Method):
             x, y = ctx.records(idx)
             data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
             ctx.log(f"[{name}] local-only DDPM on its {len(x)} records, {steps} steps (non-private)")
-            train_denoiser(ctx.new_denoiser(), data, ac, self.cfg.train, ctx.ckpt_dir, name=name,
+            train_denoiser(ctx.new_denoiser(), data, ac, ema_capped(self.cfg.train, steps), ctx.ckpt_dir, name=name,
                            seed=client_seed(self.cfg.seed, m), device=ctx.device, steps=steps,
                            desc=f"local client {m}")
 

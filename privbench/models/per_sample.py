@@ -14,11 +14,13 @@ Backends (all give the gradient of each record's loss w.r.t. every trainable par
   gives the output gradients, and each layer's per-record parameter gradient is formed directly:
   Linear/Conv2d as a batched matrix product of (unfolded) inputs and output gradients, GroupNorm/LayerNorm
   from the re-normalized input, Embedding by scatter-add. The K rows of a record are folded into the
-  contraction, so noise multiplicity costs no per-draw gradient memory. Layers are reshaped with
-  ``reshape``/``F.unfold``, which copy non-contiguous inputs (opacus' conv grad sampler returns zeros for
-  convs fed by a diffusers attention block's transposed output; this one does not — tested).
+  contraction, so noise multiplicity costs no per-draw gradient memory. Conv patches come from a strided
+  view of the padded input copied by ``reshape``, and every layer tensor is reshaped (never ``view``-ed), so
+  non-contiguous inputs are handled (opacus' conv grad sampler returns wrong — often all-zero — gradients
+  for convs fed by a diffusers attention block's transposed output; this one is tested there).
 - ``vmap``: ``torch.func`` — ``vmap(grad(loss of one record))`` with ``functional_call``; any architecture
-  that torch.func supports, slower on the tiny UNet.
+  that torch.func supports. On the tiny UNet (CPU, 1 thread) it is slower than ``hooks`` at K = 1 and about
+  as fast at K = 4 (benchmarks/dpsgd_step_cost.py).
 
 Both are checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on
 the architectures DPDM and DP-SAD train (with and without a diffusers attention block).
@@ -184,14 +186,12 @@ def _layer_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int):
             u = F.unfold(x, mod.kernel_size, dilation=mod.dilation, padding=mod.padding, stride=mod.stride)
             u = u.view(n, k, u.shape[1], -1)
         gg = g.reshape(n, k, cout, -1)
-        if k > 1:  # fold the k rows of a record into the contraction
-            gg = gg.transpose(1, 2).reshape(n, cout, -1)
-            u = u.transpose(1, 2).reshape(n, u.shape[2], -1)
-        else:
-            gg, u = gg[:, 0], u[:, 0]
-        yield "weight", torch.bmm(gg, u.transpose(1, 2)).view(n, *mod.weight.shape)
+        w = torch.bmm(gg[:, 0], u[:, 0].transpose(1, 2))
+        for j in range(1, k):  # the k rows of a record add up (no transposed copies)
+            w.baddbmm_(gg[:, j], u[:, j].transpose(1, 2))
+        yield "weight", w.view(n, *mod.weight.shape)
         if mod.bias is not None:
-            yield "bias", gg.sum(2)
+            yield "bias", gg.sum((1, 3))
     elif isinstance(mod, nn.GroupNorm):
         xhat = F.group_norm(x, mod.num_groups, eps=mod.eps)
         dims = tuple(range(2, x.dim()))
@@ -225,11 +225,8 @@ def _layer_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int):
 
 def flat_norms(per_sample: Sequence[torch.Tensor]) -> torch.Tensor:
     """L2 norm of each record's whole gradient (all parameters together), shape (n,)."""
-    sq = None
-    for gs in per_sample:
-        s = gs.reshape(gs.shape[0], -1).pow(2).sum(1)
-        sq = s if sq is None else sq + s
-    return sq.sqrt()
+    per_param = torch.stack([torch.linalg.vector_norm(gs.reshape(gs.shape[0], -1), dim=1) for gs in per_sample])
+    return torch.linalg.vector_norm(per_param, dim=0)
 
 
 def clip_factors(norms: torch.Tensor, max_norm: float) -> torch.Tensor:

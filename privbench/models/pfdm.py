@@ -26,6 +26,7 @@ non-private local model, so their ``privacy`` is None (cli.md: null for non-priv
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ from .checkpoint import load_weights, save_weights
 from .schedule import t0_to_model_t
 from .target import Target, Uploads
 from .training import TrainData, is_trained, load_ema, train_denoiser
+from .unet import build_denoiser
 
 UNCLIPPED, CLIPPED = 0, 1  # values of the clip-flag extra condition
 
@@ -52,6 +54,15 @@ def sub_seed(seed: int, *tags: int) -> int:
 
 
 _TAG_LOCAL, _TAG_UPLOAD, _TAG_SERVER = 0x10CA1, 0x0B10AD, 0x5E17E
+
+
+def ema_capped(tcfg, total_steps: int, init_weight: float = 0.01):
+    """``tcfg`` with the EMA decay capped so that after ``total_steps`` steps the initial (random) weights keep
+    at most ``init_weight`` of the average: decay ≤ init_weight^(1/steps). Runs long enough for
+    ``train.ema_decay`` (e.g. 0.999 over ≥ 4600 steps) are unchanged. Without the cap, a 800-step client run
+    with decay 0.999 would sample from an EMA that is still 45 % random initialisation."""
+    cap = init_weight ** (1.0 / max(1, int(total_steps)))
+    return dataclasses.replace(tcfg, ema_decay=min(tcfg.ema_decay, cap))
 
 
 # ------------------------------------------------------------------ the LDP upload mechanism
@@ -128,6 +139,26 @@ def two_stage_sample(shared: Target, client: Target, t0: int, n: int, y, *, seed
                                desc="pfdm stage 2 (client)")
 
 
+def validate_clients(method: Method) -> None:
+    """The client split of pfdm/local/feddm is possible and gives every client at least one record (computed
+    without writing anything)."""
+    from ..data.splits import client_split, member_split
+
+    cfg, ctx = method.cfg, method.ctx
+    p, nc = cfg.pfdm, ctx.info.num_classes
+    if p.majority_classes >= nc:
+        raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes of {cfg.dataset}")
+    if p.n_clients > cfg.data.n_members:
+        raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {cfg.data.n_members} members")
+    labels = ctx.dataset[1].numpy()
+    split = member_split(len(labels), cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
+    cs = client_split(split.members, labels, p.n_clients, nc, p.majority_classes, p.imbalance, cfg.seed)
+    empty = [m for m, c in enumerate(cs.clients) if not c]
+    if empty:
+        raise BadInput(f"pfdm.n_clients={p.n_clients}: clients {empty} get no records from the "
+                       f"{cfg.data.n_members} members; use fewer clients or more data.n_members")
+
+
 def _parse_client_target(name: str, prefix: str) -> int | None:
     if name.startswith(prefix + ":"):
         try:
@@ -153,14 +184,8 @@ class PFDM(Method):
         return t0_to_model_t(self.t0, self.cfg.diffusion.num_timesteps)
 
     def validate(self) -> None:
-        p, T = self.cfg.pfdm, self.cfg.diffusion.num_timesteps
-        t0_to_model_t(p.t0, T)  # BadInput if t0 ∉ [1, T]
-        if p.n_clients > self.cfg.data.n_members:
-            raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {self.cfg.data.n_members} members")
-        nc = self.ctx.info.num_classes
-        if p.majority_classes >= nc:
-            raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes of "
-                           f"{self.cfg.dataset}")
+        t0_to_model_t(self.cfg.pfdm.t0, self.cfg.diffusion.num_timesteps)  # BadInput if t0 ∉ [1, T]
+        validate_clients(self)
 
     def target_names(self) -> list[str]:
         m = self.cfg.pfdm.n_clients
@@ -204,7 +229,8 @@ class PFDM(Method):
             )
             ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
                     f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
-            train_denoiser(ctx.new_denoiser(num_extra=2), data, ac, self.cfg.train, ctx.ckpt_dir, name=name,
+            train_denoiser(ctx.new_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
+                           ctx.ckpt_dir, name=name,
                            seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
                            t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
 
@@ -227,9 +253,9 @@ class PFDM(Method):
                f"t0={p.t0} (alphas_cumprod[{p.t0 - 1}] = {float(ac[self.t_model]):.6f})")
         ctx.log(msg)
         print(msg, file=sys.stderr)
-        save_uploads(self.uploads_path, up, {"n_clipped": n_clipped})
         atomic_write_json(ctx.run_dir / "uploads.json", {"t0": p.t0, "clip": p.clip, "n_uploads": len(up.x),
                                                           "n_clipped": n_clipped, "clients": per_client})
+        save_uploads(self.uploads_path, up, {"n_clipped": n_clipped})  # written last: marks the uploads done
 
     def server_phase(self) -> None:
         """The server: reads the uploads file (what the clients sent) and trains z_w on it alone."""
@@ -239,9 +265,17 @@ class PFDM(Method):
         uploads = load_uploads(self.uploads_path)
         ctx.log(f"[shared] server trains a {ctx.schedule.num_timesteps}-step DDPM on {len(uploads.x)} uploads, "
                 f"{p.server_steps} steps")
-        train_server(uploads, model=ctx.new_denoiser(), alphas_cumprod=ctx.schedule.alphas_cumprod(),
-                     tcfg=self.cfg.train, ckpt_dir=ctx.ckpt_dir, seed=sub_seed(self.cfg.seed, _TAG_SERVER),
+        train_server(uploads, model=self._server_model(tuple(uploads.x.shape[1:])),
+                     alphas_cumprod=ctx.schedule.alphas_cumprod(),
+                     tcfg=ema_capped(self.cfg.train, p.server_steps), ckpt_dir=ctx.ckpt_dir,
+                     seed=sub_seed(self.cfg.seed, _TAG_SERVER),
                      device=ctx.device, steps=p.server_steps)
+
+    def _server_model(self, shape: tuple[int, int, int]) -> nn.Module:
+        """A fresh shared denoiser built from the upload shape and the config alone (the same network as
+        ``ctx.new_denoiser()``, without touching the dataset)."""
+        torch.manual_seed(self.cfg.seed)
+        return build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
 
     def _write_summary(self) -> None:
         info = json.loads((self.ctx.run_dir / "uploads.json").read_text())

@@ -1,0 +1,380 @@
+"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (methods.md §3).
+
+Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
+
+1. Poisson sample: each of the N members joins the step independently with probability q
+   (``dp.sample_rate``, or ``train.batch_size / N`` when it is 0), so the batch size varies;
+2. per record i, K = ``dp.noise_multiplicity`` draws (t_ik, ε_ik): the record's loss is the mean over the K
+   draws of ‖ε_ik − ε_θ(x_t, t_ik, y_i)‖² (mean over pixels) — averaged **before** the gradient, so there is
+   one gradient per record and K costs no privacy (DPDM Thm 1);
+3. per-record gradients of all parameters (privbench.models.per_sample), flat clipping to
+   C = ``dp.max_grad_norm``, sum, Gaussian noise N(0, σ²C² I), divided by the expected batch size q·N;
+4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
+
+σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
+``train.steps`` steps (``noise_multiplier_for_epsilon``), unless ``dp.noise_multiplier`` > 0 is given.
+All randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by
+(seed, step) — the same config and seed give the same weights and a resumed run follows the uninterrupted
+trajectory. The noise is therefore reproducible from the run's seed (like opacus without secure_mode).
+
+The DP-SGD loop here (:func:`dp_sgd_train`) is shared with ``dpsad`` (sound mode and paper mode).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import progress
+from ..errors import BadInput, WorkFailed
+from ..registry import METHODS
+from ..runs import atomic_write_json, log
+from .base import Method
+from .checkpoint import load_into, load_optimizer, load_weights, read_state, save_optimizer, save_weights, write_state
+from .per_sample import PerSampleGrads, add_noise, clipped_sum
+from .training import EMA, is_trained, load_ema, step_generator
+
+
+# --------------------------------------------------------------------------------------------- the plan
+
+@dataclass
+class DPPlan:
+    """Everything the DP-SGD loop and its accounting need, resolved from the config."""
+    n_records: int
+    sample_rate: float
+    steps: int
+    epsilon_budget: float
+    delta: float
+    noise_multiplier: float
+    calibrated: bool
+    accountant: str
+    max_grad_norm: float
+    noise_multiplicity: int
+
+    @property
+    def expected_batch(self) -> float:
+        return self.sample_rate * self.n_records
+
+    @property
+    def noise_std(self) -> float:
+        """Std of the noise added to the sum of clipped gradients: σ·C."""
+        return self.noise_multiplier * self.max_grad_norm
+
+
+def resolve_sample_rate(cfg, n_records: int) -> float:
+    dp = cfg.dp
+    q = dp.sample_rate if dp.sample_rate > 0 else cfg.train.batch_size / n_records
+    if not 0.0 < q <= 1.0:
+        raise BadInput(f"dp.sample_rate resolves to {q:g} (train.batch_size={cfg.train.batch_size} / "
+                       f"{n_records} members): the Poisson sample rate must be in (0, 1]; lower train.batch_size "
+                       f"or set dp.sample_rate")
+    return float(q)
+
+
+def check_dp_config(cfg) -> None:
+    """The checks of the DP section that do not need an accountant (BadInput, one line)."""
+    dp = cfg.dp
+    if not (dp.epsilon > 0 and math.isfinite(dp.epsilon)):
+        raise BadInput(f"dp.epsilon={dp.epsilon!r}: must be a finite number > 0")
+    if not 0.0 < dp.delta < 1.0:
+        raise BadInput(f"dp.delta={dp.delta!r}: must be in (0, 1)")
+    if not (dp.noise_multiplier >= 0 and math.isfinite(dp.noise_multiplier)):
+        raise BadInput(f"dp.noise_multiplier={dp.noise_multiplier!r}: must be >= 0 (0 = calibrate to dp.epsilon)")
+    if not dp.max_grad_norm > 0:
+        raise BadInput(f"dp.max_grad_norm={dp.max_grad_norm!r}: must be > 0")
+    if not 0.0 <= dp.sample_rate <= 1.0:
+        raise BadInput(f"dp.sample_rate={dp.sample_rate!r}: must be in (0, 1], or 0 for train.batch_size / N")
+
+
+def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
+              noise_multiplicity: int | None = None) -> DPPlan:
+    """Resolve q and δ and calibrate σ (or check a given σ against the budget). Raises BadInput."""
+    from ..privacy.dpsgd import dpsgd_epsilon, noise_multiplier_for_epsilon
+
+    check_dp_config(cfg)
+    dp = cfg.dp
+    q = resolve_sample_rate(cfg, n_records)
+    delta = min(dp.delta, 1.0 / n_records)
+    acc = accountant or dp.accountant
+    if dp.noise_multiplier > 0:
+        res = dpsgd_epsilon(dp.noise_multiplier, q, steps, delta, acc)
+        if res["epsilon"] > dp.epsilon:
+            raise BadInput(f"dp.noise_multiplier={dp.noise_multiplier:g}: gives epsilon={res['epsilon']:.3f} > "
+                           f"dp.epsilon={dp.epsilon:g} (q={q:g}, {steps} steps, delta={delta:g}); raise it, raise "
+                           f"dp.epsilon, or set it to 0 to calibrate")
+        sigma, calibrated = float(dp.noise_multiplier), False
+    else:
+        res = noise_multiplier_for_epsilon(dp.epsilon, q, steps, delta, acc)
+        sigma, calibrated = float(res["noise_multiplier"]), True
+    k = dp.noise_multiplicity if noise_multiplicity is None else noise_multiplicity
+    return DPPlan(n_records, q, int(steps), float(dp.epsilon), float(delta), sigma, calibrated, res["accountant"],
+                  float(dp.max_grad_norm), int(k))
+
+
+def account(plan: DPPlan, accountant: str | None = None) -> dict:
+    """The accounted ε of a plan: dpsgd_epsilon(σ, q, steps, δ)."""
+    from ..privacy.dpsgd import dpsgd_epsilon
+
+    return dpsgd_epsilon(plan.noise_multiplier, plan.sample_rate, plan.steps, plan.delta,
+                         accountant or plan.accountant)
+
+
+def plan_from_json(d: dict) -> DPPlan:
+    return DPPlan(**{k: d[k] for k in DPPlan.__dataclass_fields__})
+
+
+# --------------------------------------------------------------------------------------------- DDPM loss
+
+def multi_draw_loss(alphas_cumprod: torch.Tensor) -> Callable:
+    """Per-record DDPM loss averaged over K draws: ``loss(model, x0, y, t, noise) -> (n,)`` with t (n, K) and
+    noise (n, K, C, H, W); the model sees the n·K noised inputs record-major."""
+
+    def loss(model, x0, y, t, noise):
+        n, k = t.shape
+        a = alphas_cumprod[t].view(n, k, 1, 1, 1)
+        x_t = (a.sqrt() * x0.unsqueeze(1) + (1 - a).sqrt() * noise).reshape(n * k, *x0.shape[1:])
+        eps = model(x_t, t.reshape(-1), y.repeat_interleave(k) if y is not None else None)
+        return ((eps.view_as(noise) - noise) ** 2).flatten(2).mean(2).mean(1)
+
+    return loss
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+StepFn = Callable[[int, torch.Tensor, torch.Generator], tuple[list[torch.Tensor], dict]]
+
+
+def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: str, seed: int, device,
+                 step_fn: StepFn, extra_modules: dict[str, nn.Module] | None = None,
+                 extra_optims: dict[str, torch.optim.Optimizer] | None = None, desc: str | None = None,
+                 meta: dict | None = None) -> nn.Module:
+    """Private training of ``model`` for ``plan.steps`` steps; returns its EMA copy (eval mode).
+
+    Each step draws the Poisson sample (indices into the N records) from the step's generator and calls
+    ``step_fn(step, idx, generator)``, which returns the gradient to apply to each trainable parameter of
+    ``model`` (already privatized) and a dict of statistics for the log (``loss``, ``clipped``…). The loop
+    then does the Adam step and the EMA update, logs, checkpoints ``<name>.*`` (with ``extra_modules`` and
+    ``extra_optims``, e.g. a discriminator) and resumes from an existing checkpoint.
+    """
+    device = torch.device(device)
+    steps = plan.steps
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
+    wpath, opath, spath = ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+    extra_modules = extra_modules or {}
+    extra_optims = extra_optims or {}
+    model.to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    ema = EMA(model, tcfg.ema_decay)
+    opt = torch.optim.Adam(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    plan_json = asdict(plan)
+    start = 0
+    state = read_state(spath)
+    if state is not None:
+        if state.get("plan") != json.loads(json.dumps(plan_json)):
+            raise BadInput(f"checkpoint {spath}: was trained under another DP plan ({state.get('plan')}); "
+                           f"delete it to retrain")
+        tensors = load_weights(wpath, device)
+        load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, wpath)
+        load_into(ema.model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
+        for mname, mod in extra_modules.items():
+            pre = f"{mname}."
+            load_into(mod, {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}, wpath)
+        start = int(state["step"])
+        if start >= steps:
+            return ema.model.eval()
+        optims = load_optimizer(opath)
+        opt.load_state_dict(optims["model"])
+        for oname, o in extra_optims.items():
+            o.load_state_dict(optims[oname])
+        log(run_dir, f"[{name}] resumed from checkpoint at step {start}/{steps}")
+
+    def checkpoint(step):
+        tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+        tensors.update({f"ema.{k}": v for k, v in ema.model.state_dict().items()})
+        for mname, mod in extra_modules.items():
+            tensors.update({f"{mname}.{k}": v for k, v in mod.state_dict().items()})
+        save_weights(wpath, tensors, {"step": step})
+        save_optimizer(opath, {"model": opt.state_dict(), **{k: o.state_dict() for k, o in extra_optims.items()}})
+        write_state(spath, {"step": step, "steps": steps, "plan": plan_json, **(meta or {})})  # last: complete
+
+    n = plan.n_records
+    model.train()
+    stats_acc: dict[str, float] = {}
+    n_acc = 0
+    bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name} (DP-SGD)", unit="step")
+    for step in range(start, steps):
+        g = step_generator(seed, step, device)
+        idx = (torch.rand(n, generator=g, device=device) < plan.sample_rate).nonzero().squeeze(1)
+        lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        grads, stats = step_fn(step, idx, g)
+        for p, gr in zip(params, grads):
+            p.grad = gr
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ema.update(model)
+        for k, v in stats.items():
+            stats_acc[k] = stats_acc.get(k, 0.0) + float(v)
+        n_acc += 1
+        if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
+            avg = {k: v / n_acc for k, v in stats_acc.items()}
+            loss = avg.get("loss", 0.0)
+            if not math.isfinite(loss):
+                log(run_dir, f"[{name}] loss diverged to {loss} at step {step + 1}; stopping")
+                raise WorkFailed(f"training {name} diverged (loss {loss}) at step {step + 1}; see {run_dir}/log.txt")
+            log(run_dir, f"[{name}] step {step + 1}/{steps} " + " ".join(f"{k} {v:.4g}" for k, v in avg.items())
+                + f" lr {lr:.2e}")
+            bar.set_postfix(loss=f"{loss:.4f}")
+            stats_acc, n_acc = {}, 0
+        bar.update(1)
+        if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
+            checkpoint(step + 1)
+    bar.close()
+    return ema.model.eval()
+
+
+def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.Tensor, ...], plan: DPPlan,
+                    generator: torch.Generator, physical_batch: int = 0) -> tuple[list[torch.Tensor], dict]:
+    """(Σᵢ clip_C(∇ℓᵢ) + N(0, σ²C² I)) / (q·N) for the records of this step, in physical chunks of
+    ``physical_batch`` records (0 = all at once; chunking is exact since clipping is per record).
+
+    Returns the gradients (one per ``ps.params``) and stats: mean loss, fraction of clipped records, batch size.
+    """
+    n = records[0].shape[0]
+    summed = [torch.zeros_like(p) for p in ps.params]
+    loss_sum, n_clipped = 0.0, 0
+    chunk = physical_batch if physical_batch > 0 else max(n, 1)
+    for lo in range(0, n, chunk):
+        part = tuple(r[lo:lo + chunk] for r in records)
+        per_sample, losses = ps.grads(loss_fn, *part)
+        s, norms = clipped_sum(per_sample, plan.max_grad_norm)
+        for acc, x in zip(summed, s):
+            acc.add_(x)
+        loss_sum += float(losses.sum())
+        n_clipped += int((norms > plan.max_grad_norm).sum())
+        del per_sample
+    noisy = add_noise(summed, plan.noise_std, generator)
+    grads = [x / plan.expected_batch for x in noisy]
+    stats = {"loss": loss_sum / n if n else float("nan"), "clipped": n_clipped / n if n else 0.0, "batch": n}
+    if n == 0:
+        stats.pop("loss")
+    return grads, stats
+
+
+def write_privacy(path: Path, plan: DPPlan, accountant: str | None = None, **extra) -> dict:
+    res = account(plan, accountant)
+    out = {"plan": asdict(plan), "accounting": res, **extra}
+    atomic_write_json(path, out)
+    return out
+
+
+def read_privacy(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        raise BadInput(f"{path}: corrupt; delete it to re-account") from None
+
+
+# --------------------------------------------------------------------------------------------- method
+
+@METHODS.register("dpdm", "DP-SGD class-conditional DDPM with noise multiplicity K (target: model)")
+class DPDM(Method):
+    name = "dpdm"
+    default_target = "model"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._plan: DPPlan | None = None
+
+    def validate(self) -> None:
+        check_dp_config(self.cfg)
+        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
+        self.plan()  # calibrates σ (BadInput if the budget cannot be met or a given σ exceeds it)
+
+    def plan(self) -> DPPlan:
+        if self._plan is None:
+            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
+        return self._plan
+
+    def train(self) -> None:
+        ctx, cfg = self.ctx, self.cfg
+        ppath = ctx.ckpt_dir / "privacy-model.json"
+        if is_trained(ctx.ckpt_dir, "model", cfg.train.steps) and ppath.exists():
+            return
+        x, y = self.training_data()
+        plan = self.plan()
+        if plan.n_records != len(x):
+            raise WorkFailed(f"dpdm: the member split has {len(x)} records, the plan {plan.n_records}")
+        dev = ctx.device
+        x, y = x.to(dev), (y.to(dev) if ctx.num_classes else None)
+        model = ctx.new_denoiser().to(dev)
+        ps = PerSampleGrads(model, cfg.dp.grad_sample)
+        ac = ctx.schedule.alphas_cumprod(dev)
+        loss_fn = multi_draw_loss(ac)
+        T, K = ac.shape[0], plan.noise_multiplicity
+
+        def step_fn(step, idx, g):
+            m = idx.shape[0]
+            t = torch.randint(0, T, (m, K), generator=g, device=dev)
+            noise = torch.randn((m, K, *x.shape[1:]), generator=g, device=dev)
+            yb = y[idx] if y is not None else torch.zeros(m, dtype=torch.long, device=dev)
+            return dp_sgd_gradient(ps, _drop_y(loss_fn, y is None), (x[idx], yb, t, noise), plan, g,
+                                   cfg.dp.physical_batch)
+
+        ctx.log(f"[model] DP-SGD on {plan.n_records} members: q={plan.sample_rate:g} (E[B]={plan.expected_batch:g}), "
+                f"{plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({'calibrated' if plan.calibrated else 'given'}, "
+                f"{plan.accountant}), C={plan.max_grad_norm:g}, K={K}, delta={plan.delta:g}, "
+                f"per-sample backend {cfg.dp.grad_sample}")
+        dp_sgd_train(model, plan, cfg.train, ctx.ckpt_dir, name="model", seed=cfg.seed, device=dev, step_fn=step_fn,
+                     desc="train dpdm")
+        write_privacy(ppath, plan)
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "model", self.ctx.device)
+        p = self.privacy(name)
+        return self.make_target(name, model, private=True,
+                                note=f"DP-SGD (epsilon={p['epsilon']:.3g}, delta={p['delta']:g}, "
+                                     f"sigma={p['noise_multiplier']:.3g}, K={self.cfg.dp.noise_multiplicity})")
+
+    def privacy(self, target: str | None = None) -> dict | None:
+        self.check_target(target)
+        return privacy_dict(self.ctx.ckpt_dir / "privacy-model.json",
+                            "the released model (EMA of the DP-SGD iterates: post-processing); each record's "
+                            "label is covered with its record")
+
+
+def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
+    """The ``privacy`` object of a DP-SGD target from its stored accounting."""
+    from ..privacy.dpsgd import dpsgd_basis
+
+    d = read_privacy(path)
+    if d is None:
+        raise BadInput(f"{path}: no privacy accounting; train the target first")
+    plan, res = d["plan"], d["accounting"]
+    out = {
+        "epsilon": float(res["epsilon"]), "delta": float(res["delta"]),
+        "basis": basis or f"{dpsgd_basis(res['accountant'], res['delta'])}; scope: {covers}",
+        "noise_multiplier": float(plan["noise_multiplier"]), "accountant": res["accountant"],
+        "sample_rate": float(plan["sample_rate"]), "steps": int(plan["steps"]),
+        "max_grad_norm": float(plan["max_grad_norm"]), "epsilon_budget": float(plan["epsilon_budget"]),
+        "noise_calibrated": bool(plan["calibrated"]),
+    }
+    if res.get("fallback"):
+        out["fallback"] = res["fallback"]
+    return out
+
+
+def _drop_y(loss_fn, unconditional: bool):
+    if not unconditional:
+        return loss_fn
+    return lambda model, x0, y, t, noise: loss_fn(model, x0, None, t, noise)

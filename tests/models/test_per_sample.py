@@ -1,0 +1,193 @@
+"""Per-record gradients (models/per_sample.py) against per-example autograd, clipping and DP noise."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import train_cfg
+from privbench.models.per_sample import (PerSampleGrads, add_noise, clip_factors, clipped_sum, flat_norms,
+                                         privatize)
+
+
+def denoiser(tmp_path, preset, **sets):
+    """The exact network DPDM / the DP-SAD student train for this config (ctx.new_denoiser)."""
+    from privbench import api
+
+    cfg = train_cfg("dpdm", preset, **sets)
+    method = api.make_method(cfg, tmp_path / "run", "cpu")
+    return method.ctx.new_denoiser(), method.ctx.schedule.alphas_cumprod()
+
+
+def batch(n, k, seed=0, T=1000):
+    g = torch.Generator().manual_seed(seed)
+    x0 = torch.rand((n, 1, 8, 8), generator=g) * 2 - 1
+    y = torch.randint(0, 10, (n,), generator=g)
+    t = torch.randint(0, T, (n, k), generator=g)
+    noise = torch.randn((n, k, 1, 8, 8), generator=g)
+    return x0, y, t, noise
+
+
+def loop_grads(model, loss_fn, records):
+    """Reference: one backward pass per record."""
+    out = []
+    params = [p for p in model.parameters() if p.requires_grad]
+    for i in range(records[0].shape[0]):
+        model.zero_grad(set_to_none=True)
+        loss_fn(model, *[r[i:i + 1] for r in records]).sum().backward()
+        out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    model.zero_grad(set_to_none=True)
+    return [torch.stack([o[j] for o in out]) for j in range(len(params))]
+
+
+def assert_same(got, ref, names):
+    # scale-aware tolerance: some parameters (attention key biases) have an exactly-zero true gradient that
+    # autograd returns as ~1e-10 round-off, so compare against each record's whole-gradient norm
+    ref_norm = flat_norms(ref)
+    assert torch.all(ref_norm > 0)
+    for name, a, b in zip(names, got, ref):
+        err = (a - b).flatten(1).norm(dim=1)
+        assert torch.all(err <= 2e-5 * ref_norm + 1e-7), (name, (err / ref_norm).max().item())
+    assert torch.allclose(flat_norms(got), ref_norm, rtol=1e-5)
+
+
+ARCHS = [
+    pytest.param("test", {}, id="test-preset"),
+    pytest.param("tiny", {}, id="tiny"),
+    pytest.param("tiny", {"model__attention_levels": "[1]"}, id="tiny-attention"),
+]
+
+
+@pytest.mark.parametrize("backend", ["hooks", "vmap"])
+@pytest.mark.parametrize("preset,sets", ARCHS)
+def test_dpdm_per_sample_grads_equal_per_example_autograd(tmp_path, preset, sets, backend):
+    from privbench.models.dpdm import multi_draw_loss
+
+    torch.manual_seed(0)
+    model, ac = denoiser(tmp_path, preset, **sets)
+    if sets:  # the variant really has diffusers attention blocks
+        assert any("attentions" in n for n, _ in model.named_parameters())
+    loss_fn = multi_draw_loss(ac)
+    records = batch(3, 2)  # K = 2 draws per record: rows of a record are averaged before the gradient
+    ps = PerSampleGrads(model, backend)
+    got, losses = ps.grads(loss_fn, *records)
+    ref = loop_grads(model, loss_fn, records)
+    assert all(g.shape == (3, *p.shape) for g, p in zip(got, ps.params))
+    assert torch.allclose(losses, loss_fn(model, *records).detach(), rtol=1e-5)
+    assert_same(got, ref, ps.names)
+    # no parameter was left with requires_grad off or a stale .grad
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_hooks_conv_after_attention_not_zero(tmp_path):
+    """opacus' conv grad sampler silently returns zeros for convs fed by a diffusers attention block's
+    transposed (non-contiguous) output; every conv of the up path here must get a non-zero gradient."""
+    from privbench.models.dpdm import multi_draw_loss
+
+    model, ac = denoiser(tmp_path, "tiny", model__attention_levels="[1]")
+    ps = PerSampleGrads(model, "hooks")
+    got, _ = ps.grads(multi_draw_loss(ac), *batch(2, 1, seed=3))
+    for name, g in zip(ps.names, got):
+        if "up_blocks" in name and "conv" in name and name.endswith("weight"):
+            assert torch.all(g.flatten(1).norm(dim=1) > 0), name
+
+
+@pytest.mark.parametrize("backend", ["hooks", "vmap"])
+def test_dpsad_student_loss_per_sample_grads(tmp_path, backend):
+    """The sound-mode loss (teacher target + data + discriminator term) is per record: per-sample gradients
+    of the student match per-example autograd, and the (frozen) discriminator gets none."""
+    from privbench.models.dpsad import Discriminator, denoised, student_losses
+    from privbench.models.per_sample import frozen
+
+    model, ac = denoiser(tmp_path, "test")
+    disc = Discriminator(1, 10, 8)
+    x0, y, t, noise = batch(3, 1, seed=1)
+    r, noise = t[:, 0], noise[:, 0]
+    x_teacher = torch.randn_like(x0)
+
+    def loss(m, x0, y, r, noise, xt):
+        a = ac[r].view(-1, 1, 1, 1)
+        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        return student_losses(denoised(x_r, m(x_r, r, y), a), x0, xt, y, disc, 1.0)
+
+    records = (x0, y, r, noise, x_teacher)
+    with frozen(disc):
+        got, _ = PerSampleGrads(model, backend).grads(loss, *records)
+        ref = loop_grads(model, loss, records)
+    assert_same(got, ref, [n for n, _ in model.named_parameters()])
+    assert all(p.grad is None for p in disc.parameters())
+
+
+def test_hooks_reject_unsupported_layers():
+    class Odd(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            return x * self.scale
+
+    with pytest.raises(ValueError, match="vmap"):
+        PerSampleGrads(Odd(), "hooks")
+    PerSampleGrads(Odd(), "vmap")  # the general backend takes it
+
+
+def test_clipped_record_norms_at_most_C_with_K_draws(tmp_path):
+    from privbench.models.dpdm import multi_draw_loss
+
+    model, ac = denoiser(tmp_path, "test")
+    ps = PerSampleGrads(model, "hooks")
+    got, _ = ps.grads(multi_draw_loss(ac), *batch(6, 4, seed=2))  # K = 4
+    norms = flat_norms(got)
+    for C in (1e-3, float(norms.median()), 1e3):
+        f = clip_factors(norms, C)
+        clipped = [g * f.view(-1, *[1] * (g.dim() - 1)) for g in got]
+        assert torch.all(flat_norms(clipped) <= C * (1 + 1e-5))
+        unclipped = norms <= C
+        assert torch.allclose(f[unclipped], torch.ones_like(f[unclipped]), atol=1e-5)  # small ones untouched
+        summed, _ = clipped_sum(got, C)
+        for s_, c in zip(summed, clipped):
+            assert torch.allclose(s_, c.sum(0), atol=1e-6, rtol=1e-4)
+
+
+def test_noise_std_is_sigma_C_over_expected_batch():
+    """privatize: with zero per-record gradients the result is pure noise of std σ·C / E[B], seeded."""
+    sigma, C, eb, n = 1.7, 0.5, 12.5, 3
+    per_sample = [torch.zeros(n, 400, 250), torch.zeros(n, 1000)]
+    g1, norms = privatize(per_sample, C, sigma, eb, torch.Generator().manual_seed(5))
+    g2, _ = privatize(per_sample, C, sigma, eb, torch.Generator().manual_seed(5))
+    flat = torch.cat([g.flatten() for g in g1])
+    assert flat.numel() == 101_000
+    assert abs(flat.std().item() / (sigma * C / eb) - 1) < 0.01
+    assert abs(flat.mean().item()) < 5 * sigma * C / eb / math.sqrt(flat.numel())
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))  # deterministic from the generator
+    assert torch.all(norms == 0)
+    # σ = 0: exactly the mean of the clipped gradients
+    ones = [torch.ones(n, 4)]
+    g, _ = privatize(ones, 1.0, 0.0, 2.0, None)
+    assert torch.allclose(g[0], torch.full((4,), n * 0.5 / 2.0), atol=1e-5)  # each record clipped to norm 1
+    assert add_noise([torch.zeros(3)], 0.0, None)[0].eq(0).all()
+
+
+def test_dp_sgd_gradient_chunks_and_empty_batch(tmp_path):
+    """Physical chunks give the same clipped sum; an empty Poisson sample gives pure noise σC/E[B]."""
+    from privbench.models.dpdm import DPPlan, dp_sgd_gradient, multi_draw_loss
+
+    model, ac = denoiser(tmp_path, "test")
+    loss_fn = multi_draw_loss(ac)
+    ps = PerSampleGrads(model, "hooks")
+    records = batch(5, 2, seed=4)
+    plan = DPPlan(50, 0.1, 1, 10.0, 1e-5, 0.0, False, "rdp", 0.01, 2)  # σ = 0, E[B] = 5
+    whole, s1 = dp_sgd_gradient(ps, loss_fn, records, plan, None)
+    parts, s2 = dp_sgd_gradient(ps, loss_fn, records, plan, None, physical_batch=2)
+    assert all(torch.allclose(a, b, atol=1e-7, rtol=1e-5) for a, b in zip(whole, parts))
+    assert s1["batch"] == s2["batch"] == 5 and s1["loss"] == pytest.approx(s2["loss"], rel=1e-5)
+    assert flat_norms([g.unsqueeze(0) for g in whole]).item() <= 0.01 + 1e-6  # ≤ n·C / E[B] = C
+    noisy = DPPlan(50, 0.1, 1, 10.0, 1e-5, 2.0, False, "rdp", 0.5, 2)
+    empty = tuple(r[:0] for r in records)
+    g, stats = dp_sgd_gradient(ps, loss_fn, empty, noisy, torch.Generator().manual_seed(1))
+    flat = torch.cat([x.flatten() for x in g])
+    assert stats["batch"] == 0 and "loss" not in stats
+    assert abs(flat.std().item() / (2.0 * 0.5 / 5) - 1) < 0.03
