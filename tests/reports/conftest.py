@@ -9,12 +9,18 @@ from helpers import train_cfg
 
 
 @pytest.fixture(scope="session")
-def test_results(runs_dir):
+def report_runs_dir(tmp_path_factory):
+    """A run store of its own: other test packages add attacks to the shared store's runs."""
+    return tmp_path_factory.mktemp("report_runs")
+
+
+@pytest.fixture(scope="session")
+def test_results(report_runs_dir):
     """Real result.json files: centralized (model) with pia and loss, pfdm (shared) with pia; test preset."""
     from privbench.attacks.runner import run_attack
 
     out = {}
     for method, attack in (("centralized", "pia"), ("centralized", "loss"), ("pfdm", "pia")):
-        res = run_attack(train_cfg(method, "test"), attack, None, runs_dir=runs_dir, device="cpu")
+        res = run_attack(train_cfg(method, "test"), attack, None, runs_dir=report_runs_dir, device="cpu")
         out[(method, attack)] = Path(res["scores_path"]).parent / "result.json"
     return out

@@ -28,11 +28,11 @@ methods:
 """
 
 
-def test_bench_runs_resumes_and_writes_the_table(tmp_path, runs_dir, test_results):
+def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir, test_results):
     suite = tmp_path / "t.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "bench"
-    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--out", str(out), "--runs-dir", str(runs_dir),
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--out", str(out), "--runs-dir", str(report_runs_dir),
                                   "--json"])
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
@@ -47,7 +47,7 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, runs_dir, test_result
     # resume: remove one finished attack; only that cell runs again, the others are skipped as finished
     cell = next(c for c in bench["cells"] if c["method"] == "centralized" and c["attack"] == "loss")
     shutil.rmtree(Path(cell["result_path"]).parent)
-    res2 = run_suite(str(suite), out=str(out), runs_dir=str(runs_dir), device="cpu")
+    res2 = run_suite(str(suite), out=str(out), runs_dir=str(report_runs_dir), device="cpu")
     reasons = {(c["method"], c["attack"]): c["reason"] for c in res2["cells"]}
     assert reasons[("centralized", "loss")] is None                # recomputed
     assert all("earlier run" in v for k, v in reasons.items() if k != ("centralized", "loss"))
