@@ -304,7 +304,7 @@ class PFDM(Method):
         return load_ema(self.ctx.new_denoiser(num_extra=2), self.ctx.ckpt_dir, f"client{k}", self.ctx.device)
 
     def _client_target(self, k: int, name: str | None = None) -> Target:
-        t_model, T = self.t_model, self.ctx.schedule.num_timesteps
+        t_model = self.t_model
         tgt: Target | None = None
 
         def sampler(n, y, *, seed, sampler, ddim_steps, batch_size):
