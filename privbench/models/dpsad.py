@@ -44,7 +44,7 @@ from ..registry import METHODS
 from .base import Method
 from .dpdm import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
                    resolve_sample_rate, write_privacy)
-from .per_sample import PerSampleGrads, clip_factors, frozen
+from .per_sample import PerSampleGrads, add_noise, clip_factors, frozen
 from .training import TrainData, is_trained, load_ema, train_denoiser
 
 PAPER_BASIS = ("as claimed by the paper (output-gradient sanitization; not a sound DP guarantee: the student's "
@@ -199,8 +199,11 @@ class DPSAD(Method):
             yb = y[idx] if cond else torch.zeros(m, dtype=torch.long, device=dev)
             a = ac[r].view(-1, 1, 1, 1)
             x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
-            if m == 0:
-                return [torch.zeros_like(p) for p in params], {"batch": 0}
+            if m == 0:  # DP-SGD still releases noise on an empty Poisson sample; the paper's noise is per record
+                zeros = [torch.zeros_like(p) for p in params]
+                if mode == "sound":
+                    zeros = [z / plan.expected_batch for z in add_noise(zeros, plan.noise_std, g)]
+                return zeros, {"batch": 0}
             with torch.no_grad():
                 x_teacher = denoised(x_r, teacher(x_r, r, yb if cond else None), a)
             with frozen(disc):

@@ -160,3 +160,19 @@ def test_paper_mode_update_reveals_private_inputs():
     without_target = score(update(others), target, others)
     assert with_target > 1.0
     assert without_target < 1e-5 * with_target  # ≈ 0 up to round-off: a perfect membership test
+
+
+@pytest.mark.parametrize("mode", ["sound", "paper"])
+def test_sparse_poisson_sampling_with_empty_batches(tmp_path, mode):
+    """q = 0.02 on 64 members: most steps draw an empty batch (sound mode still applies pure noise)."""
+    from privbench import api
+
+    cfg = train_cfg("dpsad", "test", dpsad__mode=mode, dp__sample_rate=0.02, dp__epsilon=1.0,
+                    dp__accountant="rdp", dpsad__teacher_steps=2)
+    m = api.train(cfg, tmp_path, "cpu")
+    p = m.privacy("student")
+    assert p["sample_rate"] == 0.02 and p["epsilon"] <= 1.0
+    log = (m.ctx.run_dir / "log.txt").read_text()
+    assert "[student] step 20/20" in log
+    student = m.load_target()
+    assert all(torch.isfinite(v).all() for v in student.model.state_dict().values())
