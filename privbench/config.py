@@ -172,18 +172,42 @@ class Config:
     # Sections that decide what is trained; attack/sample settings never force a retrain.
     TRAINING_SECTIONS = ("data", "model", "diffusion", "train", "pfdm", "fed", "dp", "dpsad")
 
+    # Every method trains from these; a method names what else it reads in its class attribute
+    # ``config_keys`` ("section" or "section.key"), so that e.g. a pfdm default change never re-keys a dpdm run.
+    BASE_SECTIONS = ("data", "model", "diffusion", "train")
+
     def training_dict(self) -> dict:
         d = self.to_dict()
         d.pop("attack"), d.pop("sample"), d.pop("preset")
         d["data"].pop("data_root"), d["data"].pop("download")
         for k in PFDMConfig.SAMPLING_KEYS:  # sampling choices of pfdm: not part of what is trained
             d["pfdm"].pop(k, None)
-        return d
+        keys = _method_config_keys(self.method)
+        if keys is None:  # a method that does not say what it reads: every training section counts
+            return d
+        out = {k: d[k] for k in ("method", "dataset", "seed", *self.BASE_SECTIONS)}
+        for key in keys:
+            sec, _, name = key.partition(".")
+            if name:
+                out.setdefault(sec, {})[name] = d[sec][name]
+            else:
+                out[sec] = d[sec]
+        return out
 
     def training_hash(self) -> str:
         return config_hash(self.training_dict())
 
 
+
+
+def _method_config_keys(method: str):
+    """The ``config_keys`` of a registered method class, or None (unknown method or none declared)."""
+    from .registry import METHODS
+    try:
+        factory = METHODS.get(method).factory
+    except BadInput:  # unknown method: validated elsewhere with a clear message
+        return None
+    return getattr(factory, "config_keys", None)
 
 
 def config_hash(d: dict) -> str:

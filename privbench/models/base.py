@@ -101,6 +101,9 @@ class Method:
     and ``load_target``."""
     name = "?"
     default_target = "model"
+    # Config the method reads besides data/model/diffusion/train ("section" or "section.key"); only these enter
+    # the config hash that names its run. None = every training section (safe for a method that does not say).
+    config_keys: tuple[str, ...] | None = None
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx

@@ -10,6 +10,7 @@ from .training import TrainData, is_trained, load_ema, train_denoiser
 class Centralized(Method):
     name = "centralized"
     default_target = "model"
+    config_keys = ()  # data, model, diffusion, train only
 
     def train(self) -> None:
         ctx = self.ctx

@@ -290,6 +290,7 @@ def read_privacy(path: Path) -> dict | None:
 class DPDM(Method):
     name = "dpdm"
     default_target = "model"
+    config_keys = ("dp",)
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -120,6 +120,7 @@ def paper_gradient(params: list[torch.Tensor], xs: torch.Tensor, losses: torch.T
 class DPSAD(Method):
     name = "dpsad"
     default_target = "student"
+    config_keys = ("dp", "dpsad")
 
     def __init__(self, ctx):
         super().__init__(ctx)

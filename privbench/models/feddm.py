@@ -57,6 +57,8 @@ def _prox_loss(global_params: list[torch.Tensor], mu: float):
 class FedDM(Method):
     name = "feddm"
     default_target = "global"
+    config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance",
+                   "fed.rounds", "fed.local_steps", "fed.prox_mu")
     validate = Local.validate
 
     def target_names(self) -> list[str]:

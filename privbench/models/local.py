@@ -21,6 +21,7 @@ def client_seed(seed: int, m: int) -> int:
 class Local(Method):
     name = "local"
     default_target = "client:0"
+    config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance", "fed.local_only_steps")
 
     def validate(self) -> None:
         validate_clients(self)

@@ -172,6 +172,7 @@ def _parse_client_target(name: str, prefix: str) -> int | None:
 class PFDM(Method):
     name = "pfdm"
     default_target = "shared"
+    config_keys = ("pfdm", "dp.delta")  # delta: the (ε, δ) each upload is reported with
 
     # ------------------------------------------------------------------ config
     @property

@@ -36,6 +36,30 @@ def test_overrides_typed_and_hash():
     assert c.training_hash() == build_config("centralized").training_hash()
 
 
+def _h(method, *sets):
+    return build_config(method, overrides=parse_set_args(list(sets))).training_hash()
+
+
+@pytest.mark.parametrize("method,unused,used", [
+    ("centralized", ["pfdm.t0=600", "dp.epsilon=3", "fed.rounds=3", "dpsad.teacher_steps=9"], ["train.steps=9"]),
+    ("dpdm", ["pfdm.t0=600", "fed.rounds=3", "dpsad.teacher_steps=9"], ["dp.epsilon=3", "train.lr=1e-3"]),
+    ("dpsad", ["pfdm.clip=5", "fed.local_steps=3"], ["dp.epsilon=3", "dpsad.adv_weight=0.5"]),
+    ("pfdm", ["dp.epsilon=3", "fed.rounds=3", "dpsad.mode=paper", "pfdm.stage1_sampler=ddim"],
+     ["pfdm.t0=600", "pfdm.n_clients=2", "dp.delta=1e-6"]),
+    ("local", ["pfdm.t0=600", "pfdm.clip=5", "fed.rounds=3", "dp.epsilon=3"],
+     ["pfdm.n_clients=2", "pfdm.imbalance=4", "fed.local_only_steps=9"]),
+    ("feddm", ["pfdm.t0=600", "fed.local_only_steps=9", "dp.epsilon=3"],
+     ["pfdm.majority_classes=3", "fed.rounds=3", "fed.prox_mu=0.1"]),
+])
+def test_hash_covers_exactly_what_a_method_reads(method, unused, used):
+    # a run is re-keyed by the settings its method reads, and only by those
+    base = _h(method)
+    for s in unused:
+        assert _h(method, s) == base, s
+    for s in used:
+        assert _h(method, s) != base, s
+
+
 def test_yaml_config(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("train:\n  steps: 11\npfdm:\n  t0: 675\n")
