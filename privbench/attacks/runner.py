@@ -66,8 +66,13 @@ def build_records(method, target_name: str | None = None) -> Records:
     return Records(x, y.long(), labels, idx)
 
 
+# Bumped when the records an attack is evaluated on change for the same settings (cached results re-run).
+# 2: a client's model (client:K, pipeline:K) is attacked on that client's records vs class-matched non-members.
+RECORDS_VERSION = 2
+
+
 def attack_hash(attack: Attack, cfg, target_name: str) -> str:
-    return config_hash({"target": target_name, **attack.hash_dict(cfg)})
+    return config_hash({"target": target_name, "records": RECORDS_VERSION, **attack.hash_dict(cfg)})
 
 
 def _safe(name: str) -> str:

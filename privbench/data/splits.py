@@ -91,3 +91,21 @@ def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_class
             clients[m].extend(pool[start:start + counts[m]].tolist())
             start += counts[m]
     return ClientSplit([sorted(c) for c in clients], majority, minority, seed)
+
+
+def class_matched(members: list[int], nonmembers: list[int], labels: np.ndarray, seed: int) -> list[int]:
+    """Non-members with the class counts of ``members`` (as far as each class has enough), seeded.
+
+    The membership game of a model trained on one client's records: its members are mostly the client's
+    majority classes, so unmatched non-members would let an attack score "is this a majority class" instead of
+    membership. Where a class has fewer non-members than members, all of that class are taken."""
+    rng = np.random.default_rng([seed, 0xC1A5])
+    mem_lab = labels[np.asarray(members, dtype=np.int64)]
+    non = np.asarray(nonmembers, dtype=np.int64)
+    non_lab = labels[non]
+    out: list[int] = []
+    for c in np.unique(mem_lab):
+        pool = non[non_lab == c]
+        k = min(int((mem_lab == c).sum()), len(pool))
+        out.extend(pool[rng.permutation(len(pool))[:k]].tolist())
+    return sorted(out)

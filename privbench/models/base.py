@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..data.datasets import dataset_info, load_dataset
-from ..data.splits import ClientSplit, MemberSplit, client_split, member_split
+from ..data.splits import ClientSplit, MemberSplit, class_matched, client_split, member_split
 from ..errors import BadInput
 from ..runs import atomic_write_text, log
 from .schedule import Schedule
@@ -128,6 +128,13 @@ class Method:
     def privacy(self, target: str) -> dict | None:
         """The formal guarantee of ``target`` with its basis, or None for non-private targets."""
         return None
+
+    def client_attack_split(self, k: int) -> tuple[list[int], list[int]]:
+        """The membership game of a model trained on client k's records only: those records vs non-members with
+        the same class counts (the client's class mix is skewed; see :func:`class_matched`)."""
+        mem = list(self.ctx.clients.clients[k])
+        non = class_matched(mem, self.ctx.split.nonmembers, self.ctx.dataset[1].numpy(), self.cfg.seed)
+        return mem, non
 
     def training_data(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Records the target was trained on (members) — for memorization and reconstruction."""

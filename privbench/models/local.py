@@ -29,6 +29,10 @@ class Local(Method):
     def target_names(self) -> list[str]:
         return [f"client:{k}" for k in range(self.cfg.pfdm.n_clients)]
 
+    def attack_split(self, name: str) -> tuple[list[int], list[int]]:
+        """client:K was trained on client K's records only: those vs class-matched non-members."""
+        return self.client_attack_split(int(self.check_target(name).split(":", 1)[1]))
+
     def train(self) -> None:
         ctx, steps = self.ctx, self.cfg.fed.local_only_steps
         ac = ctx.schedule.alphas_cumprod()

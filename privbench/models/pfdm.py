@@ -192,6 +192,13 @@ class PFDM(Method):
         m = self.cfg.pfdm.n_clients
         return ["shared"] + [f"client:{k}" for k in range(m)] + [f"pipeline:{k}" for k in range(m)]
 
+    def attack_split(self, name: str) -> tuple[list[int], list[int]]:
+        """shared: every member's upload trained it; client:K / pipeline:K: only client K's records did."""
+        name = self.check_target(name)
+        if name == "shared":
+            return list(self.ctx.split.members), list(self.ctx.split.nonmembers)
+        return self.client_attack_split(int(name.split(":", 1)[1]))
+
     # ------------------------------------------------------------------ paths
     @property
     def uploads_path(self) -> Path:

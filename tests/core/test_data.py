@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import privbench
-from privbench.data.splits import client_split, member_split
+from privbench.data.splits import class_matched, client_split, member_split
 from privbench.errors import BadInput
 
 
@@ -53,3 +53,17 @@ def test_client_split_majority_minority():
         maj = np.mean([np.sum(labs == c) for c in cs.majority[m]])
         mino = np.mean([np.sum(labs == c) for c in cs.minority[m]])
         assert maj / max(mino, 1) > 5  # imbalance 10 (counts are small; allow slack)
+
+
+def test_class_matched_nonmembers_copy_the_class_counts():
+    y = privbench.load_dataset("digits")[1].numpy()
+    s = member_split(len(y), 256, 256, seed=0)
+    cs = client_split(s.members, y, n_clients=4, n_classes=10, majority_classes=2, imbalance=10.0, seed=0)
+    mem = cs.clients[0]
+    non = class_matched(mem, s.nonmembers, y, seed=0)
+    assert set(non) <= set(s.nonmembers)
+    mc, nc = np.bincount(y[mem], minlength=10), np.bincount(y[non], minlength=10)
+    avail = np.bincount(y[s.nonmembers], minlength=10)
+    assert (nc == np.minimum(mc, avail)).all()
+    assert mc[cs.majority[0]].sum() > mc[cs.minority[0]].sum()  # the skew the matching removes
+    assert non == class_matched(mem, s.nonmembers, y, seed=0) != class_matched(mem, s.nonmembers, y, seed=1)

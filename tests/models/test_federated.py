@@ -49,6 +49,20 @@ def test_local_uses_the_pfdm_client_split(runs_dir):
     assert a.ctx.clients.clients == b.ctx.clients.clients == c.ctx.clients.clients
 
 
+def test_client_models_are_attacked_on_their_own_records(runs_dir):
+    from privbench.attacks.runner import build_records
+
+    for m in (api.make_method(train_cfg(n), run_dir_for(train_cfg(n), runs_dir), "cpu") for n in ("local", "pfdm")):
+        for tgt in (["client:1"] + (["pipeline:1"] if m.name == "pfdm" else [])):
+            r = build_records(m, tgt)
+            mem = r.index[r.labels == 1].tolist()
+            non = r.index[r.labels == 0].tolist()
+            assert sorted(mem) == sorted(m.ctx.clients.clients[1]), (m.name, tgt)
+            assert set(non) <= set(m.ctx.split.nonmembers) and len(non) > 0
+    r = build_records(m, "shared")  # the shared model saw every member's upload
+    assert int(r.labels.sum()) == len(m.ctx.split.members)
+
+
 def test_feddm_one_round_is_the_size_weighted_mean(runs_dir, monkeypatch):
     captured = []
     real = feddm_mod.train_denoiser
