@@ -10,7 +10,7 @@ A suite is a YAML file (``benchmarks/suites/<name>.yaml``, or any path)::
     seeds: [0]
     set: {train.steps: 4000}     # --set overrides for every cell (the command line's --set comes last)
     attacks: [loss, secmi, pia, pian, memorization]      # default attacks of every target
-    fid: {client: 0, n_per_class: 20, n_overall: 256}    # or false
+    fid: {client: 0, n_per_class: 20, n_overall: 256, sampler: ddpm}    # or false; sampler: default sample.sampler
     samples: {n: 32}                                     # or false: a sample grid per target for the report
     methods:
       pfdm:
@@ -53,8 +53,8 @@ KNOWN_ATTACKS = ("loss", "secmi", "pia", "pian", "memorization", "reconstruction
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
               "samples"}
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
-FID_KEYS = {"client", "n_per_class", "n_overall", "target"}
-DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto"}
+FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler"}
+DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None}
 
 
 # ---------------------------------------------------------------------------------------------- suite files
@@ -282,6 +282,8 @@ def fid_settings(suite: dict) -> dict:
     if bad:
         raise BadInput(f"fid: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(FID_KEYS))}")
     out = {**DEFAULT_FID, **f}
+    if out["sampler"] not in (None, "ddpm", "ddim"):
+        raise BadInput(f"fid.sampler: {out['sampler']!r}; choose ddpm or ddim (default: sample.sampler)")
     for k in ("client", "n_per_class", "n_overall"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 0:
             raise BadInput(f"fid.{k}: expected a non-negative integer, got {out[k]!r}")
@@ -338,7 +340,8 @@ def fid_record_path(c: Cell, fcfg: dict) -> Path:
 
     h = config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
                                                                                    "n_overall")},
-                     "sampler": c.cfg.sample.sampler, "ddim_steps": c.cfg.sample.ddim_steps, "version": 1})
+                     "sampler": fcfg.get("sampler") or c.cfg.sample.sampler, "ddim_steps": c.cfg.sample.ddim_steps,
+                     "version": 1})
     return Path(c.run_dir) / "fid" / f"fid-{_safe(c.target)}-{h}.json"
 
 
@@ -357,7 +360,9 @@ def _run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     t0 = time.time()
     method = api.train(c.cfg, runs_dir, device)
     cfg = c.cfg
-    rec = client_fid(method, int(fcfg["client"]), int(fcfg["n_per_class"]), target=c.target, seed=c.seed)
+    sampler = fcfg.get("sampler") or cfg.sample.sampler
+    rec = client_fid(method, int(fcfg["client"]), int(fcfg["n_per_class"]), target=c.target, seed=c.seed,
+                     sampler=sampler)
     rec.update({"method": c.method, "dataset": c.dataset, "seed": c.seed, "n_per_class": int(fcfg["n_per_class"]),
                 "overall": None, "n_overall": 0})
     n_all = int(fcfg["n_overall"])
@@ -370,7 +375,7 @@ def _run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
                                    data_root=cfg.data.data_root or None)
             tgt = method.load_target(c.target)
             y = _matched_labels(ym, n_all, c.seed) if tgt.num_classes else None
-            gen, _ = tgt.sample(n_all, y, seed=c.seed + 1, sampler=cfg.sample.sampler,
+            gen, _ = tgt.sample(n_all, y, seed=c.seed + 1, sampler=sampler,
                                 ddim_steps=cfg.sample.ddim_steps, batch_size=cfg.sample.batch_size)
             r = fid_with(ex, gen.float().clamp(-1, 1), xm, device=ctx.device, seed=c.seed)
             rec["overall"], rec["n_overall"] = r["fid"], n_all

@@ -81,6 +81,7 @@ def test_unregistered_methods_are_skipped_not_errors(tmp_path, monkeypatch):
     ("", ["--set", "train.bogus=1"], "train.bogus"),
     ("  local: {targets: [global]}\n", [], "--target 'global'"),
     ("  local: {attacks: [pia, lira]}\n", [], "unknown attack 'lira'"),
+    ("fid: {sampler: euler}\n", [], "fid.sampler"),
 ])
 def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
     suite = tmp_path / "t.yaml"
