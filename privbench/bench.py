@@ -142,6 +142,7 @@ class Cell:
     run_dir: str | None = None
     config_hash: str | None = None
     attack_hash: str | None = None
+    settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
     result_path: str | None = None
     summary: dict | None = None
     seconds: float | None = None
@@ -256,7 +257,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                         cells.append(c)
                 if samples_on and spec.get("samples", True) is not False:
                     for t in targets:
-                        cells.append(Cell("samples", target=t, **common))
+                        cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
+                                          **common))
                 if fid_on and spec.get("fid", True) is not False:
                     fcfg = fid_settings(suite)
                     ft = fcfg["target"]
@@ -266,10 +268,13 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                         ft = fid_target_name(method, int(fcfg["client"]))
                     else:
                         ft = method.check_target(ft)
-                    cells.append(Cell("fid", target=ft, **common))
+                    c = Cell("fid", target=ft, **common)
+                    c.result_path = str(fid_record_path(c, fcfg))
+                    c.settings_hash = c.result_path.rsplit("-", 1)[-1].removesuffix(".json")
+                    cells.append(c)
     for c in cells:
         c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
-                                          c.attack_hash))
+                                          c.attack_hash or c.settings_hash))
     return cells
 
 
@@ -324,14 +329,36 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
 
 
+def samples_n(suite: dict) -> int:
+    sp = suite.get("samples")
+    return int(sp.get("n", 32)) if isinstance(sp, dict) else 32
+
+
+def samples_settings_hash(cfg, suite: dict) -> str:
+    from .config import config_hash
+
+    return config_hash({"n": samples_n(suite), "seed": cfg.seed, "sampler": cfg.sample.sampler,
+                        "ddim_steps": cfg.sample.ddim_steps})
+
+
 def _run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
+    """The grid keeps its plain name (the report finds samples-<target>.png); a sidecar JSON records what drew it,
+    so a grid drawn with other settings is redrawn rather than reused."""
     from . import api
+    from .runs import atomic_write_json
 
     path = Path(c.run_dir) / f"samples-{_safe(c.target)}.png"
-    if path.is_file():
+    side = path.with_suffix(".json")
+    try:
+        cached = path.is_file() and json.loads(side.read_text()).get("settings_hash") == c.settings_hash
+    except (OSError, ValueError, AttributeError):
+        cached = False
+    if cached:
         c.status, c.reason, c.result_path = "done", "cached", str(path)
         return
     res = api.sample(c.cfg, runs_dir, device, n=n, target=c.target)
+    atomic_write_json(side, {"settings_hash": c.settings_hash, "n": n, "sampler": c.cfg.sample.sampler,
+                             "ddim_steps": c.cfg.sample.ddim_steps, "seed": c.seed})
     c.status, c.result_path = "done", res["grid"]
 
 
@@ -415,7 +442,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     out_dir = Path(out) if out else runs / f"bench-{name}"
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
     fcfg = fid_settings(spec) if spec.get("fid", False) not in (False, None) else None
-    n_samples = int((spec.get("samples") or {}).get("n", 32)) if isinstance(spec.get("samples"), dict) else 32
+    n_samples = samples_n(spec)
 
     bench_json = out_dir / "bench.json"
     prev: dict[str, dict] = {}

@@ -128,3 +128,26 @@ def test_paper_suite_plans(tmp_path, monkeypatch):
     assert (pf.cfg.pfdm.clip, pf.cfg.pfdm.t0, pf.cfg.pfdm.n_clients, pf.cfg.dp.delta) == (10.0, 690, 10, 1e-5)
     sad = next(c for c in cells if c.method == "dpsad" and c.dataset == "celeba")
     assert sad.cfg.diffusion.num_timesteps == 500 and sad.cfg.data.resolution == 64
+
+
+def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_dir, test_results):
+    """A cached grid or FID drawn with other sampler settings is not reused (their cell ids and files say how
+    they were drawn)."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE.replace("fid: false", "fid: {client: 0, n_per_class: 2, n_overall: 8, sampler: ddim}")
+                     .replace("samples: false", "samples: {n: 4}")
+                     .replace("  centralized: {targets: [model], attacks: [pia, loss]}\n", "")
+                     .replace("attacks: [pia, loss]}", "attacks: [pia]}") + "set: {sample.ddim_steps: 4}\n")
+    runs = ["--suite", str(suite), "--runs-dir", str(report_runs_dir), "--out", str(tmp_path / "bench"), "--json"]
+    cells = []
+    for sets in ([], [], ["--set", "sample.ddim_steps=3"]):
+        r = CliRunner().invoke(main, ["bench", *runs, *sets])
+        assert r.exit_code == 0, r.stderr
+        cells.append({c["kind"]: c for c in json.loads(r.stdout)["cells"]})
+    assert "earlier run" in cells[1]["fid"]["reason"] and "earlier run" in cells[1]["samples"]["reason"]
+    # other sampling settings: the FID goes to another file, the grid is redrawn, and each says how it was drawn
+    assert cells[2]["fid"]["reason"] is None and cells[2]["samples"]["reason"] is None
+    assert cells[2]["fid"]["result_path"] != cells[0]["fid"]["result_path"]
+    assert json.loads(Path(cells[2]["fid"]["result_path"]).read_text())["sampler"] == "ddim"
+    side = Path(cells[2]["samples"]["result_path"]).with_suffix(".json")
+    assert json.loads(side.read_text())["ddim_steps"] == 3
