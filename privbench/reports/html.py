@@ -21,7 +21,8 @@ def png_data_uri(path: str | Path) -> str:
 
 
 def git_info() -> dict[str, Any]:
-    """The git commit of the privbench checkout (if it is one) and whether tracked files were modified."""
+    """The git commit of the privbench checkout (if it is one) and whether the code that makes the numbers (the
+    package, benchmarks/, pyproject.toml) has uncommitted changes — a regenerated committed report is not."""
     root = Path(__file__).resolve().parents[2]
     info: dict[str, Any] = {"commit": None, "dirty": None}
     if not (root / ".git").exists():
@@ -30,7 +31,8 @@ def git_info() -> dict[str, Any]:
         c = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if c.returncode == 0:
             info["commit"] = c.stdout.strip()
-        d = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        d = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                            "privbench", "benchmarks", "pyproject.toml"],
                            capture_output=True, text=True, timeout=10)
         if d.returncode == 0:
             info["dirty"] = bool(d.stdout.strip())
