@@ -86,7 +86,10 @@ class Result:
 
     def key(self) -> tuple:
         d = self.data
-        cfg = d.get("attack_hash") or json.dumps(d.get("attack_config") or {}, sort_keys=True, default=str)
+        # by settings, not by attack_hash: a result re-run after a records-version bump (same settings, new hash)
+        # replaces the stale one instead of appearing twice
+        cfg = json.dumps(d.get("attack_config") or {}, sort_keys=True, default=str) if d.get("attack_config") \
+            else d.get("attack_hash")
         return (d.get("method"), d.get("target"), d.get("attack"), d.get("dataset"), d.get("preset"), d.get("seed"),
                 str(self.run_dir.resolve()), cfg)
 
@@ -201,8 +204,16 @@ def read_result(path: str | Path) -> Result:
     return Result(path, data)
 
 
+def _mtime(r: Result) -> float:
+    try:
+        return r.path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def dedupe(results: Iterable[Result]) -> list[Result]:
-    """One result per content key; the attack folder's own file wins over the run directory's copy."""
+    """One result per (run, target, attack, settings): the newest attack folder's own file wins (the run
+    directory's copy of the latest result only counts when nothing else does)."""
     best: dict[tuple, Result] = {}
     order: list[tuple] = []
     for r in results:
@@ -210,7 +221,7 @@ def dedupe(results: Iterable[Result]) -> list[Result]:
         if k not in best:
             best[k] = r
             order.append(k)
-        elif best[k].is_copy and not r.is_copy:
+        elif (best[k].is_copy, -_mtime(best[k])) > (r.is_copy, -_mtime(r)):
             best[k] = r
     return [best[k] for k in order]
 

@@ -95,3 +95,27 @@ def test_overfit_centralized_gives_a_clearly_positive_bound(overfit_centralized,
     res = run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu")
     (a,) = audit_results([res["scores_path"].replace("scores.npz", "result.json")])
     assert a["epsilon_lower_bound"] > 1.0, a          # measured 2.49 (ceiling 2.82) with PIA AUC 0.96
+
+
+def test_a_rerun_with_the_same_settings_replaces_the_stale_result(tmp_path):
+    """Same attack settings under a new attack hash (e.g. after a records-version bump): the newest result is the
+    one audited and reported, not both; other settings stay separate rows."""
+    import json
+    import os
+
+    from privbench.reports.collect import load_results
+    from report_fakes import write_result
+
+    rng = np.random.default_rng(0)
+    labels = np.r_[np.ones(50), np.zeros(50)]
+    (tmp_path / "config.yaml").write_text("method: fake\n")  # tmp_path is the run directory
+    paths = {}
+    for name, cfg in (("pia-model-old", {"t": 200}), ("pia-model-new", {"t": 200}), ("pia-model-t100", {"t": 100})):
+        p = write_result(tmp_path / "attacks" / name, rng.normal(size=100), labels)
+        d = json.loads(p.read_text())
+        d.update(attack_hash=name, attack_config=cfg)
+        p.write_text(json.dumps(d))
+        paths[name] = p
+    os.utime(paths["pia-model-old"], (1e9, 1e9))  # older
+    res = load_results([tmp_path])
+    assert sorted(r.path.parent.name for r in res) == ["pia-model-new", "pia-model-t100"]
