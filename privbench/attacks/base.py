@@ -76,6 +76,7 @@ class AttackEnv:
     out_dir: Path | None = None
     seed: int = 0
     train_data: tuple[torch.Tensor, torch.Tensor] | None = None  # overrides method.training_data()
+    train_index: list[int] | None = None  # dataset indices of train_data's rows, when known
 
     def training_data(self, records: Records | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The target's training records: explicit > ``method.training_data()`` > the members of ``records``."""

@@ -75,7 +75,7 @@ class NNRatioMemorization(Attack):
     def run(self, target, records: Records | None, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
         train_x, train_y = env.training_data(records)
-        train_index = None
+        train_index = torch.as_tensor(env.train_index, dtype=torch.long) if env.train_index is not None else None
         if env.method is not None and env.train_data is None:
             train_index = torch.as_tensor(list(env.method.ctx.split.members), dtype=torch.long) \
                 if len(env.method.ctx.split.members) == train_x.shape[0] else None

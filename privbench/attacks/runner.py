@@ -68,7 +68,8 @@ def build_records(method, target_name: str | None = None) -> Records:
 
 # Bumped when the records an attack is evaluated on change for the same settings (cached results re-run).
 # 2: a client's model (client:K, pipeline:K) is attacked on that client's records vs class-matched non-members.
-RECORDS_VERSION = 2
+# 3: ... and memorization compares its samples with that client's records (the model's training set).
+RECORDS_VERSION = 3
 
 
 def attack_hash(attack: Attack, cfg, target_name: str) -> str:
@@ -155,6 +156,10 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         tgt = method.load_target(target_name)
         records = build_records(method, target_name)
         env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
+        if callable(getattr(method, "attack_split", None)):
+            # a model trained on part of the members (a client's): its own records are what it can memorize
+            mem = list(method.attack_split(target_name)[0])
+            env.train_data, env.train_index = method.ctx.records(mem), mem
         t0 = time.time()
         out = attack.run(tgt, records, env)
         if tgt.device.type == "cuda":

@@ -121,3 +121,13 @@ def test_feddm_is_deterministic_and_resumes(runs_dir, tmp_path, monkeypatch):
 def test_feddm_prox_runs(runs_dir):
     m = api.train(train_cfg("feddm", fed__rounds=1, fed__local_steps=3, fed__prox_mu=0.01), runs_dir, "cpu")
     assert (m.ctx.ckpt_dir / "global.safetensors").exists()
+
+
+def test_memorization_of_a_client_model_uses_that_clients_records(runs_dir):
+    from privbench.attacks.runner import run_attack
+
+    cfg = train_cfg("local", attack__n_samples=8, sample__sampler="ddim", sample__ddim_steps=3)
+    res = run_attack(cfg, "memorization", "client:1", runs_dir=runs_dir, device="cpu")
+    m = api.make_method(cfg, run_dir_for(cfg, runs_dir), "cpu")
+    assert res["figures"]["n_training_records"] == len(m.ctx.clients.clients[1])
+    assert set(res["figures"]["memorized_training_records"]) <= set(m.ctx.clients.clients[1])
