@@ -11,7 +11,9 @@ resolution happens elsewhere (``datasets.resize_to``). Nothing is cached on disk
 
 torchvision verifies the md5 of the CIFAR-10 and CelebA files. Without ``download`` we check only that the files
 exist (so trimmed or re-packed copies in the same format load); with ``download`` torchvision's own checks run
-unchanged, so a file that does not match is fetched again. Every failure becomes one ``BadInput`` line that names the
+unchanged, so a file that does not match is fetched again. The CIFAR-10 batches are pickles: privbench reads them
+itself with an unpickler that can build numpy arrays and nothing else (torchvision's reader would run any code a
+crafted file holds). Every failure becomes one ``BadInput`` line that names the
 data root and the expected layout; torchvision's tracebacks never reach the user.
 """
 from __future__ import annotations
@@ -24,6 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torchvision import datasets as tvd
+from torchvision.datasets import cifar as tv_cifar
+from torchvision.datasets.utils import check_integrity
 
 from ..errors import BadInput
 
@@ -124,32 +128,53 @@ def load_mnist(data_root, download: bool = False):
 # ---------------------------------------------------------------------------------------------------- CIFAR-10
 
 
-class _CIFAR10(tvd.CIFAR10):
-    """torchvision's CIFAR10; without download the md5 checks become existence checks of the files we read.
+_RECONSTRUCT = np.zeros(1).__reduce__()[0]  # numpy's ndarray rebuild function, whatever its module is called
 
-    torchvision reads the batches with ``pickle`` (that is the CIFAR-10 python format). Unpickling can run code,
-    so these files are trusted user data: the ones the user put under --data-root (or torchvision downloaded).
-    """
 
-    def __init__(self, root, download: bool):
-        self._pb_download = bool(download)
-        super().__init__(root, train=True, download=download)
+def _latin1_encode(text, encoding="utf-8"):
+    """``_codecs.encode`` as protocol-2 pickles use it for bytes; only the latin-1 form they write is accepted."""
+    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
+        raise pickle.UnpicklingError(f"_codecs.encode({type(text).__name__}, {encoding!r}) is not allowed")
+    return text.encode("latin-1")
 
-    def _folder(self) -> str:
-        return os.path.join(self.root, self.base_folder)
 
-    def _check_integrity(self) -> bool:
-        if self._pb_download:
-            return super()._check_integrity()  # md5 of every batch, as torchvision does
-        return not _missing(self._folder(), [f for f, _ in self.train_list])
+class _ArrayUnpickler(pickle.Unpickler):
+    """Reads the CIFAR-10 python batches (dicts of str / bytes / int lists and numpy arrays) without ever running
+    code: unpickling may only build numpy arrays and dtypes; any other global is refused, so a crafted file under
+    --data-root is an unreadable file, not a program (Python docs, "Restricting Globals")."""
 
-    def _load_meta(self) -> None:
-        if self._pb_download:
-            return super()._load_meta()  # md5 checked
-        with open(os.path.join(self._folder(), self.meta["filename"]), "rb") as f:
-            data = pickle.load(f, encoding="latin1")  # trusted user data (see class docstring)
-        self.classes = data[self.meta["key"]]
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+                ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+                ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+                ("_codecs", "encode"): _latin1_encode}
+
+    def find_class(self, module, name):
+        try:
+            return self._ALLOWED[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} (only numpy arrays may be "
+                                         "unpickled)") from None
+
+
+def _read_cifar_batch(path: str) -> dict:
+    with open(path, "rb") as f:
+        d = _ArrayUnpickler(f, encoding="latin1").load()
+    if not isinstance(d, dict) or "data" not in d or not ({"labels", "fine_labels"} & set(d)):
+        raise ValueError(f"{os.path.basename(path)} is not a CIFAR batch (a dict with data and labels)")
+    return d
+
+
+def _download_cifar10(root: str) -> None:
+    """torchvision's download: fetch and extract the archive (md5-checked) unless every batch's md5 matches."""
+    folder = os.path.join(root, tvd.CIFAR10.base_folder)
+    files = list(tvd.CIFAR10.train_list) + [(tvd.CIFAR10.meta["filename"], tvd.CIFAR10.meta["md5"])]
+    if all(check_integrity(os.path.join(folder, f), md5) for f, md5 in files):
+        return
+    tv_cifar.download_and_extract_archive(tvd.CIFAR10.url, root, filename=tvd.CIFAR10.filename,
+                                          md5=tvd.CIFAR10.tgz_md5)
+    bad = [f for f, md5 in files if not check_integrity(os.path.join(folder, f), md5)]
+    if bad:
+        raise RuntimeError(f"{', '.join(bad)} do not match torchvision's md5 after the download")
 
 
 def load_cifar10(data_root, download: bool = False):
@@ -166,14 +191,18 @@ def load_cifar10(data_root, download: bool = False):
         if miss:
             raise BadInput(f"--data-root {root}: CIFAR-10 is incomplete: {folder} lacks {', '.join(miss)} "
                            f"(expected data_batch_1..5 and batches.meta; add --download to fetch)")
-    try:
-        ds = _CIFAR10(root, download)
-    except Exception as e:
-        if download:
+    if download:
+        try:
+            _download_cifar10(root)
+        except Exception as e:
             raise _download_failed(root, "CIFAR-10", e) from None
+    try:
+        batches = [_read_cifar_batch(os.path.join(folder, f)) for f, _ in tvd.CIFAR10.train_list]
+        x = np.concatenate([np.asarray(b["data"]) for b in batches])
+        y = np.asarray([v for b in batches for v in b.get("labels", b.get("fine_labels"))], dtype=np.int64)
+        x = np.ascontiguousarray(x.reshape(-1, 3, 32, 32))  # each row: the R plane, then G, then B
+    except Exception as e:
         raise _unreadable(root, "CIFAR-10", folder, e) from None
-    x = np.ascontiguousarray(np.asarray(ds.data).transpose(0, 3, 1, 2))  # torchvision keeps N×H×W×C uint8
-    y = np.asarray(ds.targets, dtype=np.int64)
     if x.dtype != np.uint8 or len(y) != len(x):
         raise BadInput(f"--data-root {root}: the CIFAR-10 batches in {folder} hold {len(x)} {x.dtype} images "
                        f"and {len(y)} labels; expected uint8 images, one label each")

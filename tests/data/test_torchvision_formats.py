@@ -308,3 +308,27 @@ def test_celeba_missing_image_is_one_line(tmp_path):
     with pytest.raises(BadInput) as e:
         tvf.load_celeba(str(tmp_path), False)
     _one_line_bad_input(e, "cannot read a CelebA image", "000004.jpg")
+
+
+class _Payload:
+    """Unpickling this calls pathlib.Path.touch(marker): what a crafted batch could do with plain pickle.load."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import pathlib
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_cifar10_crafted_pickle_runs_no_code(tmp_path, _no_download):
+    make_cifar(tmp_path)
+    marker = tmp_path / "pwned"
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    _pickle(batch, {"labels": [0], "data": np.zeros((1, 3072), np.uint8), "x": _Payload(str(marker))})
+    pickle.loads(pickle.dumps(_Payload(str(tmp_path / "probe-ran")), protocol=2))  # the payload works when
+    assert (tmp_path / "probe-ran").exists()                                          # plain pickle runs it
+    with pytest.raises(BadInput) as e:
+        tvf.load_cifar10(str(tmp_path), False)
+    _one_line_bad_input(e, "cannot read the CIFAR-10 files", "only numpy arrays")
+    assert not marker.exists()
