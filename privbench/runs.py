@@ -54,6 +54,16 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
+def read_json_or_none(path: Path, corrupt: str) -> Any:
+    """A JSON file's content, None when it does not exist; a corrupt one is BadInput ``<path>: <corrupt>``."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        raise BadInput(f"{path}: {corrupt}") from None
+
+
 def _json_default(o):
     import numpy as np
 

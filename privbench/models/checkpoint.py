@@ -1,7 +1,6 @@
 """Checkpoints that never run code on load: safetensors for weights, weights_only torch.load for the optimizer."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -9,7 +8,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ..errors import BadInput
-from ..runs import atomic_path, atomic_write_json
+from ..runs import atomic_path, atomic_write_json, read_json_or_none
 
 
 def save_weights(path: Path, tensors: dict[str, torch.Tensor], meta: dict | None = None) -> None:
@@ -40,12 +39,7 @@ def load_optimizer(path: Path) -> dict:
 
 
 def read_state(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        raise BadInput(f"checkpoint state {path}: corrupt; delete it to retrain") from None
+    return read_json_or_none(path, "checkpoint state corrupt; delete it to retrain")
 
 
 def write_state(path: Path, state: dict) -> None:

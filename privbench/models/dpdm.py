@@ -33,7 +33,7 @@ from torch import nn
 from .. import progress
 from ..errors import BadInput, WorkFailed
 from ..registry import METHODS
-from ..runs import atomic_write_json, log
+from ..runs import atomic_write_json, log, read_json_or_none
 from .base import Method
 from .checkpoint import load_into, load_optimizer, load_weights, read_state, save_optimizer, save_weights, write_state
 from .per_sample import PerSampleGrads, add_noise, clipped_sum
@@ -276,12 +276,7 @@ def write_privacy(path: Path, plan: DPPlan, accountant: str | None = None, **ext
 
 
 def read_privacy(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        raise BadInput(f"{path}: corrupt; delete it to re-account") from None
+    return read_json_or_none(path, "corrupt; delete it to re-account")
 
 
 # --------------------------------------------------------------------------------------------- method
