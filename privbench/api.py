@@ -14,7 +14,7 @@ from .data.splits import member_split
 from .errors import BadInput
 from .models.base import Method, RunContext, resolve_device
 from .registry import METHODS
-from .runs import atomic_path, atomic_write_json, read_config, run_dir_for, run_lock, write_config
+from .runs import atomic_path, atomic_write_json, read_config, run_dir_for, run_lock, safe_name, write_config
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
@@ -83,7 +83,7 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     images = images.float().clamp(-1, 1) if tgt.clip_sample else images.float()
     from .metrics.plots import plot_image_grid
 
-    out_path = Path(out) if out else run_dir / f"samples-{tgt.name.replace(':', '')}.png"
+    out_path = Path(out) if out else run_dir / f"samples-{safe_name(tgt.name)}.png"
     plot_image_grid(images.clamp(-1, 1), out_path, labels=labels.tolist() if labels is not None else None)
     if npz:
         with atomic_path(Path(npz)) as tmp, open(tmp, "wb") as fh:

@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from .errors import BadInput, WorkFailed
+from .runs import safe_name
 
 KNOWN_METHODS = ("centralized", "local", "feddm", "pfdm", "dpdm", "dpsad")
 KNOWN_ATTACKS = ("loss", "secmi", "pia", "pian", "memorization", "reconstruction")
@@ -325,10 +326,6 @@ def _run_attack_cell(c: Cell, runs_dir, device) -> None:
     c.status, c.reason = "done", None
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
-
-
 def samples_n(suite: dict) -> int:
     sp = suite.get("samples")
     return int(sp.get("n", 32)) if isinstance(sp, dict) else 32
@@ -347,7 +344,7 @@ def _run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
     from . import api
     from .runs import atomic_write_json
 
-    path = Path(c.run_dir) / f"samples-{_safe(c.target)}.png"
+    path = Path(c.run_dir) / f"samples-{safe_name(c.target)}.png"
     side = path.with_suffix(".json")
     try:
         cached = path.is_file() and json.loads(side.read_text()).get("settings_hash") == c.settings_hash
@@ -369,7 +366,7 @@ def fid_record_path(c: Cell, fcfg: dict) -> Path:
                                                                                    "n_overall")},
                      "sampler": fcfg.get("sampler") or c.cfg.sample.sampler, "ddim_steps": c.cfg.sample.ddim_steps,
                      "version": 1})
-    return Path(c.run_dir) / "fid" / f"fid-{_safe(c.target)}-{h}.json"
+    return Path(c.run_dir) / "fid" / f"fid-{safe_name(c.target)}-{h}.json"
 
 
 def _run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:

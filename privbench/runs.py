@@ -54,6 +54,11 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
+def safe_name(name: str) -> str:
+    """A target name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders)."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
+
+
 def read_json_or_none(path: Path, corrupt: str) -> Any:
     """A JSON file's content, None when it does not exist; a corrupt one is BadInput ``<path>: <corrupt>``."""
     if not path.exists():

@@ -33,7 +33,7 @@ import torch
 
 from ..config import config_hash
 from ..registry import ATTACKS
-from ..runs import atomic_path, atomic_write_json, atomic_write_text, run_dir_for, run_lock
+from ..runs import atomic_path, atomic_write_json, atomic_write_text, run_dir_for, run_lock, safe_name
 from .base import Attack, AttackEnv, AttackOutput, Records
 
 ORACLE = "oracle (chosen on evaluation labels)"
@@ -76,12 +76,8 @@ def attack_hash(attack: Attack, cfg, target_name: str) -> str:
     return config_hash({"target": target_name, "records": RECORDS_VERSION, **attack.hash_dict(cfg)})
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
-
-
 def attack_dir(run_dir: Path, attack: Attack, cfg, target_name: str) -> Path:
-    return Path(run_dir) / "attacks" / f"{attack.name}-{_safe(target_name)}-{attack_hash(attack, cfg, target_name)}"
+    return Path(run_dir) / "attacks" / f"{attack.name}-{safe_name(target_name)}-{attack_hash(attack, cfg, target_name)}"
 
 
 def _load_cached(path: Path) -> dict | None:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..runs import safe_name
 from .collect import Result
 from .tables import Tables, _torder, fmt, fmt_ci
 
@@ -39,10 +40,6 @@ def git_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
 
 
 def _roc_figures(tables: Tables, tmp: Path) -> list[dict]:
@@ -76,7 +73,7 @@ def _sample_grids(tables: Tables) -> list[dict]:
         if rd in seen:
             continue
         seen.add(rd)
-        names = {_safe(t["target"]): t["target"] for t in tables.targets() if t["run_dir"] == b["run_dir"]}
+        names = {safe_name(t["target"]): t["target"] for t in tables.targets() if t["run_dir"] == b["run_dir"]}
         found = []
         for f in sorted(rd.glob("samples*.png")):
             stem = f.stem[len("samples"):].lstrip("-_")
