@@ -203,6 +203,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
             raise BadInput(f"seeds: expected non-negative integers, got {s!r}")
     default_attacks = [str(a) for a in _as_list(suite.get("attacks", list(KNOWN_ATTACKS)), "attacks")]
     fid_on = suite.get("fid", False) not in (False, None)
+    fcfg = fid_settings(suite) if fid_on else None  # validated before anything else
     samples_on = suite.get("samples", False) not in (False, None)
     cells: list[Cell] = []
     checked_data: set = set()
@@ -261,7 +262,6 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                         cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
                                           **common))
                 if fid_on and spec.get("fid", True) is not False:
-                    fcfg = fid_settings(suite)
                     ft = fcfg["target"]
                     if ft == "auto":
                         from .metrics.fid import fid_target_name
@@ -270,8 +270,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                     else:
                         ft = method.check_target(ft)
                     c = Cell("fid", target=ft, **common)
-                    c.result_path = str(fid_record_path(c, fcfg))
-                    c.settings_hash = c.result_path.rsplit("-", 1)[-1].removesuffix(".json")
+                    c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
                     cells.append(c)
     for c in cells:
         c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
@@ -359,14 +358,17 @@ def _run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
     c.status, c.result_path = "done", res["grid"]
 
 
-def fid_record_path(c: Cell, fcfg: dict) -> Path:
+def fid_settings_hash(c: Cell, fcfg: dict) -> str:
     from .config import config_hash
 
-    h = config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
-                                                                                   "n_overall")},
-                     "sampler": fcfg.get("sampler") or c.cfg.sample.sampler, "ddim_steps": c.cfg.sample.ddim_steps,
-                     "version": 1})
-    return Path(c.run_dir) / "fid" / f"fid-{safe_name(c.target)}-{h}.json"
+    return config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
+                                                                                      "n_overall")},
+                        "sampler": fcfg.get("sampler") or c.cfg.sample.sampler,
+                        "ddim_steps": c.cfg.sample.ddim_steps, "version": 1})
+
+
+def fid_record_path(c: Cell, fcfg: dict) -> Path:
+    return Path(c.run_dir) / "fid" / f"fid-{safe_name(c.target)}-{fid_settings_hash(c, fcfg)}.json"
 
 
 def _run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
