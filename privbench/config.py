@@ -169,11 +169,9 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    # Sections that decide what is trained; attack/sample settings never force a retrain.
-    TRAINING_SECTIONS = ("data", "model", "diffusion", "train", "pfdm", "fed", "dp", "dpsad")
-
-    # Every method trains from these; a method names what else it reads in its class attribute
-    # ``config_keys`` ("section" or "section.key"), so that e.g. a pfdm default change never re-keys a dpdm run.
+    # What decides what is trained (attack/sample settings never force a retrain): every method trains from these
+    # sections; a method names what else it reads in its class attribute ``config_keys`` ("section" or
+    # "section.key"), so that e.g. a pfdm default change never re-keys a dpdm run.
     BASE_SECTIONS = ("data", "model", "diffusion", "train")
 
     def training_dict(self) -> dict:
