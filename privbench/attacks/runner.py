@@ -154,7 +154,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
         if callable(getattr(method, "attack_split", None)):
             # a model trained on part of the members (a client's): its own records are what it can memorize
-            mem = list(method.attack_split(target_name)[0])
+            mem = records.index[records.labels == 1].tolist()
             env.train_data, env.train_index = method.ctx.records(mem), mem
         t0 = time.time()
         out = attack.run(tgt, records, env)
