@@ -115,8 +115,7 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
     ddim_steps = ddim_steps or cfg.sample.ddim_steps
     batch_size = batch_size or cfg.sample.batch_size
     out = {"target": tname, "client": client, "extractor": ex.name, "sampler": sampler,
-           "majority_classes": list(split.majority[client]), "minority_classes": list(split.minority[client]),
-           "n_generated": {}, "n_real": {}}
+           "majority_classes": list(split.majority[client]), "minority_classes": list(split.minority[client])}
     groups = {"majority": split.majority[client], "minority": split.minority[client]}
     # one sampling call for both groups (fewer chains); labels in class proportions of the real records
     labels, spans = [], {}
@@ -127,37 +126,34 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
             spans[gname] = None
             continue
         lab = _matched_labels(ref_y, n_per_class * len(set(ref_y.tolist())), seed)
-        spans[gname] = (sum(len(a) for a in labels), len(lab), mask)
+        spans[gname] = (sum(len(a) for a in labels), len(lab))
         labels.append(lab)
     y_all = torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)
     if len(y_all):
         gen, _ = tgt.sample(len(y_all), y_all, seed=seed, sampler=sampler, ddim_steps=ddim_steps,
                             batch_size=batch_size)
         gen = gen.float().clamp(-1, 1)
-    for gname in groups:
-        if spans[gname] is None:
-            out[gname] = None
-            continue
-        lo, n, mask = spans[gname]
-        r = fid_with(ex, gen[lo:lo + n], xr[mask], kid=kid, device=ctx.device, seed=seed)
-        out[gname] = r["fid"]
-        if kid:
-            out[f"{gname}_kid"] = r["kid"]
-        out["n_generated"][gname], out["n_real"][gname] = n, int(mask.sum())
-    vals = [out[g] for g in groups if out[g] is not None]
-    out["average"] = float(np.mean(vals)) if len(vals) == 2 else None
+    def against(x_ref, y_ref, with_kid: bool) -> dict:
+        """FID (+ KID) of each group's samples vs the reference records of that group's classes."""
+        res = {"n_real": {}}
+        for gname, classes in groups.items():
+            mask = torch.isin(y_ref, torch.as_tensor(classes))
+            if spans[gname] is None or int(mask.sum()) < 2:
+                res[gname] = None
+                continue
+            lo, n = spans[gname]
+            r = fid_with(ex, gen[lo:lo + n], x_ref[mask], kid=with_kid, device=ctx.device, seed=seed)
+            res[gname] = r["fid"]
+            if with_kid:
+                res[f"{gname}_kid"] = r["kid"]
+            res["n_real"][gname] = int(mask.sum())
+        vals = [res[g] for g in groups if res[g] is not None]
+        res["average"] = float(np.mean(vals)) if len(vals) == 2 else None
+        return res
+
+    out.update(against(xr, yr, kid))
+    out["n_generated"] = {g: spans[g][1] for g in groups if spans[g] is not None}
     if heldout:
         xh, yh = ctx.records(ctx.split.nonmembers)
-        ho = {"n_real": {}}
-        for gname, classes in groups.items():
-            mask = torch.isin(yh, torch.as_tensor(classes))
-            if spans[gname] is None or int(mask.sum()) < 2:
-                ho[gname] = None
-                continue
-            lo, n, _ = spans[gname]
-            ho[gname] = fid_with(ex, gen[lo:lo + n], xh[mask], device=ctx.device, seed=seed)["fid"]
-            ho["n_real"][gname] = int(mask.sum())
-        hv = [ho[g] for g in groups if ho[g] is not None]
-        ho["average"] = float(np.mean(hv)) if len(hv) == 2 else None
-        out["heldout"] = ho
+        out["heldout"] = against(xh, yh, False)
     return out
