@@ -51,3 +51,21 @@ def load_into(module: torch.nn.Module, tensors: dict[str, torch.Tensor], path: P
         module.load_state_dict(tensors, strict=True)
     except RuntimeError as e:
         raise BadInput(f"checkpoint {path}: does not match the model ({str(e).splitlines()[0][:100]})") from None
+
+
+def checkpoint_paths(ckpt_dir: Path, name: str) -> tuple[Path, Path, Path]:
+    """A training checkpoint's files: weights (safetensors), optimizer state, and the state JSON written last."""
+    return ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+
+
+def save_modules(path: Path, modules: dict[str, torch.nn.Module], meta: dict | None = None) -> None:
+    """Several modules in one safetensors file, each state-dict key prefixed by ``<name>.``."""
+    save_weights(path, {f"{pre}.{k}": v for pre, m in modules.items() for k, v in m.state_dict().items()}, meta)
+
+
+def load_modules(path: Path, modules: dict[str, torch.nn.Module], device) -> None:
+    """The inverse of :func:`save_modules` for the given names (other prefixes in the file are ignored)."""
+    tensors = load_weights(path, device)
+    for pre, m in modules.items():
+        n = len(pre) + 1
+        load_into(m, {k[n:]: v for k, v in tensors.items() if k.startswith(pre + ".")}, path)

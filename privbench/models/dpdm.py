@@ -35,7 +35,8 @@ from ..errors import BadInput, WorkFailed
 from ..registry import METHODS
 from ..runs import atomic_write_json, log, read_json_or_none
 from .base import Method
-from .checkpoint import load_into, load_optimizer, load_weights, read_state, save_optimizer, save_weights, write_state
+from .checkpoint import (checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer,
+                         write_state)
 from .per_sample import PerSampleGrads, add_noise, clipped_sum
 from .training import EMA, is_trained, load_ema, step_generator
 
@@ -165,7 +166,7 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     steps = plan.steps
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
-    wpath, opath, spath = ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
     extra_modules = extra_modules or {}
     extra_optims = extra_optims or {}
     model.to(device)
@@ -179,12 +180,7 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
         if state.get("plan") != json.loads(json.dumps(plan_json)):
             raise BadInput(f"checkpoint {spath}: was trained under another DP plan ({state.get('plan')}); "
                            f"delete it to retrain")
-        tensors = load_weights(wpath, device)
-        load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, wpath)
-        load_into(ema.model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
-        for mname, mod in extra_modules.items():
-            pre = f"{mname}."
-            load_into(mod, {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}, wpath)
+        load_modules(wpath, {"model": model, "ema": ema.model, **extra_modules}, device)
         start = int(state["step"])
         if start >= steps:
             return ema.model.eval()
@@ -195,11 +191,7 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
         log(run_dir, f"[{name}] resumed from checkpoint at step {start}/{steps}")
 
     def checkpoint(step):
-        tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-        tensors.update({f"ema.{k}": v for k, v in ema.model.state_dict().items()})
-        for mname, mod in extra_modules.items():
-            tensors.update({f"{mname}.{k}": v for k, v in mod.state_dict().items()})
-        save_weights(wpath, tensors, {"step": step})
+        save_modules(wpath, {"model": model, "ema": ema.model, **extra_modules}, {"step": step})
         save_optimizer(opath, {"model": opt.state_dict(), **{k: o.state_dict() for k, o in extra_optims.items()}})
         write_state(spath, {"step": step, "steps": steps, "plan": plan_json, **(meta or {})})  # last: complete
 

@@ -18,7 +18,7 @@ from torch import nn
 from .. import progress
 from ..errors import WorkFailed
 from ..runs import log
-from .checkpoint import load_into, load_optimizer, load_weights, read_state, save_optimizer, save_weights, write_state
+from .checkpoint import checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer, write_state
 
 
 @dataclass
@@ -79,16 +79,14 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     T = alphas_cumprod.shape[0]
     lo, hi = t_range if t_range is not None else (0, T - 1)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    wpath, opath, spath = ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
     model.to(device)
     ema = EMA(model, tcfg.ema_decay)
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     start = 0
     state = read_state(spath)
     if state is not None:
-        tensors = load_weights(wpath, device)
-        load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, wpath)
-        load_into(ema.model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
+        load_modules(wpath, {"model": model, "ema": ema.model}, device)
         start = int(state["step"])
         if start >= steps:
             return ema.model
@@ -104,9 +102,7 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name}", unit="step")
 
     def checkpoint(step):
-        tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-        tensors.update({f"ema.{k}": v for k, v in ema.model.state_dict().items()})
-        save_weights(wpath, tensors, {"step": step})
+        save_modules(wpath, {"model": model, "ema": ema.model}, {"step": step})
         save_optimizer(opath, opt.state_dict())
         write_state(spath, {"step": step, "steps": steps})  # written last: marks the checkpoint complete
 
@@ -157,8 +153,7 @@ def load_ema(model: nn.Module, ckpt_dir: Path, name: str, device) -> nn.Module:
         from ..errors import BadInput
 
         raise BadInput(f"{wpath}: no checkpoint; train the target first")
-    tensors = load_weights(wpath, device)
-    load_into(model, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}, wpath)
+    load_modules(wpath, {"ema": model}, device)
     return model.to(device).eval()
 
 
