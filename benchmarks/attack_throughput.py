@@ -24,8 +24,8 @@ os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
 from privbench.attacks import PIA, LossAttack, Records, SecMI  # noqa: E402
 from privbench.attacks.secmi import secmi_nfe  # noqa: E402
-from privbench.config import build_config  # noqa: E402
-from privbench.models.base import RunContext  # noqa: E402
+from privbench.core.config import build_config  # noqa: E402
+from privbench.models.method import RunContext  # noqa: E402
 
 
 def _sync(dev):

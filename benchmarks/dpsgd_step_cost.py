@@ -31,10 +31,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from privbench.config import build_config  # noqa: E402
-from privbench.models.base import RunContext  # noqa: E402
-from privbench.models.dpdm import DPPlan, dp_sgd_gradient, multi_draw_loss  # noqa: E402
-from privbench.models.per_sample import BACKENDS, PerSampleGrads, flat_norms, privatize  # noqa: E402
+from privbench.core.config import build_config  # noqa: E402
+from privbench.models.method import RunContext  # noqa: E402
+from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient, multi_draw_loss  # noqa: E402
+from privbench.core.mechanisms import flat_norms, privatize
+from privbench.models.per_sample import BACKENDS, PerSampleGrads  # noqa: E402
 
 
 def opacus_step_fn(ctx, state_dict, loss_fn, records, plan, g, dev):

@@ -24,9 +24,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from privbench import api  # noqa: E402
-from privbench.config import build_config, parse_set_args  # noqa: E402
-from privbench.metrics.fid import client_fid  # noqa: E402
+from privbench.runs import train as api  # noqa: E402
+from privbench.core.config import build_config, parse_set_args  # noqa: E402
+from privbench.bench.cells import client_fid  # noqa: E402
 
 METHODS = ("pfdm", "local", "feddm", "centralized")
 

@@ -20,12 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from privbench import api  # noqa: E402
+from privbench.runs import train as api  # noqa: E402
 from privbench.attacks.base import AttackEnv  # noqa: E402
-from privbench.attacks.runner import build_records, make_attack  # noqa: E402
-from privbench.config import build_config, parse_set_args  # noqa: E402
+from privbench.runs.attack import build_records, make_attack  # noqa: E402
+from privbench.core.config import build_config, parse_set_args  # noqa: E402
 from privbench.metrics.roc import calibrated_metrics, membership_metrics  # noqa: E402
-from privbench.models.pfdm import _TAG_SERVER, ema_capped, sub_seed, train_server  # noqa: E402
+from privbench.core.seeding import sub_seed
+from privbench.models.federated import ema_capped
+from privbench.models.methods.pfdm import _TAG_SERVER, train_server  # noqa: E402
 
 
 def main():

@@ -53,9 +53,9 @@ def main() -> int:
     os.chdir(ROOT)
 
     from privbench.bench import format_bench, load_suite, run_suite
-    from privbench.errors import BadInput, WorkFailed
+    from privbench.core.errors import BadInput, WorkFailed
     from privbench.reports import render_report
-    from privbench.runs import default_runs_dir
+    from privbench.runs.store import default_runs_dir
 
     spec, _ = load_suite(a.suite)
     own = a.preset in (None, spec.get("preset"))

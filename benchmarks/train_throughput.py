@@ -21,8 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from privbench.config import build_config  # noqa: E402
-from privbench.models.base import RunContext  # noqa: E402
+from privbench.core.config import build_config  # noqa: E402
+from privbench.models.method import RunContext  # noqa: E402
 from privbench.models.training import TrainData, train_denoiser  # noqa: E402
 
 

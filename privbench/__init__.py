@@ -4,13 +4,13 @@ __version__ = "0.1.0"
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
     """(images N×C×H×W float in [−1, 1], labels N long) in the dataset's fixed order."""
-    from .api import load_dataset as _ld
+    from .runs.train import load_dataset as _ld
 
     return _ld(name, data_root, download)
 
 
 def load_target(run_dir, target: str | None = None, device: str = "auto"):
     """A trained run's Target: ``predict_noise(x_t, t, y=None)``, ``alphas_cumprod``, ``num_classes``."""
-    from .api import load_target as _lt
+    from .runs.train import load_target as _lt
 
     return _lt(run_dir, target, device)

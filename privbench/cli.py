@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import BadInput, WorkFailed
+from .core.errors import BadInput, WorkFailed
 
 
 def _emit(obj, as_json: bool, human: str | None = None) -> None:
@@ -28,8 +28,8 @@ def _emit(obj, as_json: bool, human: str | None = None) -> None:
 def common(f):
     """Options shared by every command that trains or attacks."""
     opts = [
-        click.option("--preset", default="tiny", type=click.Choice(["test", "tiny", "small", "paper"]),
-                     show_default=True, help="size/settings preset"),
+        click.option("--preset", default="tiny", show_default=True,
+                     help="size/settings preset (privbench list presets)"),
         click.option("--seed", default=0, type=click.IntRange(min=0), show_default=True),
         click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]), show_default=True),
         click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
@@ -47,7 +47,7 @@ def common(f):
 
 
 def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
-    from .config import build_config, parse_set_args
+    from .core.config import build_config, parse_set_args
 
     overrides = parse_set_args(sets)
     if data_root:
@@ -58,10 +58,6 @@ def _config(method, dataset, preset, seed, sets, config_file, data_root, downloa
 
 
 class _Group(click.Group):
-    def main(self, *args, **kwargs):
-        kwargs.setdefault("standalone_mode", True)
-        return super().main(*args, **kwargs)
-
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -84,12 +80,12 @@ def main():
                                                            "extractors", "accountants", "keys"]))
 def list_cmd(what):
     """What the registries hold, one line each (`keys`: every --set key)."""
-    from .registry import ACCOUNTANTS, ATTACKS, DATASETS, FEATURE_EXTRACTORS, METHODS, PRESETS
+    from .core.registry import ACCOUNTANTS, ATTACKS, DATASETS, FEATURE_EXTRACTORS, METHODS, PRESETS
 
     regs = {"methods": METHODS, "attacks": ATTACKS, "datasets": DATASETS, "presets": PRESETS,
             "extractors": FEATURE_EXTRACTORS, "accountants": ACCOUNTANTS}
     if what == "keys":
-        from .config import all_keys
+        from .core.config import all_keys
 
         for key, typ, default, help_ in all_keys():
             click.echo(f"{key:28s} {typ.__name__:6s} {str(default):14s} {help_}")
@@ -107,7 +103,7 @@ def list_cmd(what):
 @common
 def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train target METHOD (cached: an equal config reuses its run)."""
-    from . import api
+    from .runs import train as api
 
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     m = api.train(cfg, runs_dir, device)
@@ -128,7 +124,7 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 def sample(method, dataset, n, out, target, klass, npz, preset, seed, device, runs_dir, sets, config_file,
            data_root, download, as_json):
     """Draw N samples from a trained target and write an image grid."""
-    from . import api
+    from .runs import train as api
 
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     res = api.sample(cfg, runs_dir, device, n=n, target=target, klass=klass, out=out, npz=npz)
@@ -144,10 +140,11 @@ def sample(method, dataset, n, out, target, klass, npz, preset, seed, device, ru
 def attack(method, dataset, attack_name, target, preset, seed, device, runs_dir, sets, config_file, data_root,
            download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics."""
-    from .attacks.runner import format_table, run_attack
+    from .reports.text import format_table
+    from .runs.attack import run_attack
 
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device)
+    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     _emit(res, as_json, format_table([res]))
 
 
@@ -160,10 +157,12 @@ def attack(method, dataset, attack_name, target, preset, seed, device, runs_dir,
 def run(method, attack_name, dataset, target, preset, seed, device, runs_dir, sets, config_file, data_root,
         download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run."""
-    from .attacks.runner import format_table, run_job
+    from .reports.text import format_table, write_run_report
+    from .runs.attack import run_attack
 
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    res = run_job(cfg, attack_name, target, runs_dir=runs_dir, device=device)
+    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
+    res["report"] = write_run_report(res)
     _emit(res, as_json, format_table([res], detailed=True))
 
 
@@ -202,7 +201,7 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--steps", type=int, required=True)
 @click.option("--delta", type=float, default=1e-5, show_default=True)
 @click.option("--epsilon", type=float, default=None, help="find the smallest noise multiplier reaching ε")
-@click.option("--accountant", type=click.Choice(["prv", "pld", "rdp"]), default="prv", show_default=True)
+@click.option("--accountant", default="prv", show_default=True, help="DP-SGD accountant (privbench list accountants)")
 @click.option("--json", "as_json", is_flag=True)
 def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
     """DP-SGD (Poisson-subsampled Gaussian) accounting."""
@@ -241,7 +240,7 @@ def audit(results, delta, confidence, as_json):
 @click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto: the suite's device, else cuda if available")
 @click.option("--runs-dir", default=None)
-@click.option("--preset", default=None, type=click.Choice(["test", "tiny", "small", "paper"]),
+@click.option("--preset", default=None,
               help="override the suite's preset")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--json", "as_json", is_flag=True)
@@ -250,9 +249,10 @@ def bench(suite, out, device, runs_dir, preset, sets, as_json):
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
     if a cell failed (the others are kept)."""
-    from .bench import format_bench, run_suite
+    from .bench.runner import run_suite
+    from .reports.text import format_bench, write_bench_tables
 
-    res = run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets)
+    res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets))
     human = format_bench(res)
     res.pop("_rows", None)
     _emit(res, as_json, human)

@@ -20,7 +20,7 @@ from helpers import train_cfg  # noqa: E402
 @pytest.fixture(scope="session")
 def overfit_centralized(runs_dir):
     """The overfit centralized target of issue 3: tiny preset, 128 members (trained once per session)."""
-    from privbench import api
+    from privbench.runs import train as api
 
     # 1500 steps (≈ 750 epochs of the 128 members at batch 64) overfit enough for PIA AUC ≈ 0.95 and loss
     # AUC ≈ 0.85 at t = 200 while keeping the training to a few CPU minutes (issue 3).

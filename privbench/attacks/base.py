@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import torch
 
-from ..errors import BadInput
+from ..core.config import register_section, setting
+from ..core.errors import BadInput
 
 
 @dataclass
@@ -111,24 +113,75 @@ class AttackOutput:
     nfe_per_record: float | None = None
 
 
+#: the kinds of attack (the ``kind`` of a result): membership tests score records; the others report their own figures
+MEMBERSHIP, MEMORIZATION, RECONSTRUCTION = "membership", "memorization", "reconstruction"
+
+
+@dataclass
+class CommonSettings:
+    """Settings of every attack (``attack.*`` keys; an attack adds its own with a ``Settings`` subclass)."""
+    batch_size: int = setting(256, lo=1, help="records per batched model query of every attack")
+    bootstrap: int = setting(1000, lo=0, help="bootstrap resamples for CIs")
+
+
+register_section("attack", CommonSettings, training=False, presets={"test": {"bootstrap": 50}})
+
+@dataclass
+class TimestepSettings(CommonSettings):
+    """Attacks that query at one model timestep ``t`` and can sweep it (loss, PIA, PIAN)."""
+    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
+    sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
+                                   "oracle choice")
+
+
+#: settings the runner uses around the attack (metrics), not the attack itself
+RUNNER_SETTINGS = ("bootstrap",)
+
+
 class Attack:
-    """Base class. Subclasses set ``name``, ``kind`` and ``config_fields`` and implement ``run``."""
+    """Base class. A subclass is one file in privbench/attacks/ that registers itself
+    (``@ATTACKS.register_class``) and declares:
+
+    * ``name``, ``description``, ``kind`` (membership | memorization | reconstruction), ``report_order``;
+    * ``Settings``: a dataclass (subclass of :class:`CommonSettings`) of its ``attack.*`` keys, registered in the
+      config when the class is defined (``settings_presets`` gives per-preset values); only these keys may be set
+      for it, and they (minus the runner's ``bootstrap``) enter its cache hash;
+    * ``extra_config_keys``: other config keys (``section.key``) that change its result;
+    * ``applies_to``: the target kinds it can attack (None = every target);
+    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md).
+    """
     name: ClassVar[str] = "?"
-    kind: ClassVar[str] = "membership"  # membership | memorization | reconstruction
-    #: AttackConfig fields that change this attack's result (they enter the attack's cache hash)
-    config_fields: ClassVar[tuple[str, ...]] = ("batch_size",)
-    #: other config fields (``section.key``) that change the result
+    description: ClassVar[str] = ""
+    kind: ClassVar[str] = MEMBERSHIP
+    report_order: ClassVar[int] = 100
+    Settings: ClassVar[type] = CommonSettings
+    settings_presets: ClassVar[dict] = {}
     extra_config_keys: ClassVar[tuple[str, ...]] = ()
+    applies_to: ClassVar[tuple[str, ...] | None] = None
+    threat_model: ClassVar[dict] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "Settings" in cls.__dict__:
+            register_section("attack", cls.Settings, presets=cls.settings_presets, training=False)
+
+    @classmethod
+    def setting_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclass_fields(cls.Settings))
+
+    @classmethod
+    def config_fields(cls) -> tuple[str, ...]:
+        """The settings that change this attack's result (its cache hash)."""
+        return tuple(n for n in cls.setting_names() if n not in RUNNER_SETTINGS)
 
     def __init__(self, acfg=None, **overrides):
-        from ..config import AttackConfig
-
-        acfg = acfg if acfg is not None else AttackConfig()
-        self.acfg = acfg
-        for k, v in overrides.items():
-            if not hasattr(acfg, k):
-                raise TypeError(f"unknown attack setting {k!r}")
-        self.settings = {f: overrides.get(f, getattr(acfg, f)) for f in type(acfg).__dataclass_fields__}
+        names = self.setting_names()
+        defaults = self.Settings()
+        for k in overrides:
+            if k not in names:
+                raise BadInput(f"attack setting {k!r}: {self.name} has: {', '.join(names)}")
+        self.settings = {f: overrides.get(f, getattr(acfg, f) if acfg is not None else getattr(defaults, f))
+                         for f in names}
 
     def __getattr__(self, item):
         settings = self.__dict__.get("settings")
@@ -143,12 +196,15 @@ class Attack:
         if self.batch_size < 1:
             raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
 
+    def applies(self, target: str) -> bool:
+        return self.applies_to is None or target.split(":", 1)[0] in self.applies_to
+
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         raise NotImplementedError
 
     def hash_dict(self, cfg=None) -> dict:
         d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
-             "settings": {k: self.settings[k] for k in self.config_fields}}
+             "settings": {k: self.settings[k] for k in self.config_fields()}}
         if cfg is not None:
             for key in self.extra_config_keys:
                 sec, name = key.split(".")
@@ -156,7 +212,7 @@ class Attack:
         return d
 
     def describe(self) -> dict:
-        return {k: self.settings[k] for k in self.config_fields}
+        return {k: self.settings[k] for k in self.config_fields()}
 
 
 #: bump when an attack's numbers change for the same config (invalidates cached attack results)
@@ -198,26 +254,9 @@ def tvec(t: int, n: int, device) -> torch.Tensor:
     return torch.full((n,), int(t), dtype=torch.long, device=device)
 
 
-def seeded_generator(device, *parts: int) -> torch.Generator:
-    """A generator on ``device`` seeded by a tuple of integers (reproducible for a given batch size)."""
-    h = 1469598103934665603
-    for p in parts:
-        h = ((h ^ (int(p) & 0xFFFFFFFFFFFF)) * 1099511628211) % (2 ** 63 - 1)
-    g = torch.Generator(device=device)
-    g.manual_seed(h)
-    return g
-
-
 def to_numpy(chunks: list[torch.Tensor]) -> np.ndarray:
     """Concatenate per-batch results kept on the device and move them to the host once."""
     return torch.cat(chunks).detach().to("cpu", torch.float64).numpy()
-
-
-def clip_l2(x: torch.Tensor, c: float) -> torch.Tensor:
-    """CLIP(x, C) = x · min(1, C/‖x‖₂), the whole-image L2 clip of PFDM (attacks.md §5)."""
-    norms = x.flatten(1).norm(dim=1).clamp_min(1e-12)
-    scale = torch.clamp(c / norms, max=1.0)
-    return x * scale.view(-1, *([1] * (x.dim() - 1)))
 
 
 def sqrt2_over_pi() -> float:

@@ -11,10 +11,16 @@ noise for every t, as PIA's ``NaiveAttacker``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..errors import BadInput
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, cond, seeded_generator, sweep_list, to_numpy, tvec
+from ..core.config import setting
+from ..core.errors import BadInput
+from ..core.registry import ATTACKS
+from ..core.seeding import seeded_generator
+from .base import (Attack, AttackEnv, AttackOutput, Records, TimestepSettings, check_timestep, cond, sweep_list,
+                   to_numpy, tvec)
 
 _LOSS_STREAM = 0x10552
 
@@ -25,9 +31,19 @@ def loss_noise(shape, device, seed: int, t: int, draw: int, batch: int) -> torch
     return torch.randn(shape, generator=g, device=device)
 
 
+@dataclass
+class LossSettings(TimestepSettings):
+    n_draws: int = setting(1, lo=1, help="noise draws averaged by the loss attack")
+
+
+@ATTACKS.register_class
 class LossAttack(Attack):
     name = "loss"
-    config_fields = ("t", "n_draws", "sweep", "batch_size")
+    description = "loss threshold: -||eps - eps_theta(x_t, t)||^2 at t=200 (n_draws seeded draws)"
+    report_order = 10
+    Settings = LossSettings
+    threat_model = {"queries": "epsilon-prediction at one timestep", "reference_models": 0,
+                    "auxiliary_data": "none", "queries_per_record": "n_draws"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

@@ -15,11 +15,15 @@ record (or, if none is memorized, the samples with the smallest ratios, labelled
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from ..errors import BadInput
-from .base import Attack, AttackEnv, AttackOutput, Records
+from ..core.config import setting
+from ..core.errors import BadInput
+from ..core.registry import ATTACKS
+from .base import MEMORIZATION, Attack, AttackEnv, AttackOutput, CommonSettings, Records
 
 THRESHOLD = 1.0 / 3.0
 
@@ -54,10 +58,22 @@ def unique_records(x: torch.Tensor, index: torch.Tensor | None = None):
     return uniq.view(-1, *x.shape[1:]), src, inverse
 
 
+@dataclass
+class MemorizationSettings(CommonSettings):
+    n_samples: int = setting(500, lo=1, help="samples drawn by memorization")
+
+
+@ATTACKS.register_class
 class NNRatioMemorization(Attack):
     name = "memorization"
-    kind = "memorization"
-    config_fields = ("n_samples", "batch_size")
+    description = "memorized fraction of samples: L2(x, NN1)/L2(x, NN2) < 1/3 against the training records"
+    kind = MEMORIZATION
+    report_order = 50
+    Settings = MemorizationSettings
+    settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}
+    threat_model = {"queries": "sampling", "reference_models": 0,
+                    "auxiliary_data": "the target's training records (to measure copies)",
+                    "queries_per_record": "sampler steps per generated sample"}
     extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
 
     def validate(self, num_timesteps: int, cfg=None) -> None:

@@ -17,10 +17,15 @@ A sweep (``attack.sweep``) reuses ε₀: 1 + (number of distinct t) queries per 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..errors import BadInput
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, cond, sqrt2_over_pi, sweep_list, to_numpy, tvec
+from ..core.config import setting
+from ..core.errors import BadInput
+from ..core.registry import ATTACKS
+from .base import (Attack, AttackEnv, AttackOutput, Records, TimestepSettings, check_timestep, cond, sqrt2_over_pi,
+                   sweep_list, to_numpy, tvec)
 
 
 def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:
@@ -29,10 +34,20 @@ def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:
     return eps0 / eps0.abs().mean(dim=dims, keepdim=True) * sqrt2_over_pi()
 
 
+@dataclass
+class PIASettings(TimestepSettings):
+    p: float = setting(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
+
+
+@ATTACKS.register_class
 class PIA(Attack):
     name = "pia"
+    description = "PIA: eps0 = eps_theta(x0, 0), -sum|eps0 - eps_theta(x_t, t)|^4 at t=200 (2 queries)"
+    report_order = 30
+    Settings = PIASettings
     normalize = False
-    config_fields = ("t", "p", "sweep", "batch_size")
+    threat_model = {"queries": "epsilon-prediction at t=0 and at t", "reference_models": 0,
+                    "auxiliary_data": "none", "queries_per_record": 2}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
@@ -74,8 +89,3 @@ class PIA(Attack):
             res.notes.append("PIAN rescales eps0 to mean |eps0| = sqrt(2/pi) = E|N(0,1)| as the official PIA code; "
                              "the CDI re-implementation's sqrt(pi/2) (a factor pi/2 larger) is not followed")
         return res
-
-
-class PIAN(PIA):
-    name = "pian"
-    normalize = True

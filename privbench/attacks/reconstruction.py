@@ -42,14 +42,20 @@ a target trained on the raw members. The top-level ``metrics`` are those of the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..errors import BadInput
+from ..core.config import setting
+from ..core.errors import BadInput
+from ..core.mechanisms import clip_l2 as clip_with_mask
+from ..core.mechanisms import ldp_upload
+from ..core.registry import ATTACKS
+from ..core.schedule import t0_to_model_t
+from ..core.seeding import seeded_generator
 from ..metrics.image import psnr, ssim
-from ..models.schedule import t0_to_model_t
-from .base import Attack, AttackEnv, AttackOutput, Records, clip_l2, cond, seeded_generator, tvec
+from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, CommonSettings, Records, cond, tvec
 
 _UPLOAD_STREAM = 0x0B10AD
 _SUBSET_STREAM = 0x5B5E7
@@ -60,7 +66,7 @@ def simulate_uploads(x: torch.Tensor, t0: int, clip: float, alphas_cumprod: torc
     a = alphas_cumprod.to(x.device)[t0_to_model_t(t0, alphas_cumprod.shape[0])]
     g = seeded_generator(x.device, _UPLOAD_STREAM, seed, t0)
     z = torch.randn(x.shape, generator=g, device=x.device)
-    return a.sqrt() * clip_l2(x, clip) + (1 - a).sqrt() * z
+    return ldp_upload(x, clip, a, z)[0]
 
 
 @torch.no_grad()
@@ -76,11 +82,31 @@ def nearest(queries: torch.Tensor, pool: torch.Tensor, mask: torch.Tensor | None
     return torch.cat(out)
 
 
+@dataclass
+class ReconstructionSettings(CommonSettings):
+    recon_t0: int = setting(0, lo=0, help="reconstruction upload level (1-indexed); 0 = pfdm.t0")
+    recon_clip: float = setting(0.0, lo=0.0, help="reconstruction clip; 0 = pfdm.clip")
+    recon_n: int = setting(1000, lo=0, help="uploads attacked by reconstruction (seeded subset; 0 = all)")
+    recon_sampler: str = setting("ddim", choices=["ddim", "ddpm"],
+                                 help="reverse chain of the reconstruction attack (ddim: sample.ddim_steps NFEs; "
+                                      "ddpm: t0)")
+    recon_public_steps: int = setting(0, lo=0, help="reconstruction: train a 'public' denoiser on records outside "
+                                                    "the split for this many steps (0 = off)")
+
+
+@ATTACKS.register_class
 class Reconstruction(Attack):
     name = "reconstruction"
-    kind = "reconstruction"
-    config_fields = ("recon_t0", "recon_clip", "recon_n", "recon_sampler", "recon_public_steps", "batch_size")
+    description = "reconstruct records from noised uploads (naive, Tweedie, reverse chain): PSNR, SSIM, re-id rate"
+    kind = RECONSTRUCTION
+    report_order = 60
+    Settings = ReconstructionSettings
     extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
+    threat_model = {"queries": "epsilon-prediction at the upload level, and the reverse chain from it",
+                    "reference_models": 0,
+                    "auxiliary_data": "the noised uploads and their labels; the non-members as distractors; "
+                                      "optionally public records for a clean-data denoiser",
+                    "queries_per_record": "1 (Tweedie) + the chain's steps"}
 
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:
@@ -159,7 +185,7 @@ class Reconstruction(Attack):
                           "enable it with attack.recon_public_steps=N")
         if method is None:
             return None, "attacker 'public' needs the run's method (dataset and split); skipped"
-        from ..config import config_hash
+        from ..core.config import config_hash
         from ..models.target import Target
         from ..models.training import TrainData, train_denoiser
 
@@ -219,7 +245,7 @@ class Reconstruction(Attack):
 
         # candidate pool, as the attacker compares it
         pool_dev = pool_x.to(device)
-        pool_clipped = clip_l2(pool_dev, clip)
+        pool_clipped = clip_with_mask(pool_dev, clip)[0]
         same_label = (u_y.view(-1, 1) == pool_y.view(1, -1)).to(device)
         truth = torch.as_tensor(u_idx).to(device)
         pool_idx_dev = pool_idx.to(device)

@@ -20,11 +20,16 @@ the inversion: max(c)/k + 2·(number of t_sec) queries per record.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..errors import BadInput
-from ..models.sampling import ddim_step
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, cond, sweep_list, to_numpy, tvec
+from ..core.config import setting
+from ..core.errors import BadInput
+from ..core.registry import ATTACKS
+from ..core.schedule import ddim_step
+from .base import (Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, cond, sweep_list,
+                   to_numpy, tvec)
 
 
 def compare_level(t_sec: int, k: int, offset: str) -> int:
@@ -37,9 +42,25 @@ def secmi_nfe(t_sec: int, k: int, offset: str) -> int:
     return compare_level(t_sec, k, offset) // k + 2
 
 
+@dataclass
+class SecMISettings(CommonSettings):
+    secmi_t: int = setting(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
+    secmi_k: int = setting(10, lo=1, help="SecMI's DDIM stride k")
+    secmi_offset: str = setting("paper", choices=["paper", "official"],
+                                help="paper: error at t_sec vs t_sec+k (t_sec/k+2 NFEs); official code: t_sec-k vs "
+                                     "t_sec")
+    sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
+                                   "oracle choice")
+
+
+@ATTACKS.register_class
 class SecMI(Attack):
     name = "secmi"
-    config_fields = ("secmi_t", "secmi_k", "secmi_offset", "sweep", "batch_size")
+    description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back"
+    report_order = 20
+    Settings = SecMISettings
+    threat_model = {"queries": "epsilon-prediction along a DDIM inversion", "reference_models": 0,
+                    "auxiliary_data": "none", "queries_per_record": "t_sec/k + 2 (paper) or + 1 (official)"}
 
     def _tsecs(self, num_timesteps: int) -> tuple[int, list[int]]:
         k = int(self.secmi_k)

@@ -12,7 +12,28 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import BadInput
+from ..core.config import register_section, setting
+from ..core.errors import BadInput
+
+#: The config section that holds the client split (stable keys ``pfdm.n_clients`` etc., named after the method that
+#: introduced it). Every method has a client split: FID's majority/minority reference sets come from client K's.
+CLIENT_SECTION = "pfdm"
+
+
+@dataclass
+class ClientSplitConfig:
+    n_clients: int = setting(4, lo=1, help="number of clients the members are split over")
+    majority_classes: int = setting(2, lo=1, help="majority classes per client (client m: m*k .. m*k+k-1 mod "
+                                                  "n_classes)")
+    imbalance: float = setting(10.0, lo=1.0, help="majority:minority records-per-class ratio inside a client")
+
+
+register_section(CLIENT_SECTION, ClientSplitConfig, presets={"paper": {"n_clients": 10}})
+
+
+def client_settings(cfg) -> ClientSplitConfig:
+    """The client-split settings of a config."""
+    return getattr(cfg, CLIENT_SECTION)
 
 
 @dataclass
@@ -58,7 +79,7 @@ class ClientSplit:
 
 def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_classes: int,
                  majority_classes: int, imbalance: float, seed: int) -> ClientSplit:
-    """Split member ``indices`` over clients with majority / minority classes (methods.md §1.8, scaled).
+    """Split member ``indices`` over clients with majority / minority classes (docs/methods.md, "Client split").
 
     Client m's majority classes are {m·k, …, m·k+k−1} mod n_classes (k = majority_classes); every other
     class is a minority class. Each class's records are shared among the clients with weight ``imbalance``

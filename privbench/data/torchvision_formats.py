@@ -29,7 +29,7 @@ from torchvision import datasets as tvd
 from torchvision.datasets import cifar as tv_cifar
 from torchvision.datasets.utils import check_integrity
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 CELEBA_CROP = 140
 CELEBA_SIZE = 64

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from privbench.metrics.roc import (
+from .roc import (
     asr,
     auc,
     calibrated_metrics,
@@ -18,7 +18,7 @@ from privbench.metrics.roc import (
     tpr_at_fpr,
 )
 
-from privbench.metrics import extractor as _extractor  # noqa: F401,E402  registers FEATURE_EXTRACTORS (no torch)
+
 
 _LAZY = {
     "psnr": "privbench.metrics.image",

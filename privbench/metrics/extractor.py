@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..registry import FEATURE_EXTRACTORS
+from ..core.registry import FEATURE_EXTRACTORS
 
 TF_CNN_NAME = "privbench-cnn"
 EXTRACTOR_VERSION = 1
@@ -78,17 +78,17 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
     import torch
     from torch.nn import functional as F
 
-    from ..data.datasets import load_dataset
+    from ..data.base import load_dataset
     from ..data.splits import member_split
-    from ..models.checkpoint import save_weights
-    from ..runs import run_lock
+    from ..core.io import save_weights
+    from ..core.io import path_lock
 
     x, y = load_dataset(dataset, data_root or None, download, resolution)
     n, c, size = len(y), x.shape[1], x.shape[-1]
     path = cnn_path(runs_dir, dataset, size)
     if path.exists():
         return path
-    with run_lock(path.parent, f"extractor-{dataset}-{size}"):
+    with path_lock(path.parent, f"extractor-{dataset}-{size}", "is training a feature extractor"):
         if path.exists():
             return path
         n_train = min(n // 2, _MAX_TRAIN)
@@ -203,7 +203,7 @@ def _cnn_factory(dataset: str, runs_dir, resolution: int = 0, data_root=None, do
 
 
 def _inception_factory(weights: str | None = None, **_) -> Extractor:
-    from ..errors import BadInput
+    from ..core.errors import BadInput
 
     if not weights:
         raise BadInput("inception-v3-compat needs --inception-weights FILE (it cannot be downloaded here)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from privbench.errors import BadInput
+from ..core.errors import BadInput
 
 __all__ = ["psnr", "ssim"]
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from privbench.errors import BadInput
+from ..core.errors import BadInput
 
 __all__ = ["plot_roc", "plot_image_grid"]
 

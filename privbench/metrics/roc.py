@@ -26,7 +26,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from privbench.errors import BadInput
+from ..core.errors import BadInput
+from ..core.scores import (cumulative_counts, max_false_positives, sorted_groups, stratified_halves, to_numpy,
+                           validate_scores)
 
 __all__ = [
     "roc_points",
@@ -46,52 +48,6 @@ _CHUNK_CELLS = 2_000_000
 
 # ----------------------------------------------------------------------------------------------------------
 # validation and naming
-
-
-def _to_numpy(a: Any, name: str) -> np.ndarray:
-    if hasattr(a, "detach") and hasattr(a, "cpu"):  # torch tensor, without importing torch
-        a = a.detach().cpu().numpy()
-    try:
-        arr = np.asarray(a)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise BadInput(f"{name}: cannot be read as an array ({exc}); pass a 1-D sequence of numbers") from None
-    return arr
-
-
-def _validate(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Return (scores float64, labels bool), or raise BadInput with one line naming the problem."""
-    s = _to_numpy(scores, "scores")
-    y = _to_numpy(labels, "labels")
-    if s.ndim != 1:
-        raise BadInput(f"scores: expected a 1-D array of per-record scores, got shape {tuple(s.shape)}")
-    if y.ndim != 1:
-        raise BadInput(f"labels: expected a 1-D array of 0/1 membership labels, got shape {tuple(y.shape)}")
-    if s.shape[0] != y.shape[0]:
-        raise BadInput(f"scores/labels: lengths differ ({s.shape[0]} scores, {y.shape[0]} labels); they must be aligned")
-    if not (s.dtype == bool or np.issubdtype(s.dtype, np.number)):
-        raise BadInput(f"scores: expected real numbers, got dtype {s.dtype}")
-    if np.iscomplexobj(s):
-        raise BadInput("scores: expected real numbers, got complex values")
-    s = s.astype(np.float64)
-    if not np.all(np.isfinite(s)):
-        bad = int(np.count_nonzero(~np.isfinite(s)))
-        raise BadInput(f"scores: {bad} value(s) are NaN or infinite; all scores must be finite")
-    if y.dtype == bool:
-        yb = y
-    else:
-        if not np.issubdtype(y.dtype, np.number):
-            raise BadInput(f"labels: expected 0/1 (1 = member), got dtype {y.dtype}")
-        ok = (y == 0) | (y == 1)
-        if not np.all(ok):
-            raise BadInput("labels: only 0 (non-member) and 1 (member) are allowed")
-        yb = y == 1
-    n_pos = int(yb.sum())
-    n_neg = int(yb.shape[0] - n_pos)
-    if n_pos == 0 or n_neg == 0:
-        raise BadInput(
-            f"labels: both classes are needed (got {n_pos} members and {n_neg} non-members)"
-        )
-    return s, yb
 
 
 def _check_fpr(fpr: Any, name: str = "fpr") -> float:
@@ -114,34 +70,8 @@ def _fpr_label(fpr: float) -> str:
     return f"TPR@{round(float(fpr) * 100.0, 10):g}%FPR"
 
 
-def _max_fp(fpr: float, n_neg: int) -> int:
-    """Largest false-positive count whose FPR is ≤ fpr (integer comparison, robust to float rounding)."""
-    return int(math.floor(fpr * n_neg + 1e-9))
-
-
 # ----------------------------------------------------------------------------------------------------------
 # core: cumulative counts at every distinct threshold
-
-
-def _sorted_groups(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sort descending; return (order, group_end_positions, distinct_thresholds_descending)."""
-    order = np.argsort(-s, kind="mergesort")
-    ss = s[order]
-    # last position of every run of equal scores
-    ends = np.flatnonzero(np.r_[ss[1:] != ss[:-1], True])
-    return order, ends, ss[ends]
-
-
-def _curves_from_weights(wpos: np.ndarray, wneg: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cumulative TP and FP counts (including the leading (0, 0) point) for each row of weights.
-
-    ``wpos``/``wneg`` have shape (B, n) in score-descending order: how often each record counts as a positive /
-    negative. Returns integer arrays of shape (B, G + 1).
-    """
-    tp = np.cumsum(wpos, axis=1, dtype=np.int64)[:, ends]
-    fp = np.cumsum(wneg, axis=1, dtype=np.int64)[:, ends]
-    zeros = np.zeros((tp.shape[0], 1), dtype=tp.dtype)
-    return np.concatenate([zeros, tp], axis=1), np.concatenate([zeros, fp], axis=1)
 
 
 def _metrics_from_counts(
@@ -163,15 +93,15 @@ def _metrics_from_counts(
     rows = np.arange(tp.shape[0])
     for f in fprs:
         # FP is nondecreasing along a row: the last point with FP ≤ the allowed count has the largest TPR
-        last = np.count_nonzero(fp <= _max_fp(f, n_neg), axis=1) - 1
+        last = np.count_nonzero(fp <= max_false_positives(f, n_neg), axis=1) - 1
         out[fpr_key(f)] = tp[rows, last] / n_pos
     return out
 
 
 def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float]) -> dict[str, float]:
-    order, ends, _ = _sorted_groups(s)
+    order, ends, _ = sorted_groups(s)
     yy = y[order]
-    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
     m = _metrics_from_counts(tp, fp, int(y.sum()), int((~y).sum()), fprs)
     return {k: float(v[0]) for k, v in m.items()}
 
@@ -187,10 +117,10 @@ def roc_points(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.nda
     score >= thresholds[i]". The first point is (0, 0) at threshold +inf (nobody flagged), as in
     ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
     """
-    s, y = _validate(scores, labels)
-    order, ends, thr = _sorted_groups(s)
+    s, y = validate_scores(scores, labels)
+    order, ends, thr = sorted_groups(s)
     yy = y[order]
-    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
     n_pos = int(y.sum())
     n_neg = int(y.shape[0] - n_pos)
     return fp[0] / n_neg, tp[0] / n_pos, np.r_[np.inf, thr]
@@ -198,13 +128,13 @@ def roc_points(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def auc(scores: Any, labels: Any) -> float:
     """Exact rank AUC (Mann–Whitney, ties count ½), members positive, higher score = member."""
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     return _point_metrics(s, y, ())["auc"]
 
 
 def asr(scores: Any, labels: Any) -> float:
     """Attack success rate: max over thresholds of ½(TPR + 1 − FPR). ORACLE: thresholds use these labels."""
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     return _point_metrics(s, y, ())["asr"]
 
 
@@ -214,7 +144,7 @@ def tpr_at_fpr(scores: Any, labels: Any, fpr: float) -> float:
     ORACLE: the threshold is chosen with these labels.
     """
     f = _check_fpr(fpr)
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     return _point_metrics(s, y, (f,))[fpr_key(f)]
 
 
@@ -227,7 +157,7 @@ def _bootstrap(
 ) -> dict[str, np.ndarray]:
     """Stratified bootstrap: members and non-members are resampled separately (sizes kept). Vectorised."""
     fprs = tuple(fprs)
-    order, ends, _ = _sorted_groups(s)
+    order, ends, _ = sorted_groups(s)
     yy = y[order]
     pos_pos = np.flatnonzero(yy)  # positions (in sorted order) of members
     neg_pos = np.flatnonzero(~yy)
@@ -243,7 +173,7 @@ def _bootstrap(
         ineg = neg_pos[rng.integers(0, n_neg, size=(b, n_neg))]
         wpos = np.bincount((rows * n + ip).ravel(), minlength=b * n).reshape(b, n)
         wneg = np.bincount((rows * n + ineg).ravel(), minlength=b * n).reshape(b, n)
-        tp, fp = _curves_from_weights(wpos, wneg, ends)
+        tp, fp = cumulative_counts(wpos, wneg, ends)
         for k, v in _metrics_from_counts(tp, fp, n_pos, n_neg, fprs).items():
             acc.setdefault(k, []).append(v)
         done += b
@@ -265,7 +195,7 @@ def _resolution_warnings(fprs: Iterable[float], n_neg: int) -> list[str]:
                 f"{label} is not resolvable with {n_neg} non-members (smallest FPR step 1/{n_neg})"
             )
         elif f < 1.0:
-            k = _max_fp(f, n_neg)
+            k = max_false_positives(f, n_neg)
             if k < 10:
                 out.append(
                     f"{label} rests on at most {k} false positive(s) among {n_neg} non-members; it is very noisy"
@@ -285,7 +215,7 @@ def membership_metrics(
     non-members are resampled separately (seeded by ``seed``); with ``bootstrap=0`` each value is None.
     All numbers are plain Python floats.
     """
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     n_boot = _check_int(bootstrap, "bootstrap", 0)
     seed = _check_int(seed, "seed", 0)
     fprs = DEFAULT_FPRS
@@ -315,19 +245,6 @@ def membership_metrics(
 # calibrated (non-oracle) metrics
 
 
-def _stratified_halves(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded stratified split into (first, second) index arrays; the first half gets floor(n_c / 2) per class."""
-    rng = np.random.default_rng(seed)
-    first, second = [], []
-    for cls in (True, False):
-        idx = np.flatnonzero(y == cls)
-        idx = idx[rng.permutation(idx.size)]
-        h = idx.size // 2
-        first.append(idx[:h])
-        second.append(idx[h:])
-    return np.sort(np.concatenate(first)), np.sort(np.concatenate(second))
-
-
 def _rates_at(s: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float]:
     pred = s >= tau
     return float(np.mean(pred[y])), float(np.mean(pred[~y]))
@@ -354,7 +271,7 @@ def calibrated_metrics(
     "threshold"}`` under the keys ``tpr_at_1pct_fpr`` / ``tpr_at_0_1pct_fpr`` (see :func:`fpr_key`), plus
     ``accuracy_threshold``, ``n_calibration``, ``n_evaluation`` and ``warnings``.
     """
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     seed = _check_int(seed, "seed", 0)
     fprs = tuple(_check_fpr(f, "fprs") for f in fprs)
     n_pos = int(y.sum())
@@ -363,7 +280,7 @@ def calibrated_metrics(
         raise BadInput(
             f"labels: calibrated metrics need at least 2 members and 2 non-members (got {n_pos} and {n_neg})"
         )
-    cal, ev = _stratified_halves(y, seed)
+    cal, ev = stratified_halves(y, seed)
     sc, yc = s[cal], y[cal]
     se, ye = s[ev], y[ev]
 
@@ -372,9 +289,9 @@ def calibrated_metrics(
     se = direction * se
 
     # exact calibration ROC
-    order, ends, thr = _sorted_groups(sc)
+    order, ends, thr = sorted_groups(sc)
     yy = yc[order]
-    tp, fp = _curves_from_weights(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
     tp, fp = tp[0], fp[0]
     nc_pos, nc_neg = int(yc.sum()), int((~yc).sum())
     thresholds = np.r_[np.inf, thr]
@@ -392,7 +309,7 @@ def calibrated_metrics(
     warnings: list[str] = []
     ne_neg = int((~ye).sum())
     for f in fprs:
-        ok = np.flatnonzero(fp <= _max_fp(f, nc_neg))
+        ok = np.flatnonzero(fp <= max_false_positives(f, nc_neg))
         i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
         tau = thresholds[i]
         t_e, f_e = _rates_at(se, ye, tau)

@@ -4,25 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
-from ..errors import BadInput
-from ..runs import atomic_path, atomic_write_json, read_json_or_none
-
-
-def save_weights(path: Path, tensors: dict[str, torch.Tensor], meta: dict | None = None) -> None:
-    with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp),
-                  metadata={k: str(v) for k, v in (meta or {}).items()})
-
-
-def load_weights(path: Path, device="cpu") -> dict[str, torch.Tensor]:
-    try:
-        return load_file(str(path), device=str(device))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise BadInput(f"checkpoint {path}: corrupt or truncated ({str(e).splitlines()[0][:80]}); "
-                       f"delete it to retrain") from None
+from ..core.errors import BadInput
+from ..core.io import atomic_path, atomic_write_json, load_weights, read_json_or_none, save_weights
 
 
 def save_optimizer(path: Path, state: dict) -> None:

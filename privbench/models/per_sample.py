@@ -220,46 +220,6 @@ def _layer_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int):
         raise TypeError(type(mod).__name__)
 
 
-# -------------------------------------------------------------------------------------------- clipping
-
-
-def flat_norms(per_sample: Sequence[torch.Tensor]) -> torch.Tensor:
-    """L2 norm of each record's whole gradient (all parameters together), shape (n,)."""
-    per_param = torch.stack([torch.linalg.vector_norm(gs.reshape(gs.shape[0], -1), dim=1) for gs in per_sample])
-    return torch.linalg.vector_norm(per_param, dim=0)
-
-
-def clip_factors(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """min(1, C/‖g‖): the factor that clips a record's gradient to norm ≤ C (flat clipping)."""
-    return (max_norm / (norms + 1e-6)).clamp(max=1.0)
-
-
-def clipped_sum(per_sample: Sequence[torch.Tensor], max_norm: float) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Σᵢ clip_C(gᵢ) per parameter, and the unclipped norms (n,)."""
-    norms = flat_norms(per_sample)
-    f = clip_factors(norms, max_norm)
-    return [torch.tensordot(f, gs, dims=([0], [0])) for gs in per_sample], norms
-
-
-def add_noise(summed: Sequence[torch.Tensor], noise_std: float, generator: torch.Generator | None) -> list[torch.Tensor]:
-    """summed + N(0, noise_std² I) (noise_std = σ·C for DP-SGD), drawn from ``generator``."""
-    out = []
-    for s in summed:
-        if noise_std > 0:
-            z = torch.randn(s.shape, generator=generator, device=s.device, dtype=s.dtype)
-            s = s + noise_std * z
-        out.append(s)
-    return out
-
-
-def privatize(per_sample: Sequence[torch.Tensor], max_norm: float, noise_multiplier: float, expected_batch: float,
-              generator: torch.Generator | None) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """DP-SGD's gradient: (Σᵢ clip_C(gᵢ) + N(0, σ²C² I)) / E[B]. Returns (gradients, unclipped norms)."""
-    summed, norms = clipped_sum(per_sample, max_norm)
-    noisy = add_noise(summed, noise_multiplier * max_norm, generator)
-    return [g / expected_batch for g in noisy], norms
-
-
 @contextlib.contextmanager
 def frozen(*modules: nn.Module):
     """Temporarily set requires_grad=False on every parameter of ``modules`` (restored on exit)."""

@@ -12,18 +12,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import progress
+from ..core import progress
+from ..core.schedule import ddim_step
 
 EpsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t, t) → ε̂ for a fixed condition
-
-
-def ddim_step(x: torch.Tensor, eps: torch.Tensor, a_t: torch.Tensor, a_next: torch.Tensor,
-              clip_x0: bool = False) -> torch.Tensor:
-    """Deterministic DDIM move from level ᾱ_t to level ᾱ_next (either direction: also DDIM inversion)."""
-    x0 = (x - (1 - a_t).sqrt() * eps) / a_t.sqrt()
-    if clip_x0:
-        x0 = x0.clamp(-1, 1)
-    return a_next.sqrt() * x0 + (1 - a_next).sqrt() * eps
 
 
 @torch.no_grad()

@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .sampling import ddim_chain, ddpm_chain
-from .schedule import Schedule
+from ..core.schedule import Schedule
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Target:
 
     def __init__(self, name: str, method: str, model: torch.nn.Module, schedule: Schedule, device,
                  num_classes: int | None, *, extra: int | None = None, clip_sample: bool = True,
-                 private: bool = False, note: str = "", sampler: Callable | None = None,
+                 note: str = "", sampler: Callable | None = None,
                  eps_fn: Callable | None = None, uploads: Uploads | None = None, meta: dict | None = None):
         self.name = name
         self.method = method
@@ -107,6 +107,3 @@ class Target:
                 x = ddpm_chain(eps_fn, x, t_start, t_stop, sched, generator=g, desc=desc)
             outs.append(x)
         return torch.cat(outs).cpu(), (y.cpu() if y is not None else None)
-
-    def describe(self) -> dict[str, Any]:
-        return {"target": self.name, "method": self.method, "note": self.note}

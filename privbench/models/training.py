@@ -15,9 +15,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import progress
-from ..errors import WorkFailed
-from ..runs import log
+from ..core import progress
+from ..core.errors import WorkFailed
+from ..core.io import append_log as log
+from ..core.seeding import step_generator
 from .checkpoint import checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer, write_state
 
 
@@ -32,12 +33,6 @@ class TrainData:
 
     def __len__(self) -> int:
         return self.x.shape[0]
-
-
-def step_generator(seed: int, step: int, device) -> torch.Generator:
-    g = torch.Generator(device=device)
-    g.manual_seed((seed * 1_000_003 + step * 7919 + 12345) % (2 ** 63))
-    return g
 
 
 class EMA:
@@ -67,7 +62,7 @@ def diffusion_loss(model: nn.Module, x0, y, extra, t, noise, alphas_cumprod) -> 
 
 def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tensor, tcfg, ckpt_dir: Path, *,
                    name: str, seed: int, device, t_range: tuple[int, int] | None = None, desc: str | None = None,
-                   steps: int | None = None, loss_fn: Callable | None = None, amp: bool = False) -> nn.Module:
+                   steps: int | None = None, loss_fn: Callable | None = None) -> nn.Module:
     """Train ``model`` (ε-prediction) on ``data`` and return its EMA copy (eval mode).
 
     t is drawn uniformly from ``t_range`` = [lo, hi] inclusive (model timesteps; default all of [0, T−1]).
@@ -120,8 +115,7 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
         lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
         for group in opt.param_groups:
             group["lr"] = lr
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-            loss = loss_fn(model, x0, y, extra, t, noise, ac).mean()
+        loss = loss_fn(model, x0, y, extra, t, noise, ac).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if tcfg.grad_clip:
@@ -150,7 +144,7 @@ def load_ema(model: nn.Module, ckpt_dir: Path, name: str, device) -> nn.Module:
     """Load the EMA weights of a finished training into ``model``."""
     wpath = ckpt_dir / f"{name}.safetensors"
     if not wpath.exists():
-        from ..errors import BadInput
+        from ..core.errors import BadInput
 
         raise BadInput(f"{wpath}: no checkpoint; train the target first")
     load_modules(wpath, {"ema": model}, device)

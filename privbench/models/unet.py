@@ -55,7 +55,7 @@ class Denoiser(nn.Module):
 def build_denoiser(model_cfg, channels: int, size: int, num_classes: int | None, num_extra: int = 0) -> Denoiser:
     n_levels = len(model_cfg.block_out_channels)
     if size % (2 ** (n_levels - 1)) != 0:
-        from ..errors import BadInput
+        from ..core.errors import BadInput
 
         raise BadInput(f"model.block_out_channels has {n_levels} levels; image size {size} must be divisible "
                        f"by {2 ** (n_levels - 1)}")

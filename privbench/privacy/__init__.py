@@ -1,11 +1,8 @@
 """Formal privacy accounting: PFDM's LDP upload (``ldp``) and DP-SGD (``dpsgd``).
 
-Importing this package registers the accountants in ``privbench.registry.ACCOUNTANTS``; each entry's factory
-is the function that computes ε (LDP: ``(clip, sigma, delta)``; DP-SGD: ``(noise_multiplier, sample_rate,
-steps, delta)``, without fallback — use ``dpsgd_epsilon`` for the fallback chain). opacus and dp_accounting
-are imported only when a DP-SGD number is computed.
+The accountants register themselves from ``privbench.privacy.accountants`` (one file each). opacus and
+dp_accounting are imported only when a DP-SGD number is computed.
 """
-from ..registry import ACCOUNTANTS
 from .dpsgd import (
     ACCOUNTANT_NAMES,
     account_dpsgd,
@@ -38,18 +35,3 @@ __all__ = [
     "min_t0", "noise_multiplier_for_epsilon", "pfdm_epsilon", "pfdm_privacy", "pld_epsilon", "prv_epsilon",
     "rdp_epsilon",
 ]
-
-for _name, _factory, _desc in (
-    ("ldp-analytic", epsilon_analytic_gaussian,
-     "exact ε of PFDM's Gaussian upload (analytic Gaussian, Balle & Wang 2018; replace-one, Δ=2C)"),
-    ("ldp-paper", epsilon_paper_bound,
-     "PFDM Theorem 5.1 bound 2C²/σ² + C·√(8 log(1/δ)/σ²) (= classical RDP conversion; loose)"),
-    ("prv", prv_epsilon, "DP-SGD, opacus PRV accountant (tight, eps_error 0.01; opacus' default)"),
-    ("pld", pld_epsilon, "DP-SGD, dp_accounting PLD accountant (tight, pessimistic discretization)"),
-    ("rdp", rdp_epsilon, "DP-SGD, opacus RDP accountant with the improved conversion (fast, ~7-9% looser)"),
-):
-    try:
-        ACCOUNTANTS.add(_name, _factory, _desc)
-    except ValueError:  # already registered: a re-import of this module (e.g. importlib.reload)
-        pass
-del _name, _factory, _desc

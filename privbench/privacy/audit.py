@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from privbench.errors import BadInput
-from privbench.metrics.roc import _stratified_halves, _validate
+from ..core.errors import BadInput
+from ..core.scores import stratified_halves as _stratified_halves
+from ..core.scores import validate_scores as _validate
 
 __all__ = [
     "clopper_pearson_epsilon",

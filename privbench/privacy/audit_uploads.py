@@ -6,7 +6,7 @@ bounds ε only through everything downstream of the uploads (training, sampling,
 attacks the mechanism directly, as the definition does:
 
 * the auditor fixes two candidate records x and x′; each trial uploads one of them (a fair coin) through privbench's
-  own upload code (:func:`privbench.models.pfdm.make_uploads`, so a bug there — a wrong ᾱ index, a clip that does
+  own upload mechanism (:func:`privbench.core.mechanisms.ldp_upload`, so a bug there — a wrong ᾱ index, a clip that does
   not bind, noise that is too small — shows up here);
 * holding the upload u and both candidates, it runs the likelihood-ratio test, the most powerful test for this
   pair (Neyman–Pearson): score(u) = log p(u | x) − log p(u | x′)
@@ -35,16 +35,15 @@ import numpy as np
 import torch
 from scipy import special, stats
 
-from ..errors import BadInput
+from ..core.errors import BadInput
+from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
+from ..core.schedule import alphas_cumprod, t0_to_model_t
+from ..core.scores import cp_upper, stratified_halves, validate_scores
 
 _GDP_ASSUMPTION = ("the mechanism's trade-off curve is that of a Gaussian (μ-GDP); true for PFDM's Gaussian upload, "
                    "so this is an estimate of its actual ε for the candidate pair, at the stated confidence")
 _CP_ASSUMPTION = ("trials are independent uploads of a fair-coin choice between the two candidates (true by "
                   "construction here); valid for any mechanism; limited by the number of trials (see ceiling)")
-
-
-def _cp_upper(k: int, n: int, a: float) -> float:
-    return 1.0 if k >= n else float(stats.beta.ppf(1.0 - a, k + 1.0, n - k))
 
 
 def gdp_epsilon(scores: Any, labels: Any, *, delta: float = 1e-5, confidence: float = 0.95, seed: int = 0) -> dict:
@@ -54,16 +53,15 @@ def gdp_epsilon(scores: Any, labels: Any, *, delta: float = 1e-5, confidence: fl
     bounds on FPR and FNR (α/2 each); the best threshold is applied once to the other half, whose μ_lb is
     converted to ε at ``delta`` through the exact μ-GDP (ε, δ) curve.
     """
-    from ..metrics.roc import _stratified_halves, _validate
     from .ldp import epsilon_analytic_gaussian
 
-    s, y = _validate(scores, labels)
+    s, y = validate_scores(scores, labels)
     alpha = 1.0 - float(confidence)
-    sel, ev = _stratified_halves(y, seed)
+    sel, ev = stratified_halves(y, seed)
 
     def mu_lb(fp, fn, n_out, n_in):
-        fpr = _cp_upper(fp, n_out, alpha / 2)
-        fnr = _cp_upper(fn, n_in, alpha / 2)
+        fpr = cp_upper(fp, n_out, alpha / 2)
+        fnr = cp_upper(fn, n_in, alpha / 2)
         return float(special.ndtri(1.0 - fpr) - special.ndtri(fnr)) if fpr < 1 and fnr < 1 else -math.inf
 
     ss, ys = s[sel], y[sel]
@@ -131,8 +129,6 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
     ``gdp`` (the GDP estimate), ``analytic_epsilon`` (Δ = 2C, what PFDM claims), ``analytic_epsilon_pair`` (at the
     pair's distance), ``exceeds_analytic`` and the settings.
     """
-    from ..models.pfdm import clip_l2, make_uploads
-    from ..models.schedule import alphas_cumprod, t0_to_model_t
     from .audit import clopper_pearson_epsilon
     from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
@@ -141,7 +137,7 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
     ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule).double()
     mt = t0_to_model_t(int(t0), num_timesteps)
     ab = float(ac[mt])
-    sigma = math.sqrt((1.0 - ab) / ab)
+    sigma = upload_sigma(ab)
     x, xp, desc = _candidates(candidates, float(clip), tuple(shape), records)
     c, _ = clip_l2(x, clip)
     cp_, _ = clip_l2(xp, clip)
@@ -155,10 +151,9 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
             n = min(chunk, n_trials - done)
             g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, hyp, part]).generate_state(1)[0]))
             xs = cand.expand(n, *cand.shape[1:]).contiguous()
-            zeros = torch.zeros(n, dtype=torch.long)
-            up, _ = make_uploads(xs, zeros, zeros, zeros, clip=float(clip), t0=int(t0), alphas_cumprod=ac,
-                                 generator=g)
-            u = up.x.double().flatten(1)
+            z = torch.randn(xs.shape, generator=g, dtype=torch.float64)
+            up, _ = ldp_upload(xs, float(clip), ab, z)
+            u = up.float().double().flatten(1)  # uploads are stored as float32
             s = (((u - mcp) ** 2).sum(1) - ((u - mc) ** 2).sum(1)) / (2.0 * (1.0 - ab))
             scores.append(s.numpy())
             labels.append(np.full(n, hyp, dtype=np.int64))
@@ -172,7 +167,7 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
     analytic_pair = epsilon_analytic_gaussian(dist / 2.0, sigma, delta) if dist > 0 else 0.0
     lb = cp["epsilon_lower_bound"]
     return {
-        "mechanism": "PFDM upload x~ = sqrt(abar)*CLIP(x, C) + sqrt(1-abar)*z (privbench.models.pfdm.make_uploads)",
+        "mechanism": "PFDM upload x~ = sqrt(abar)*CLIP(x, C) + sqrt(1-abar)*z (privbench.core.mechanisms.ldp_upload)",
         "attack": "likelihood-ratio test holding the upload and both candidates: "
                   "log p(u|x) - log p(u|x') (the Neyman-Pearson optimal test for the pair)",
         "clip": float(clip), "t0": int(t0), "alpha_bar": ab, "sigma": sigma, "delta": float(delta),

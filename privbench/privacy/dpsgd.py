@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from scipy import optimize
 
-from ..errors import BadInput, WorkFailed
+from ..core.errors import BadInput, WorkFailed
 
 ACCOUNTANT_NAMES = ("prv", "pld", "rdp")
 _FALLBACK_ORDER = ("prv", "pld", "rdp")

@@ -7,7 +7,7 @@ Dividing by √ᾱ_{t0} (post-processing) gives the Gaussian mechanism CLIP(x, C
 
 (two records of norm ≤ C differ by at most 2C). Local DP compares any two inputs, so the relation
 is replace-one. t0 is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) =
-``alphas_cumprod[t0 - 1]`` (the shift lives in ``privbench.models.schedule.t0_to_model_t``).
+``alphas_cumprod[t0 - 1]`` (the shift lives in ``privbench.core.schedule.t0_to_model_t``).
 
 Analyses, all for one upload of one record:
 
@@ -33,7 +33,7 @@ from typing import Callable, Optional
 import numpy as np
 from scipy import optimize, special
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 LDP_BASIS = ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, class counts "
              "and the client's local model are not covered")
@@ -114,7 +114,7 @@ def _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule) -> tuple
 @lru_cache(maxsize=32)
 def _alpha_bars(num_timesteps: int, beta_start: float, beta_end: float, beta_schedule: str) -> np.ndarray:
     """ᾱ for 0-indexed model timesteps (float64), from the project's one schedule helper."""
-    from ..models.schedule import alphas_cumprod
+    from ..core.schedule import alphas_cumprod
 
     ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule).double().cpu().numpy()
     if ac.shape != (num_timesteps,) or not np.all(np.isfinite(ac)) or np.any(ac < 0) or np.any(ac >= 1) \
@@ -132,7 +132,7 @@ def _sigma_from_alpha_bar(ab: float) -> float:
 def alpha_bar(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
               beta_schedule: str = "linear") -> float:
     """ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) for the paper's 1-indexed t0 (= ``alphas_cumprod[t0 - 1]``)."""
-    from ..models.schedule import t0_to_model_t
+    from ..core.schedule import t0_to_model_t
 
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     t0 = _check_t0(t0, T)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 FORMATS = ("html", "csv")
 
 
 def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None) -> list[Path]:
     """Render ``directory`` (run, bench or folder of runs) into ``out``; returns the files written."""
-    from ..runs import atomic_path
+    from ..core.io import atomic_path
     from .collect import load_results, read_bench
     from .tables import Tables
 

@@ -26,8 +26,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..core.errors import BadInput
+from ..attacks.base import MEMBERSHIP
 from .collect import Result, load_results, read_result
+from .order import attack_rank, method_rank, target_rank
 
 DEFAULT_DELTA = 1e-5
 
@@ -98,7 +100,7 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         notes.append(f"FLAG: the empirical lower bound exceeds the claimed epsilon {formal:.4g}: either the "
                      "implementation or the privacy claim is broken")
     out["notes"] = notes
-    if upload_audit and res.method == "pfdm" and res.target == "shared" and formal is not None:
+    if upload_audit and formal is not None and upload_mechanism_of(res) is not None:
         ua = upload_audit_for(res, delta=d, confidence=confidence, seed=seed)
         if ua is not None:
             out["upload_mechanism"] = ua
@@ -114,22 +116,29 @@ _UPLOAD_CACHE: dict[tuple, dict] = {}
 def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int = 0,
                      n_trials: int = 20000) -> dict | None:
     """The upload-mechanism audit with the run's own C, t0, schedule and image shape (None without a config)."""
-    cfg = res.config
-    if not cfg or "pfdm" not in cfg:
+    mech = upload_mechanism_of(res)
+    if mech is None:
         return None
-    p, dcfg = cfg["pfdm"], cfg.get("diffusion", {})
     shape = _image_shape(res)
-    key = (p["clip"], p["t0"], delta, confidence, seed, n_trials, shape, dcfg.get("num_timesteps"),
-           dcfg.get("beta_start"), dcfg.get("beta_end"), dcfg.get("beta_schedule"))
+    key = (mech["clip"], mech["t0"], delta, confidence, seed, n_trials, shape, mech["num_timesteps"],
+           mech["beta_start"], mech["beta_end"], mech["beta_schedule"])
     if key not in _UPLOAD_CACHE:
         from ..privacy.audit_uploads import audit_upload_mechanism
 
         _UPLOAD_CACHE[key] = audit_upload_mechanism(
-            float(p["clip"]), int(p["t0"]), delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
-            num_timesteps=int(dcfg.get("num_timesteps", 1000)), beta_start=float(dcfg.get("beta_start", 1e-4)),
-            beta_end=float(dcfg.get("beta_end", 0.02)), beta_schedule=str(dcfg.get("beta_schedule", "linear")),
-            seed=seed)
+            mech["clip"], mech["t0"], delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
+            num_timesteps=mech["num_timesteps"], beta_start=mech["beta_start"], beta_end=mech["beta_end"],
+            beta_schedule=mech["beta_schedule"], seed=seed)
     return _UPLOAD_CACHE[key]
+
+
+def upload_mechanism_of(res: Result) -> dict | None:
+    """The LDP upload mechanism behind a result's formal ε, as its method declares it (None: no such mechanism)."""
+    from ..core.registry import METHODS
+
+    if res.method not in METHODS or not res.config:
+        return None
+    return METHODS.get(res.method).factory.upload_mechanism(res.config, res.target)
 
 
 def _image_shape(res: Result) -> tuple[int, ...]:
@@ -143,7 +152,7 @@ def _image_shape(res: Result) -> tuple[int, ...]:
                 return tuple(f.get_slice("x").get_shape()[1:])
         except Exception:  # noqa: BLE001
             pass
-    from ..data.datasets import dataset_info
+    from ..data.base import dataset_info
 
     try:
         info = dataset_info(res.dataset)
@@ -165,17 +174,15 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
     explicit = {Path(p).resolve() for p in paths if Path(p).is_file()}
     for p in explicit:
         r = read_result(p)
-        if r.kind != "membership":
+        if r.kind != MEMBERSHIP:
             raise BadInput(f"{p}: a {r.attack} result has no membership scores to audit "
                            f"(audit takes loss/secmi/pia/pian results)")
-    from .tables import _aorder, _morder, _torder
-
     results = load_results(paths)
-    results.sort(key=lambda r: (r.dataset, r.seed, _morder(r.method), r.method, _torder(r.target), _aorder(r.attack),
-                                r.attack))
+    results.sort(key=lambda r: (r.dataset, r.seed, method_rank(r.method), r.method, target_rank(r.method, r.target),
+                                attack_rank(r.attack), r.attack))
     out = []
     for r in results:
-        if r.kind != "membership" and r.path.resolve() not in explicit:
+        if r.kind != MEMBERSHIP and r.path.resolve() not in explicit:
             continue
         out.append(audit_result(r, delta=d, confidence=conf))
     if not out:

@@ -19,11 +19,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import BadInput
-from ..runs import find_results
+from ..core.errors import BadInput
+from ..attacks.base import MEMBERSHIP
+from ..runs.store import find_results
+from .order import is_private
 
 REQUIRED_KEYS = ("method", "target", "attack", "dataset", "metrics")
-PRIVATE_METHODS = ("pfdm", "dpdm", "dpsad")
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Result:
 
     @property
     def kind(self) -> str:
-        return str(self.data.get("kind") or ("membership" if "auc" in (self.data.get("metrics") or {}) else "other"))
+        return str(self.data.get("kind") or (MEMBERSHIP if "auc" in (self.data.get("metrics") or {}) else "other"))
 
     @property
     def metrics(self) -> dict:
@@ -157,7 +158,7 @@ class Result:
 
     @property
     def has_scores(self) -> bool:
-        if self.kind != "membership" or self.scores_file is None:
+        if self.kind != MEMBERSHIP or self.scores_file is None:
             return False
         try:
             with np.load(self.scores_file) as z:
@@ -182,7 +183,7 @@ class Result:
         cfg = self.config
         if not cfg:
             return None
-        from ..config import config_from_dict
+        from ..core.config import config_from_dict
 
         try:
             return config_from_dict(cfg).training_hash()
@@ -286,4 +287,4 @@ def role_of(method: str, bench: dict | None = None) -> str:
     roles = (bench or {}).get("roles") or {}
     if method in roles:
         return roles[method]
-    return "private" if method in PRIVATE_METHODS else "baseline"
+    return "private" if is_private(method) else "baseline"

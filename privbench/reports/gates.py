@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .collect import Result, load_results
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}

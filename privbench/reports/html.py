@@ -5,41 +5,22 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import platform
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..runs import safe_name
+from ..core.io import safe_name
+from ..core.provenance import git_info, version
+from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from .collect import Result
-from .tables import Tables, _torder, fmt, fmt_ci
+from .order import target_rank
+from .tables import Tables, fmt, fmt_ci
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 def png_data_uri(path: str | Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
-
-
-def git_info() -> dict[str, Any]:
-    """The git commit of the privbench checkout (if it is one) and whether the code that makes the numbers (the
-    package, benchmarks/, pyproject.toml) has uncommitted changes — a regenerated committed report is not."""
-    root = Path(__file__).resolve().parents[2]
-    info: dict[str, Any] = {"commit": None, "dirty": None}
-    if not (root / ".git").exists():
-        return info
-    try:
-        c = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if c.returncode == 0:
-            info["commit"] = c.stdout.strip()
-        d = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
-                            "privbench", "benchmarks", "pyproject.toml"],
-                           capture_output=True, text=True, timeout=10)
-        if d.returncode == 0:
-            info["dirty"] = bool(d.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return info
 
 
 def _roc_figures(tables: Tables, tmp: Path) -> list[dict]:
@@ -80,7 +61,7 @@ def _sample_grids(tables: Tables) -> list[dict]:
             tgt = names.get(stem, stem or "default target")
             found.append({"method": b["method"], "target": tgt, "dataset": b["dataset"], "seed": b["seed"],
                           "src": png_data_uri(f), "file": f.name, "role": b["role"]})
-        out += sorted(found, key=lambda s: _torder(s["target"]))
+        out += sorted(found, key=lambda s: target_rank(s["method"], s["target"]))
     return out
 
 
@@ -106,11 +87,11 @@ def _attack_grids(tables: Tables, kind: str) -> list[dict]:
 
 
 def _upload_audits(tables: Tables) -> list[dict]:
-    from .audit import upload_audit_for
+    from .audit import upload_audit_for, upload_mechanism_of
 
     out, seen = [], set()
     for r in tables.results:
-        if r.method == "pfdm" and r.target == "shared" and r.formal_epsilon is not None:
+        if r.formal_epsilon is not None and upload_mechanism_of(r) is not None:
             key = str(r.run_dir)
             if key in seen:
                 continue
@@ -127,8 +108,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     import numpy as np
     import torch
 
-    from .. import __version__
-    from ..runs import atomic_write_text
+    from ..core.io import atomic_write_text
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -150,7 +130,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     ctx = {
         "title": title, "source": source, "bench": bench or {},
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "version": __version__, "git": git, "python": platform.python_version(), "torch": torch.__version__,
+        "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__,
         "targets": targets, "n_results": len(tables.results),
         "methods": sorted({b["method"] for b in targets}),
@@ -158,8 +138,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "samples": _sample_grids(tables),
-        "memorization": _attack_grids(tables, "memorization"),
-        "reconstruction": _attack_grids(tables, "reconstruction"),
+        "memorization": _attack_grids(tables, MEMORIZATION),
+        "reconstruction": _attack_grids(tables, RECONSTRUCTION),
         "accountant": _records(tables.accountant_frame()),
         "fids": _records(fids), "extractors": extractors,
         "provenance": _records(prov),
@@ -192,6 +172,19 @@ def _runs(tables: Tables) -> list[dict]:
         out.append({"run": r.run_dir.name, "method": r.method, "dataset": r.dataset, "preset": r.preset,
                     "seed": r.seed, "config_hash": r.config_hash, "train_steps": tr.get("steps"),
                     "n_members": (cfg.get("data") or {}).get("n_members"),
-                    "pfdm": ({k: (cfg.get("pfdm") or {}).get(k) for k in ("n_clients", "clip", "t0")}
-                             if r.method in ("pfdm", "local") else None)})
+                    "settings": _provenance_settings(r.method, cfg)})
     return out
+
+
+def _provenance_settings(method: str, cfg: dict) -> dict | None:
+    """The config keys a method asks to show beside its runs (``provenance_keys``)."""
+    from ..core.registry import METHODS
+
+    if method not in METHODS:
+        return None
+    keys = METHODS.get(method).factory.provenance_keys
+    out = {}
+    for key in keys:
+        sec, _, name = key.partition(".")
+        out[key] = (cfg.get(sec) or {}).get(name)
+    return out or None

@@ -17,30 +17,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from .collect import Result, role_of
+from .order import attack_rank, method_rank, target_rank
 
-METHOD_ORDER = ["pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"]
-MEMBERSHIP_ATTACK_ORDER = ["loss", "secmi", "pia", "pian"]
 CONFIDENCE = 0.95
 _CI_KEYS = {"auc": "auc", "asr": "asr", "tpr_at_1pct_fpr": "tpr_1pct", "tpr_at_0_1pct_fpr": "tpr_0_1pct"}
-
-
-def _morder(m: str) -> int:
-    return METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER)
-
-
-TARGET_ORDER = ["shared", "model", "student", "global", "pipeline", "client", "teacher"]
-
-
-def _torder(t: str) -> tuple:
-    """Released/default targets first (shared, model, student, global), then per-client ones, then the rest."""
-    head, _, k = t.partition(":")
-    i = TARGET_ORDER.index(head) if head in TARGET_ORDER else len(TARGET_ORDER)
-    return (i, int(k) if k.isdigit() else 0, t)
-
-
-def _aorder(a: str) -> int:
-    return MEMBERSHIP_ATTACK_ORDER.index(a) if a in MEMBERSHIP_ATTACK_ORDER else len(MEMBERSHIP_ATTACK_ORDER)
 
 
 def rel(p) -> str:
@@ -94,7 +76,7 @@ def _audits(results: list[Result]) -> dict[int, dict]:
 
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.kind == "membership" and r.scores_file is not None:
+        if r.kind == MEMBERSHIP and r.scores_file is not None:
             groups.setdefault(_tkey(r), []).append(r)
     out: dict[int, dict] = {}
     for key, rs in groups.items():
@@ -183,7 +165,7 @@ class Tables:
 
     def sorted_results(self) -> list[Result]:
         return sorted(self.results, key=lambda r: (r.dataset, r.seed, role_of(r.method, self.bench) != "private",
-                                                    _morder(r.method), r.method, _torder(r.target), _aorder(r.attack),
+                                                    method_rank(r.method), r.method, target_rank(r.method, r.target), attack_rank(r.attack),
                                                     r.attack))
 
     # -------------------------------------------------------------- side by side: one row per target
@@ -197,13 +179,13 @@ class Tables:
                 b = blocks[key] = {
                     "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method, "target": r.target,
                     "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
-                    "privacy": None, "attacks": [], "memorization": None, "reconstruction": None, "fid": None,
+                    "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
                 }
             if r.privacy and not b["privacy"]:
                 b["privacy"] = r.privacy
             # one entry per (target, attack): with several settings of one attack in a run directory (e.g. an
             # older attack version), the newest result is shown here; results.csv lists them all
-            if r.kind == "membership":
+            if r.kind == MEMBERSHIP:
                 m = r.metrics
                 entry = {"attack": r.attack, "metrics": m, "ci": m.get("ci95") or {},
                          "audit": self.audits.get(id(r)), "result": r}
@@ -212,7 +194,7 @@ class Tables:
                     b["attacks"].append(entry)
                 elif _mtime(r) > _mtime(b["attacks"][old]["result"]):
                     b["attacks"][old] = entry
-            elif r.kind in ("memorization", "reconstruction"):
+            elif r.kind in (MEMORIZATION, RECONSTRUCTION):
                 if not b[r.kind] or _mtime(r) > _mtime(b[r.kind]["result"]):
                     b[r.kind] = {"metrics": r.metrics, "result": r}
         # FID: on the row of the FID's own target; a target that has FID but no attack row gets its own row
@@ -228,13 +210,13 @@ class Tables:
             key = (s["dataset"], s["seed"], rd, tname)
             blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "role", "run_dir",
                                                 "config_hash")},
-                           "target": tname, "privacy": None, "attacks": [], "memorization": None,
-                           "reconstruction": None, "fid": rec}
+                           "target": tname, "privacy": None, "attacks": [], MEMORIZATION: None,
+                           RECONSTRUCTION: None, "fid": rec}
         out = list(blocks.values())
-        out.sort(key=lambda b: (b["dataset"], b["seed"], b["role"] != "private", _morder(b["method"]), b["method"],
-                                _torder(b["target"])))
+        out.sort(key=lambda b: (b["dataset"], b["seed"], b["role"] != "private", method_rank(b["method"]), b["method"],
+                                target_rank(b["method"], b["target"])))
         for b in out:
-            b["attacks"].sort(key=lambda a: (_aorder(a["attack"]), a["attack"]))
+            b["attacks"].sort(key=lambda a: (attack_rank(a["attack"]), a["attack"]))
             lbs = [(a["audit"]["cp_bonf"], a["attack"]) for a in b["attacks"] if a["audit"]]
             ors = [a["audit"]["one_run_bonf"] for a in b["attacks"] if a["audit"]]
             b["eps_lb_cp"], b["eps_lb_attack"] = max(lbs) if lbs else (None, None)
@@ -249,7 +231,7 @@ class Tables:
     def side_by_side_frame(self) -> pd.DataFrame:
         rows = []
         blocks = self.targets()
-        attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (_aorder(a), a))
+        attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (attack_rank(a), a))
         for b in blocks:
             p = b["privacy"] or {}
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
@@ -267,10 +249,10 @@ class Tables:
                         c = ci.get(k)
                         row[f"{att}_{short}_ci_lo"] = _num(c[0]) if c else None
                         row[f"{att}_{short}_ci_hi"] = _num(c[1]) if c else None
-            mem = (b["memorization"] or {}).get("metrics") or {}
+            mem = (b[MEMORIZATION] or {}).get("metrics") or {}
             row["memorized_fraction"] = _num(mem.get("memorized_fraction"))
             row["memorization_n_generated"] = _num(mem.get("n_generated"))
-            rec = (b["reconstruction"] or {}).get("metrics") or {}
+            rec = (b[RECONSTRUCTION] or {}).get("metrics") or {}
             row["reconstruction_reid_rate"] = _num(rec.get("reid_rate"))
             row["reconstruction_reid_chance"] = _num(rec.get("reid_chance"))
             row["reconstruction_psnr"] = _num(rec.get("psnr"))
@@ -345,7 +327,7 @@ class Tables:
 
     def fid_frame(self) -> pd.DataFrame:
         rows = []
-        for (rd, t), rec in sorted(self.fids.items(), key=lambda kv: (_morder(kv[1].get("method", "")), kv[0])):
+        for (rd, t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
             rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
                                                  "sampler", "seconds")} | {"run_dir": Path(rd).name})

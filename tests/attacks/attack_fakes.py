@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from privbench.models.schedule import Schedule
+from privbench.core.schedule import Schedule
 from privbench.models.target import Target
 
 SCHEDULE = Schedule(1000, 1e-4, 0.02, "linear", "fixed_small")

@@ -14,7 +14,7 @@ from privbench.attacks.loss import loss_noise
 from privbench.attacks.pia import pian_normalize
 from privbench.attacks.secmi import secmi_nfe
 from privbench.metrics.roc import auc
-from privbench.registry import ATTACKS
+from privbench.core.registry import ATTACKS
 
 
 def _records(n_mem=12, n_non=12, seed=0, num_classes=10):

@@ -10,7 +10,7 @@ from privbench.attacks import NNRatioMemorization, Reconstruction, Records
 from privbench.attacks.base import AttackEnv, clip_l2
 from privbench.attacks.memorization import nn_ratio
 from privbench.attacks.reconstruction import simulate_uploads
-from privbench.data.datasets import load_dataset
+from privbench.data.base import load_dataset
 
 
 def _digits():

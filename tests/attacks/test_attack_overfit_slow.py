@@ -23,7 +23,8 @@ def _cfg(method, **attack):
 
 def test_overfit_centralized_target_leaks(overfit_centralized):
     """PIA AUC ≥ 0.9 and loss AUC ≥ 0.7 (t = 200) on the overfit target (128 members / 128 non-members)."""
-    from privbench.attacks.runner import format_table, run_attack
+    from privbench.reports.text import format_table
+from privbench.runs.attack import run_attack
 
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent
@@ -45,7 +46,7 @@ def test_reconstruction_with_the_overfit_denoiser(overfit_centralized):
     near the chance level of an attacker who knows the label and guesses among the same-label members (the
     denoiser memorised the member set, so it can do that without looking at the upload) — measured ≈ 0.09 vs
     ≈ 0.08, while 1/pool = 0.004."""
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent

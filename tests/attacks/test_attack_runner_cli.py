@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from helpers import train_cfg
 from privbench.cli import main
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 
 CLI_KEYS = {"method", "target", "attack", "dataset", "preset", "seed", "run_dir", "n_members", "n_nonmembers",
             "metrics", "privacy", "scores_path"}
@@ -43,7 +43,8 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, args, needle)
 
 
 def test_run_attack_writes_cli_schema_and_caches(runs_dir, capsys):
-    from privbench.attacks.runner import format_table, run_attack
+    from privbench.reports.text import format_table
+from privbench.runs.attack import run_attack
 
     cfg = train_cfg(attack__sweep=[50, 100, 200, 300])
     res = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")
@@ -57,7 +58,7 @@ def test_run_attack_writes_cli_schema_and_caches(runs_dir, capsys):
     assert res["attack_config"]["t"] == 200
     # scores.npz aligned with the split (members first, then non-members)
     z = np.load(res["scores_path"])
-    from privbench import api
+    from privbench.runs import train as api
 
     method = api.make_method(cfg, res["run_dir"], "cpu")
     split = method.ctx.split
@@ -101,7 +102,8 @@ def test_cli_attack_json_and_run_table(runs_dir):
 
 
 def test_memorization_and_reconstruction_through_the_runner(runs_dir):
-    from privbench.attacks.runner import format_table, run_attack
+    from privbench.reports.text import format_table
+from privbench.runs.attack import run_attack
 
     cfg = train_cfg(sample__sampler="ddim", attack__n_samples=16)
     mem = run_attack(cfg, "memorization", None, runs_dir=runs_dir, device="cpu")
@@ -118,7 +120,7 @@ def test_memorization_and_reconstruction_through_the_runner(runs_dir):
 
 
 def test_make_attack_validates_before_anything(tmp_path):
-    from privbench.attacks.runner import make_attack
+    from privbench.runs.attack import make_attack
 
     with pytest.raises(BadInput, match="unknown attack"):
         make_attack(train_cfg(), "nope")

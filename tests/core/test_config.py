@@ -1,11 +1,11 @@
 import pytest
 
-from privbench.config import Config, build_config, parse_set_args
-from privbench.errors import BadInput
+from privbench.core.config import Config, build_config, parse_set_args
+from privbench.core.errors import BadInput
 
 
 def test_stable_keys_exist():
-    from privbench.config import all_keys
+    from privbench.core.config import all_keys
 
     keys = {k for k, *_ in all_keys()}
     for k in ["data.n_members", "data.n_nonmembers", "train.steps", "train.batch_size", "train.lr",

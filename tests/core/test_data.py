@@ -4,7 +4,7 @@ import torch
 
 import privbench
 from privbench.data.splits import class_matched, client_split, member_split
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 
 
 def test_digits_embedded_scaling():

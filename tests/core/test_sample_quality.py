@@ -19,7 +19,7 @@ def digit_classifier():
 @pytest.mark.slow
 @pytest.mark.parametrize("klass", [3, 7])
 def test_class_conditional_samples_are_read_as_k(runs_dir, digit_classifier, klass):
-    from privbench import api
+    from privbench.runs import train as api
 
     cfg = train_cfg("centralized", "tiny")
     out = api.sample(cfg, runs_dir, "cpu", n=200, klass=klass, out=str(runs_dir / f"g{klass}.png"),

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from privbench.errors import BadInput
-from privbench.models.schedule import Schedule, alpha_bar_at_t0, alphas_cumprod, make_scheduler, t0_to_model_t
+from privbench.core.errors import BadInput
+from privbench.core.schedule import Schedule, alpha_bar_at_t0, alphas_cumprod, make_scheduler, t0_to_model_t
 
 
 def test_matches_diffusers_and_paper_convention():

@@ -6,8 +6,8 @@ import sys
 import pytest
 import torch
 
-from privbench import api
-from privbench.errors import BadInput
+from privbench.runs import train as api
+from privbench.core.errors import BadInput
 
 from helpers import train_cfg
 
@@ -37,7 +37,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     from privbench.models.training import TrainData, train_denoiser
 
     x, y = m.training_data()
-    from privbench.runs import write_config
+    from privbench.runs.store import write_config
 
     m.ctx.run_dir.mkdir(parents=True, exist_ok=True)
     write_config(m.ctx.run_dir, cfg)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from privbench.data import torchvision_formats as tvf
-from privbench.data.datasets import load_dataset
-from privbench.errors import BadInput
+from privbench.data.base import load_dataset
+from privbench.core.errors import BadInput
 
 # ---------------------------------------------------------------------------------------------- no network, ever
 

@@ -5,11 +5,12 @@ import pytest
 import torch
 
 from helpers import train_cfg
-from privbench import api
-from privbench.errors import BadInput
+from privbench.runs import train as api
+from privbench.core.errors import BadInput
 from privbench.metrics.extractor import cnn_path, resolve_extractor
-from privbench.metrics.fid import client_fid, fid, fid_target_name
-from privbench.registry import FEATURE_EXTRACTORS
+from privbench.bench.cells import client_fid
+from privbench.metrics.fid import fid
+from privbench.core.registry import FEATURE_EXTRACTORS
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_inception_needs_a_weights_file(digits, runs_dir, tmp_path):
 
 def test_client_fid_shape(runs_dir):
     m = api.train(train_cfg("local"), runs_dir, "cpu")
-    assert fid_target_name(m, 1) == "client:1"
+    assert m.fid_target(1) == "client:1"
     r = client_fid(m, client=1, n_per_class=3, sampler="ddim", ddim_steps=3, heldout=True)
     assert set(r) >= {"majority", "minority", "average", "extractor", "target", "n_generated", "n_real"}
     assert r["target"] == "client:1" and r["extractor"].startswith("privbench-cnn")
@@ -71,8 +72,8 @@ def test_client_fid_shape(runs_dir):
 
 def test_client_fid_targets_per_method(runs_dir):
     pf = api.train(train_cfg("pfdm"), runs_dir, "cpu")
-    assert fid_target_name(pf, 0) == "pipeline:0"
+    assert pf.fid_target(0) == "pipeline:0"
     r = client_fid(pf, client=0, n_per_class=2, sampler="ddim", ddim_steps=3)
     assert r["target"] == "pipeline:0" and r["average"] is not None
     ce = api.make_method(train_cfg("centralized"), runs_dir / "x", "cpu")
-    assert fid_target_name(ce, 0) == "model"
+    assert ce.fid_target(0) == "model"

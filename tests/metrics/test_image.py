@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.metrics import plot_image_grid, plot_roc, psnr, ssim
 from privbench.metrics.image import window_size
 

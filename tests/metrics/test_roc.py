@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.metrics import (
     asr,
     auc,
@@ -174,7 +174,7 @@ def test_calibrated_direction_flip():
 def test_calibrated_thresholds_come_from_calibration_half():
     s, y = _data(6, n_pos=500, n_neg=500, shift=1.0)
     c = calibrated_metrics(s, y, seed=0)
-    from privbench.metrics.roc import _stratified_halves
+    from privbench.core.scores import stratified_halves as _stratified_halves
 
     cal, ev = _stratified_halves(y, 0)
     assert set(cal).isdisjoint(ev) and cal.size + ev.size == y.size

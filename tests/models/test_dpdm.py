@@ -14,7 +14,7 @@ from helpers import train_cfg
 @pytest.fixture(scope="session")
 def dpdm_run(runs_dir):
     """The default DP path (PRV accountant, calibrated σ, K = 4) on the test preset, trained once."""
-    from privbench import api
+    from privbench.runs import train as api
 
     return api.train(train_cfg("dpdm", "test"), runs_dir, "cpu")
 
@@ -47,7 +47,7 @@ def test_dpdm_trains_and_reports_privacy(dpdm_run):
 
 def test_noise_multiplicity_leaves_epsilon_unchanged():
     """K is not an input of the accountant: same σ, q, steps → same ε, for any K."""
-    from privbench.models.dpdm import account, make_plan
+    from privbench.models.dp_sgd import account, make_plan
 
     plans = [make_plan(train_cfg("dpdm", "test", dp__accountant="rdp", dp__noise_multiplicity=k), 64, 20)
              for k in (1, 8)]
@@ -71,8 +71,8 @@ def _weights(method):
 def test_deterministic_and_exact_resume(tmp_path, monkeypatch):
     """Same config + seed → same weights; a run interrupted after its step-10 checkpoint and restarted ends
     exactly where the uninterrupted one does."""
-    from privbench import api
-    from privbench.models import dpdm
+    from privbench.runs import train as api
+    from privbench.models.methods import dpdm
 
     cfg = train_cfg("dpdm", "test", dp__accountant="rdp", dp__noise_multiplicity=2)
     a = api.train(cfg, tmp_path / "a", "cpu")
@@ -139,7 +139,7 @@ def test_bad_dp_input_exits_2(tmp_path, method, sets, needle):
 
 
 def test_attack_result_carries_privacy(dpdm_run, runs_dir):
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     res = run_attack(dpdm_run.cfg, "loss", runs_dir=runs_dir, device="cpu")
     p = res["privacy"]

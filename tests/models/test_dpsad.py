@@ -9,14 +9,14 @@ from helpers import train_cfg
 
 @pytest.fixture(scope="session")
 def dpsad_sound(runs_dir):
-    from privbench import api
+    from privbench.runs import train as api
 
     return api.train(train_cfg("dpsad", "test"), runs_dir, "cpu")  # default: sound mode, PRV
 
 
 @pytest.fixture(scope="session")
 def dpsad_paper(runs_dir):
-    from privbench import api
+    from privbench.runs import train as api
 
     return api.train(train_cfg("dpsad", "test", dpsad__mode="paper"), runs_dir, "cpu")
 
@@ -58,7 +58,7 @@ def test_paper_mode_privacy_is_labelled_as_claimed(dpsad_paper):
 
 
 def test_output_gradient_clipping_bound_per_record():
-    from privbench.models.dpsad import sanitize_output_grads
+    from privbench.core.mechanisms import sanitize_per_record as sanitize_output_grads
 
     g = torch.randn(6, 1, 8, 8) * torch.tensor([0.01, 0.5, 1.0, 3.0, 50.0, 1e4]).view(-1, 1, 1, 1)
     C = 1.0
@@ -78,9 +78,9 @@ def test_output_gradient_clipping_bound_per_record():
 
 def test_paper_gradient_is_backprop_of_clipped_output_grads(tmp_path):
     """With σ = 0 the student's update is Σᵢ J_iᵀ clip_C(∂ℓᵢ/∂x̂ᵢ) / E[B] — checked record by record."""
-    from privbench import api
-    from privbench.models.dpdm import DPPlan
-    from privbench.models.dpsad import Discriminator, denoised, paper_gradient, student_losses
+    from privbench.runs import train as api
+    from privbench.models.dp_sgd import DPPlan
+    from privbench.models.methods.dpsad import Discriminator, denoised, paper_gradient, student_losses
     from privbench.models.per_sample import frozen
 
     m = api.make_method(train_cfg("dpsad", "test", dpsad__mode="paper"), tmp_path / "run", "cpu")
@@ -118,7 +118,7 @@ def test_paper_gradient_is_backprop_of_clipped_output_grads(tmp_path):
 
 @pytest.mark.parametrize("target", ["student", "teacher"])
 def test_attack_on_both_targets(dpsad_sound, runs_dir, target):
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     res = run_attack(dpsad_sound.cfg, "loss", target, runs_dir=runs_dir, device="cpu")
     assert res["target"] == target
@@ -134,8 +134,8 @@ def test_paper_mode_update_reveals_private_inputs():
     Σᵢ (clip(gᵢ) + zᵢ)·x_rᵢᵀ: even with zero signal, its row space is spanned by the batch's private inputs,
     so one released update tells with certainty whether a given record was in the batch (ε = ∞ per step),
     whatever σ. DP-SGD's noise (sound mode) is isotropic in parameter space and carries no such trace."""
-    from privbench.models.dpdm import DPPlan
-    from privbench.models.dpsad import paper_gradient
+    from privbench.models.dp_sgd import DPPlan
+    from privbench.models.methods.dpsad import paper_gradient
 
     torch.manual_seed(0)
     d, n = 32, 4
@@ -165,7 +165,7 @@ def test_paper_mode_update_reveals_private_inputs():
 @pytest.mark.parametrize("mode", ["sound", "paper"])
 def test_sparse_poisson_sampling_with_empty_batches(tmp_path, mode):
     """q = 0.02 on 64 members: most steps draw an empty batch (sound mode still applies pure noise)."""
-    from privbench import api
+    from privbench.runs import train as api
 
     cfg = train_cfg("dpsad", "test", dpsad__mode=mode, dp__sample_rate=0.02, dp__epsilon=1.0,
                     dp__accountant="rdp", dpsad__teacher_steps=2)

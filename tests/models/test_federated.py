@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from helpers import train_cfg
-from privbench import api
-from privbench.errors import BadInput
-from privbench.models import feddm as feddm_mod
+from privbench.runs import train as api
+from privbench.core.errors import BadInput
+from privbench.models.methods import feddm as feddm_mod
 from privbench.models.checkpoint import load_weights
-from privbench.models.feddm import fedavg
-from privbench.runs import run_dir_for
+from privbench.models.methods.feddm import fedavg
+from privbench.runs.store import run_dir_for
 
 
 def test_fedavg_is_the_weighted_mean():
@@ -50,7 +50,7 @@ def test_local_uses_the_pfdm_client_split(runs_dir):
 
 
 def test_client_models_are_attacked_on_their_own_records(runs_dir):
-    from privbench.attacks.runner import build_records
+    from privbench.runs.attack import build_records
 
     for m in (api.make_method(train_cfg(n), run_dir_for(train_cfg(n), runs_dir), "cpu") for n in ("local", "pfdm")):
         for tgt in (["client:1"] + (["pipeline:1"] if m.name == "pfdm" else [])):
@@ -124,7 +124,7 @@ def test_feddm_prox_runs(runs_dir):
 
 
 def test_memorization_of_a_client_model_uses_that_clients_records(runs_dir):
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     cfg = train_cfg("local", attack__n_samples=8, sample__sampler="ddim", sample__ddim_steps=3)
     res = run_attack(cfg, "memorization", "client:1", runs_dir=runs_dir, device="cpu")

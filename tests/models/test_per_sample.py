@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from helpers import train_cfg
-from privbench.models.per_sample import (PerSampleGrads, add_noise, clip_factors, clipped_sum, flat_norms,
-                                         privatize)
+from privbench.core.mechanisms import add_noise, clip_factors, clipped_sum, flat_norms, privatize
+from privbench.models.per_sample import PerSampleGrads
 
 # torch.func has no batching rule for CPU flash attention yet (a performance warning, results are exact)
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:User
 
 def denoiser(tmp_path, preset, **sets):
     """The exact network DPDM / the DP-SAD student train for this config (ctx.new_denoiser)."""
-    from privbench import api
+    from privbench.runs import train as api
 
     cfg = train_cfg("dpdm", preset, **sets)
     method = api.make_method(cfg, tmp_path / "run", "cpu")
@@ -66,7 +66,7 @@ ARCHS = [
 @pytest.mark.parametrize("backend", ["hooks", "vmap"])
 @pytest.mark.parametrize("preset,sets", ARCHS)
 def test_dpdm_per_sample_grads_equal_per_example_autograd(tmp_path, preset, sets, backend):
-    from privbench.models.dpdm import multi_draw_loss
+    from privbench.models.dp_sgd import multi_draw_loss
 
     torch.manual_seed(0)
     model, ac = denoiser(tmp_path, preset, **sets)
@@ -87,7 +87,7 @@ def test_dpdm_per_sample_grads_equal_per_example_autograd(tmp_path, preset, sets
 def test_hooks_conv_after_attention_not_zero(tmp_path):
     """opacus' conv grad sampler silently returns zeros for convs fed by a diffusers attention block's
     transposed (non-contiguous) output; every conv of the up path here must get a non-zero gradient."""
-    from privbench.models.dpdm import multi_draw_loss
+    from privbench.models.dp_sgd import multi_draw_loss
 
     model, ac = denoiser(tmp_path, "tiny", model__attention_levels="[1]")
     ps = PerSampleGrads(model, "hooks")
@@ -101,7 +101,7 @@ def test_hooks_conv_after_attention_not_zero(tmp_path):
 def test_dpsad_student_loss_per_sample_grads(tmp_path, backend):
     """The sound-mode loss (teacher target + data + discriminator term) is per record: per-sample gradients
     of the student match per-example autograd, and the (frozen) discriminator gets none."""
-    from privbench.models.dpsad import Discriminator, denoised, student_losses
+    from privbench.models.methods.dpsad import Discriminator, denoised, student_losses
     from privbench.models.per_sample import frozen
 
     model, ac = denoiser(tmp_path, "test")
@@ -138,7 +138,7 @@ def test_hooks_reject_unsupported_layers():
 
 
 def test_clipped_record_norms_at_most_C_with_K_draws(tmp_path):
-    from privbench.models.dpdm import multi_draw_loss
+    from privbench.models.dp_sgd import multi_draw_loss
 
     model, ac = denoiser(tmp_path, "test")
     ps = PerSampleGrads(model, "hooks")
@@ -176,7 +176,7 @@ def test_noise_std_is_sigma_C_over_expected_batch():
 
 def test_dp_sgd_gradient_chunks_and_empty_batch(tmp_path):
     """Physical chunks give the same clipped sum; an empty Poisson sample gives pure noise σC/E[B]."""
-    from privbench.models.dpdm import DPPlan, dp_sgd_gradient, multi_draw_loss
+    from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient, multi_draw_loss
 
     model, ac = denoiser(tmp_path, "test")
     loss_fn = multi_draw_loss(ac)

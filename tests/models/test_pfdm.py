@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from helpers import train_cfg
-from privbench import api
-from privbench.errors import BadInput
-from privbench.models import pfdm as pfdm_mod
-from privbench.models.base import RunContext
-from privbench.models.pfdm import CLIPPED, UNCLIPPED, clip_l2, make_uploads
-from privbench.models.schedule import alphas_cumprod, t0_to_model_t
-from privbench.runs import run_dir_for
+from privbench.runs import train as api
+from privbench.core.errors import BadInput
+from privbench.models.methods import pfdm as pfdm_mod
+from privbench.models.method import RunContext
+from privbench.core.mechanisms import clip_l2
+from privbench.models.methods.pfdm import CLIPPED, UNCLIPPED, make_uploads
+from privbench.core.schedule import alphas_cumprod, t0_to_model_t
+from privbench.runs.store import run_dir_for
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_server_runs_with_raw_data_unreachable(runs_dir, monkeypatch):
 
     monkeypatch.setattr(RunContext, "dataset", property(no_raw))
     monkeypatch.setattr(RunContext, "records", no_raw)
-    monkeypatch.setattr("privbench.models.base.load_dataset", no_raw)
+    monkeypatch.setattr("privbench.models.method.load_dataset", no_raw)
     monkeypatch.setattr("privbench.data.datasets.load_dataset", no_raw)
     server = api.make_method(cfg, run_dir, "cpu")  # a fresh context: nothing cached
     server.server_phase()
@@ -279,7 +280,7 @@ def test_privacy_follows_config(runs_dir):
 
 
 def test_bad_config_is_refused(runs_dir):
-    from privbench.config import build_config
+    from privbench.core.config import build_config
 
     with pytest.raises(BadInput):
         build_config("pfdm", "digits", "test", 0, [("pfdm.t0", "0")])
@@ -303,7 +304,7 @@ def pfdm_tiny(runs_dir):
 
 @pytest.mark.slow
 def test_tiny_pia_shared_near_chance_vs_centralized(pfdm_tiny, overfit_centralized, runs_dir):
-    runner = pytest.importorskip("privbench.attacks.runner")
+    runner = pytest.importorskip("privbench.runs.attack")
     res = runner.run_attack(pfdm_tiny.cfg, "pia", "shared", runs_dir=runs_dir, device="cpu")
     ref = runner.run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu")
     auc, auc_c = res["metrics"]["auc"], ref["metrics"]["auc"]

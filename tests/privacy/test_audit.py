@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.privacy.audit import (
     clopper_pearson_epsilon,
     cp_epsilon_from_counts,
@@ -96,7 +96,7 @@ def test_cp_separated_scores_give_clearly_positive_bound(selection):
 
 
 def test_cp_split_bound_is_recomputable_from_evaluation_half():
-    from privbench.metrics.roc import _stratified_halves
+    from privbench.core.scores import stratified_halves as _stratified_halves
 
     rng = np.random.default_rng(0)
     y = _labels(800, 800)

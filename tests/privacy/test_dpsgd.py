@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from privbench.errors import BadInput, WorkFailed
+from privbench.core.errors import BadInput, WorkFailed
 from privbench.privacy import dpsgd
 from privbench.privacy import account_dpsgd, dpsgd_basis, dpsgd_epsilon, noise_multiplier_for_epsilon
 
@@ -168,9 +168,9 @@ def test_bad_input(kwargs):
     assert "\n" not in str(e.value)
 
 
-def test_registry_factories_return_epsilon():
-    from privbench.registry import ACCOUNTANTS
+def test_registered_accountants_return_epsilon():
+    from privbench.core.registry import ACCOUNTANTS
 
-    assert ACCOUNTANTS.create("rdp", 1.0, 0.01, 10_000, 1e-5) == pytest.approx(6.713, abs=0.01)
-    assert ACCOUNTANTS.get("prv").factory is dpsgd.prv_epsilon
-    assert ACCOUNTANTS.get("pld").factory is dpsgd.pld_epsilon
+    assert ACCOUNTANTS.get("rdp").factory.epsilon(1.0, 0.01, 10_000, 1e-5) == pytest.approx(6.713, abs=0.01)
+    assert ACCOUNTANTS.get("prv").factory.epsilon is dpsgd.prv_epsilon
+    assert ACCOUNTANTS.get("pld").factory.epsilon is dpsgd.pld_epsilon

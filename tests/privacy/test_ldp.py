@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.privacy import ldp
 from privbench.privacy import (account_ldp, alpha_bar, delta_analytic_gaussian, epsilon_analytic_gaussian,
                                epsilon_paper_bound, epsilon_rdp, epsilon_rdp_improved, ldp_sigma, min_t0,
@@ -25,7 +25,7 @@ def test_alpha_bar_is_one_indexed_product():
 
 
 def test_alpha_bar_uses_the_schedule_helper():
-    from privbench.models.schedule import alpha_bar_at_t0, alphas_cumprod
+    from privbench.core.schedule import alpha_bar_at_t0, alphas_cumprod
 
     ac = alphas_cumprod(1000, 1e-4, 0.02, "linear")
     assert alpha_bar(690) == float(ac[689]) == alpha_bar_at_t0(690, 1000)
@@ -255,7 +255,7 @@ def test_other_bad_input():
 
 
 def test_accountants_registered():
-    from privbench.registry import ACCOUNTANTS
+    from privbench.core.registry import ACCOUNTANTS
 
     assert {"ldp-analytic", "ldp-paper", "prv", "pld", "rdp"} <= set(ACCOUNTANTS.names())
     assert ACCOUNTANTS.get("ldp-analytic").factory is ldp.epsilon_analytic_gaussian

@@ -17,7 +17,7 @@ def report_runs_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def test_results(report_runs_dir):
     """Real result.json files: centralized (model) with pia and loss, pfdm (shared) with pia; test preset."""
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     out = {}
     for method, attack in (("centralized", "pia"), ("centralized", "loss"), ("pfdm", "pia")):

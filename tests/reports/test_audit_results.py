@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from report_fakes import write_result
 from privbench.cli import main
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.reports.audit import audit_results, format_audit
 
 CLI_KEYS = {"epsilon_lower_bound", "confidence", "delta", "formal_epsilon", "threshold_selection", "n_members",
@@ -90,7 +90,7 @@ def test_directories_skip_non_membership_results(tmp_path):
 @pytest.mark.slow
 def test_overfit_centralized_gives_a_clearly_positive_bound(overfit_centralized, runs_dir):
     """Issue 6: audit on the overfit centralized target (issue 3's fixture) gives a clearly positive bound."""
-    from privbench.attacks.runner import run_attack
+    from privbench.runs.attack import run_attack
 
     res = run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu")
     (a,) = audit_results([res["scores_path"].replace("scores.npz", "result.json")])

@@ -1,4 +1,4 @@
-"""`privbench bench`: a cached, resumable grid; skipped (unregistered) methods; the side-by-side table."""
+"""`privbench bench`: a cached, resumable grid validated before it runs; the side-by-side table."""
 from __future__ import annotations
 
 import json
@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from privbench.bench import load_suite, plan, run_suite
+from privbench.bench.plan import plan
+from privbench.bench.runner import run_suite
+from privbench.bench.suite import load_suite
 from privbench.cli import main
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 
 SUITE = """
 name: t
@@ -60,21 +62,6 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir, test
     assert "suite t" in html and "pfdm" in html and "centralized" in html
 
 
-def test_unregistered_methods_are_skipped_not_errors(tmp_path, monkeypatch):
-    from privbench.registry import METHODS
-
-    METHODS.names()  # load the built-ins, then hide dpsad as if this build lacked it
-    monkeypatch.delitem(METHODS._entries, "dpsad")
-    suite = tmp_path / "t.yaml"
-    suite.write_text(SUITE + "  dpsad: {targets: [student]}\n")
-    spec, _ = load_suite(str(suite))
-    cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu")
-    skipped = [c for c in cells if c.status == "skipped"]
-    assert [(c.method, c.attack) for c in skipped] == [("dpsad", "pia")]
-    assert "not registered" in skipped[0].reason
-    assert not (tmp_path / "runs").exists()                       # planning writes nothing
-
-
 @pytest.mark.parametrize("extra,args,needle", [
     ("  centralized2: {}\n", [], "unknown method 'centralized2'"),
     ("colour: red\n", [], "unknown key"),
@@ -117,7 +104,7 @@ def test_paper_suite_plans(tmp_path, monkeypatch):
     methods' noise calibration is left to the run)."""
     import torch
 
-    import privbench.models.base as base
+    import privbench.models.method as base
 
     monkeypatch.setattr(base.RunContext, "dataset",
                         property(lambda self: (torch.zeros(10, 3, 32, 32), torch.zeros(10, dtype=torch.long))))

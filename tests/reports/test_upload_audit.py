@@ -28,7 +28,7 @@ def test_pfdm_defaults_stay_below_the_analytic_epsilon_and_gdp_is_close():
 
 def test_a_broken_mechanism_is_caught(monkeypatch):
     """If the upload used far less noise than claimed, the audit exceeds the analytic epsilon."""
-    import privbench.models.pfdm as pfdm
+    import privbench.models.methods.pfdm as pfdm
 
     real = pfdm.make_uploads
 

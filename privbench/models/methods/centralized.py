@@ -1,15 +1,17 @@
 """``centralized``: a non-private class-conditional DDPM trained on the whole member split."""
 from __future__ import annotations
 
-from ..registry import METHODS
-from .base import Method
-from .training import TrainData, is_trained, load_ema, train_denoiser
+from ...core.registry import METHODS
+from ..method import Method
+from ..training import TrainData, is_trained, load_ema, train_denoiser
 
 
-@METHODS.register("centralized", "non-private class-conditional DDPM on all member data (target: model)")
+@METHODS.register_class
 class Centralized(Method):
     name = "centralized"
+    description = "non-private class-conditional DDPM on all member data (target: model)"
     default_target = "model"
+    report_order = 40
     config_keys = ()  # data, model, diffusion, train only
 
     def train(self) -> None:

@@ -5,10 +5,10 @@ Targets ``client:K`` (default ``client:0``). ``fed.local_only_steps`` steps per 
 """
 from __future__ import annotations
 
-from ..registry import METHODS
-from .base import Method
-from .pfdm import ema_capped, sub_seed, validate_clients
-from .training import TrainData, is_trained, load_ema, train_denoiser
+from ...core.registry import METHODS
+from ...core.seeding import sub_seed
+from ..federated import FederatedMethod, ema_capped
+from ..training import TrainData, is_trained, load_ema, train_denoiser
 
 _TAG_LOCAL_ONLY = 0x1A10E
 
@@ -17,21 +17,18 @@ def client_seed(seed: int, m: int) -> int:
     return sub_seed(seed, _TAG_LOCAL_ONLY, m)
 
 
-@METHODS.register("local", "non-collaborative: each client trains a full DDPM alone, non-private (targets: client:K)")
-class Local(Method):
+@METHODS.register_class
+class Local(FederatedMethod):
     name = "local"
+    description = "non-collaborative: each client trains a full DDPM alone, non-private (targets: client:K)"
     default_target = "client:0"
+    report_order = 60
+    target_order = ("client",)
     config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance", "fed.local_only_steps")
-
-    def validate(self) -> None:
-        validate_clients(self)
+    provenance_keys = ("pfdm.n_clients",)
 
     def target_names(self) -> list[str]:
-        return [f"client:{k}" for k in range(self.cfg.pfdm.n_clients)]
-
-    def attack_split(self, name: str) -> tuple[list[int], list[int]]:
-        """client:K was trained on client K's records only: those vs class-matched non-members."""
-        return self.client_attack_split(int(self.check_target(name).split(":", 1)[1]))
+        return [f"client:{k}" for k in range(self.n_clients)]
 
     def train(self) -> None:
         ctx, steps = self.ctx, self.cfg.fed.local_only_steps

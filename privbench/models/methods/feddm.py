@@ -6,7 +6,7 @@ weights by the average of the clients' weights, weighted by client size n_m / Σ
 local loss gets the FedProx term μ/2·‖w − w_global‖².
 
 The target ``global`` uses a server-side EMA of the averaged weights, updated once per round with decay
-``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`pfdm.ema_capped` over the rounds × local_steps.
+``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`privbench.models.federated.ema_capped` over the rounds × local_steps.
 The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``); the per-client
 checkpoints of a round are removed once its average is saved, so an interrupted run resumes at the last
 finished round (or inside the interrupted round, client by client).
@@ -18,13 +18,12 @@ import dataclasses
 
 import torch
 
-from ..registry import METHODS
-from ..runs import atomic_write_json
-from .base import Method
-from .checkpoint import load_into, load_weights, read_state, save_weights
-from .local import Local
-from .pfdm import ema_capped
-from .training import TrainData, diffusion_loss, train_denoiser
+from ...core.io import atomic_write_json, load_weights, save_weights
+from ...core.registry import METHODS
+from ...core.seeding import sub_seed
+from ..checkpoint import load_into, read_state
+from ..federated import FederatedMethod, ema_capped
+from ..training import TrainData, diffusion_loss, load_ema, train_denoiser
 
 _TAG_FED = 0xFEDA
 
@@ -53,13 +52,15 @@ def _prox_loss(global_params: list[torch.Tensor], mu: float):
     return loss_fn
 
 
-@METHODS.register("feddm", "FedAvg of a class-conditional DDPM over the clients, non-private (target: global)")
-class FedDM(Method):
+@METHODS.register_class
+class FedDM(FederatedMethod):
     name = "feddm"
+    description = "FedAvg of a class-conditional DDPM over the clients, non-private (target: global)"
     default_target = "global"
+    report_order = 50
+    target_order = ("global",)
     config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance",
                    "fed.rounds", "fed.local_steps", "fed.prox_mu")
-    validate = Local.validate
 
     def target_names(self) -> list[str]:
         return ["global"]
@@ -69,8 +70,6 @@ class FedDM(Method):
         return d / "global.safetensors", d / "global.state.json"
 
     def train(self) -> None:
-        from .pfdm import sub_seed
-
         ctx, f = self.ctx, self.cfg.fed
         wpath, spath = self._paths()
         ac = ctx.schedule.alphas_cumprod()
@@ -123,8 +122,6 @@ class FedDM(Method):
             ctx.log(f"[global] FedAvg round {r + 1}/{f.rounds} done (client sizes {sizes})")
 
     def load_target(self, name=None):
-        from .training import load_ema
-
         name = self.check_target(name)
         model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "global", self.ctx.device)
         return self.make_target(name, model, note="non-private: FedAvg DDPM over the clients")

@@ -26,57 +26,54 @@ non-private local model, so their ``privacy`` is None (cli.md: null for non-priv
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from ..errors import BadInput
-from ..registry import METHODS
-from ..runs import atomic_write_json
-from .base import Method
-from .checkpoint import load_weights, save_weights
-from .schedule import t0_to_model_t
-from .target import Target, Uploads
-from .training import TrainData, is_trained, load_ema, train_denoiser
-from .unet import build_denoiser
+from ...core.config import register_section, setting
+from ...core.errors import BadInput
+from ...core.io import atomic_write_json, load_weights, save_weights
+from ...core.mechanisms import clip_l2, ldp_upload
+from ...core.registry import METHODS
+from ...core.schedule import t0_to_model_t
+from ...core.seeding import sub_seed
+from ..federated import FederatedMethod, ema_capped, parse_client_target
+from ..target import Target, Uploads
+from ..training import TrainData, is_trained, load_ema, train_denoiser
+from ..unet import build_denoiser
+
+
+@dataclass
+class PFDMConfig:
+    """PFDM's own settings (the client split's keys share the ``pfdm`` section: privbench.data.splits)."""
+    clip: float = setting(10.0, lo=0.0, lo_open=True, help="L2 clip C of the whole image before noising")
+    t0: int = setting(690, lo=1, help="upload noise level, 1-indexed as in the paper: alphas_cumprod[t0-1]")
+    clip_mix: float = setting(0.5, lo=0.0, hi=1.0, help="share of clipped copies in a local batch")
+    local_steps: int = setting(600, lo=1, help="steps of each client's t<=t0 denoiser")
+    server_steps: int = setting(1200, lo=1, help="steps of the shared T-step model on the uploads (tiny: 1200 = 300 "
+                                                 "epochs of 256 uploads, the paper's global-model length)")
+    stage1_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
+                                  help="sampler of the shared model's chain (T steps; ddim: sample.ddim_steps)")
+    stage2_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
+                                  help="sampler of the client model's refinement (t0 steps; ddim: sample.ddim_steps)")
+
+
+register_section("pfdm", PFDMConfig, presets={
+    "test": {"local_steps": 10, "server_steps": 10},
+    "small": {"local_steps": 6000, "server_steps": 10000},
+    "paper": {"local_steps": 100_000, "server_steps": 200_000}})
 
 UNCLIPPED, CLIPPED = 0, 1  # values of the clip-flag extra condition
-
-
-def sub_seed(seed: int, *tags: int) -> int:
-    """A deterministic child seed for (seed, tags…): distinct streams per client / role / round."""
-    return int(np.random.SeedSequence([int(seed), *[int(t) for t in tags]]).generate_state(1)[0])
 
 
 _TAG_LOCAL, _TAG_UPLOAD, _TAG_SERVER = 0x10CA1, 0x0B10AD, 0x5E17E
 
 
-def ema_capped(tcfg, total_steps: int, init_weight: float = 0.01):
-    """``tcfg`` with the EMA decay capped so that after ``total_steps`` steps the initial (random) weights keep
-    at most ``init_weight`` of the average: decay ≤ init_weight^(1/steps). Runs long enough for
-    ``train.ema_decay`` (e.g. 0.999 over ≥ 4600 steps) are unchanged. Without the cap, a 800-step client run
-    with decay 0.999 would sample from an EMA that is still 45 % random initialisation."""
-    cap = init_weight ** (1.0 / max(1, int(total_steps)))
-    return dataclasses.replace(tcfg, ema_decay=min(tcfg.ema_decay, cap))
-
-
 # ------------------------------------------------------------------ the LDP upload mechanism
-
-def clip_l2(x: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """CLIP(x, C) = x·min(1, C/‖x‖₂) per record, L2 over the whole image (all channels and pixels).
-
-    Returns (clipped images, bool mask of the records whose norm exceeded C)."""
-    if clip <= 0:
-        raise BadInput(f"pfdm.clip={clip}: must be > 0")
-    norms = x.flatten(1).norm(dim=1)
-    scale = torch.clamp(clip / norms.clamp_min(1e-12), max=1.0)
-    return x * scale.view(-1, *([1] * (x.dim() - 1))), norms > clip
-
 
 def make_uploads(x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, client: torch.Tensor, *, clip: float,
                  t0: int, alphas_cumprod: torch.Tensor, generator: torch.Generator) -> tuple[Uploads, int]:
@@ -85,9 +82,9 @@ def make_uploads(x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, client: 
     Returns (uploads, number of records that were actually clipped)."""
     T = alphas_cumprod.shape[0]
     a = float(alphas_cumprod[t0_to_model_t(t0, T)])
-    xc, was_clipped = clip_l2(x.double(), clip)
     z = torch.randn(x.shape, generator=generator, dtype=torch.float64)
-    xt = (np.sqrt(a) * xc + np.sqrt(1.0 - a) * z).float()
+    xt, was_clipped = ldp_upload(x.double(), clip, a, z)
+    xt = xt.float()
     up = Uploads(xt, y.clone().long(), index.clone().long(), client.clone().long(), int(t0), float(clip))
     return up, int(was_clipped.sum())
 
@@ -139,40 +136,26 @@ def two_stage_sample(shared: Target, client: Target, t0: int, n: int, y, *, seed
                                desc="pfdm stage 2 (client)")
 
 
-def validate_clients(method: Method) -> None:
-    """The client split of pfdm/local/feddm is possible and gives every client at least one record (computed
-    without writing anything)."""
-    from ..data.splits import client_split, member_split
-
-    cfg, ctx = method.cfg, method.ctx
-    p, nc = cfg.pfdm, ctx.info.num_classes
-    if p.majority_classes >= nc:
-        raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes of {cfg.dataset}")
-    if p.n_clients > cfg.data.n_members:
-        raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {cfg.data.n_members} members")
-    labels = ctx.dataset[1].numpy()
-    split = member_split(len(labels), cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
-    cs = client_split(split.members, labels, p.n_clients, nc, p.majority_classes, p.imbalance, cfg.seed)
-    empty = [m for m, c in enumerate(cs.clients) if not c]
-    if empty:
-        raise BadInput(f"pfdm.n_clients={p.n_clients}: clients {empty} get no records from the "
-                       f"{cfg.data.n_members} members; use fewer clients or more data.n_members")
-
-
-def _parse_client_target(name: str, prefix: str) -> int | None:
-    if name.startswith(prefix + ":"):
-        try:
-            return int(name.split(":", 1)[1])
-        except ValueError:
-            return None
-    return None
-
-
-@METHODS.register("pfdm", "personalized federated DDPM with LDP uploads (targets: shared, client:K, pipeline:K)")
-class PFDM(Method):
+@METHODS.register_class
+class PFDM(FederatedMethod):
     name = "pfdm"
+    description = "personalized federated DDPM with LDP uploads (targets: shared, client:K, pipeline:K)"
     default_target = "shared"
+    private = True
+    report_order = 10
+    target_order = ("shared", "pipeline", "client")
     config_keys = ("pfdm", "dp.delta")  # delta: the (ε, δ) each upload is reported with
+    provenance_keys = ("pfdm.n_clients", "pfdm.clip", "pfdm.t0")
+
+    @classmethod
+    def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:
+        """The shared model's ε is that of one upload: its mechanism (for the report's mechanism audit)."""
+        if target != cls.default_target or not cfg or "pfdm" not in cfg:
+            return None
+        p, d = cfg["pfdm"], cfg.get("diffusion", {})
+        return {"clip": float(p["clip"]), "t0": int(p["t0"]), "num_timesteps": int(d.get("num_timesteps", 1000)),
+                "beta_start": float(d.get("beta_start", 1e-4)), "beta_end": float(d.get("beta_end", 0.02)),
+                "beta_schedule": str(d.get("beta_schedule", "linear"))}
 
     # ------------------------------------------------------------------ config
     @property
@@ -186,18 +169,11 @@ class PFDM(Method):
 
     def validate(self) -> None:
         t0_to_model_t(self.cfg.pfdm.t0, self.cfg.diffusion.num_timesteps)  # BadInput if t0 ∉ [1, T]
-        validate_clients(self)
+        super().validate()
 
     def target_names(self) -> list[str]:
-        m = self.cfg.pfdm.n_clients
+        m = self.n_clients
         return ["shared"] + [f"client:{k}" for k in range(m)] + [f"pipeline:{k}" for k in range(m)]
-
-    def attack_split(self, name: str) -> tuple[list[int], list[int]]:
-        """shared: every member's upload trained it; client:K / pipeline:K: only client K's records did."""
-        name = self.check_target(name)
-        if name == "shared":
-            return list(self.ctx.split.members), list(self.ctx.split.nonmembers)
-        return self.client_attack_split(int(name.split(":", 1)[1]))
 
     # ------------------------------------------------------------------ paths
     @property
@@ -304,7 +280,7 @@ class PFDM(Method):
     def _shared_target(self) -> Target:
         ctx = self.ctx
         model = load_ema(ctx.new_denoiser(), ctx.ckpt_dir, "shared", ctx.device)
-        return self.make_target("shared", model, private=True, clip_sample=False, uploads=self.uploads(),
+        return self.make_target("shared", model, clip_sample=False, uploads=self.uploads(),
                                 note=f"server model: a T-step DDPM trained only on LDP uploads (C={self.cfg.pfdm.clip:g}, "
                                      f"t0={self.t0}); its samples are noised images at the upload level")
 
@@ -369,16 +345,16 @@ class PFDM(Method):
         name = self.check_target(name)
         if name == "shared":
             return self._shared_target()
-        k = _parse_client_target(name, "client")
+        k = parse_client_target(name, "client")
         if k is not None:
             return self._client_target(k)
-        return self._pipeline_target(_parse_client_target(name, "pipeline"))
+        return self._pipeline_target(parse_client_target(name, "pipeline"))
 
     def privacy(self, target: str) -> dict | None:
         target = target or self.default_target
         if target != "shared":
             return None  # client:K / pipeline:K expose client K's local model, trained without DP
-        from ..privacy.ldp import pfdm_privacy
+        from ...privacy.ldp import pfdm_privacy
 
         d, p = self.cfg.diffusion, self.cfg.pfdm
         return pfdm_privacy(p.clip, p.t0, self.cfg.dp.delta, num_timesteps=d.num_timesteps,

@@ -35,17 +35,35 @@ student protects).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import BadInput, WorkFailed
-from ..registry import METHODS
-from .base import Method
-from .dpdm import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
-                   resolve_sample_rate, write_privacy)
-from .per_sample import PerSampleGrads, add_noise, clip_factors, frozen
-from .training import TrainData, is_trained, load_ema, train_denoiser
+from ...core.config import register_section, setting
+from ...core.errors import BadInput, WorkFailed
+from ...core.mechanisms import add_noise, sanitize_per_record
+from ...core.registry import METHODS
+from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
+                      read_privacy, resolve_sample_rate, write_privacy)
+from ..method import Method
+from ..per_sample import PerSampleGrads, frozen
+from ..training import TrainData, is_trained, load_ema, train_denoiser
+
+
+@dataclass
+class DPSADConfig:
+    mode: str = setting("sound", choices=["sound", "paper"],
+                        help="sound = DP-SGD on the student's parameter gradient; paper = output-gradient sanitization")
+    teacher_steps: int = setting(4000, lo=1, help="steps of the non-private teacher DDPM")
+    adv_weight: float = setting(1.0, lo=0.0, help="lambda of the adversarial loss")
+    disc_lr: float = setting(2e-4, lo=0.0, lo_open=True, help="discriminator Adam learning rate")
+    disc_width: int = setting(32, lo=1, help="channels of the discriminator's first conv")
+
+
+register_section("dpsad", DPSADConfig, presets={"test": {"teacher_steps": 10}, "small": {"teacher_steps": 10000},
+                                                "paper": {"teacher_steps": 200_000}})
 
 PAPER_BASIS = ("as claimed by the paper (output-gradient sanitization; not a sound DP guarantee: the student's "
                "Jacobian depends on private data — methods.md §2.3): RDP accountant of a Poisson-subsampled "
@@ -92,34 +110,26 @@ def student_losses(xs: torch.Tensor, x0: torch.Tensor, x_teacher: torch.Tensor, 
     return dis
 
 
-def sanitize_output_grads(g_out: torch.Tensor, max_norm: float, noise_std: float, generator: torch.Generator | None
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per record: clip_C(g_i) + N(0, noise_std² I) (noise_std = σ·C). Returns (noisy gradients, unclipped norms)."""
-    norms = g_out.flatten(1).norm(dim=1)
-    f = clip_factors(norms, max_norm)
-    clipped = g_out * f.view(-1, *([1] * (g_out.dim() - 1)))
-    if noise_std > 0:
-        z = torch.randn(clipped.shape, generator=generator, device=clipped.device, dtype=clipped.dtype)
-        clipped = clipped + noise_std * z
-    return clipped, norms
-
-
 def paper_gradient(params: list[torch.Tensor], xs: torch.Tensor, losses: torch.Tensor, plan: DPPlan,
                    generator: torch.Generator | None) -> tuple[list[torch.Tensor], dict]:
     """The paper's sanitization: per record, g_i = ∂ℓ_i/∂x̂_θ,i clipped to C plus N(0, σ²C² I), then
     back-propagated through the student: Σᵢ J_iᵀ(clip(g_i) + z_i) / (q·N)."""
     g_out = torch.autograd.grad(losses.sum(), xs, retain_graph=True)[0]
-    noisy, norms = sanitize_output_grads(g_out, plan.max_grad_norm, plan.noise_std, generator)
+    noisy, norms = sanitize_per_record(g_out, plan.max_grad_norm, plan.noise_std, generator)
     grads = torch.autograd.grad(xs, params, grad_outputs=noisy / plan.expected_batch, allow_unused=True)
     grads = [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, params)]
     return grads, {"loss": float(losses.detach().mean()),
                    "clipped": float((norms > plan.max_grad_norm).float().mean()), "batch": xs.shape[0]}
 
 
-@METHODS.register("dpsad", "DP-SAD: non-private teacher, student distilled with DP noise (targets: student, teacher)")
+@METHODS.register_class
 class DPSAD(Method):
     name = "dpsad"
+    description = "DP-SAD: non-private teacher, student distilled with DP noise (targets: student, teacher)"
     default_target = "student"
+    private = True
+    report_order = 30
+    target_order = ("student", "teacher")
     config_keys = ("dp", "dpsad")
 
     def __init__(self, ctx):
@@ -241,13 +251,13 @@ class DPSAD(Method):
         name = self.check_target(name)
         model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, name, self.ctx.device)
         if name == "teacher":
-            return self.make_target(name, model, private=False,
+            return self.make_target(name, model,
                                     note="never released; non-private (the teacher DDPM, trained without DP on "
                                          "the members)")
         p = self.privacy(name)
         claim = "as claimed by the paper, not a sound guarantee" if self.mode == "paper" else \
             "DP-SGD on the student, teacher/discriminator not covered"
-        return self.make_target(name, model, private=True,
+        return self.make_target(name, model,
                                 note=f"DP-SAD student, {self.mode} mode (epsilon={p['epsilon']:.3g}, {claim})")
 
     def privacy(self, target: str | None = None) -> dict | None:
@@ -256,8 +266,6 @@ class DPSAD(Method):
             return None  # never released; trained without DP
         path = self.ctx.ckpt_dir / "privacy-student.json"
         if self.mode == "paper":
-            from .dpdm import read_privacy
-
             d = read_privacy(path)
             delta = d["accounting"]["delta"] if d else self.cfg.dp.delta
             out = privacy_dict(path, "", basis=PAPER_BASIS.format(delta=delta))

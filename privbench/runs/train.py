@@ -1,4 +1,5 @@
-"""The library functions behind the CLI: train, sample, load_target (cli.md's stable Python API)."""
+"""Training and sampling runs: make_method, train (cached by config hash, resumable), sample, load_target
+(the stable Python API: docs/api.md)."""
 from __future__ import annotations
 
 import sys
@@ -8,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import Config
-from .data.datasets import load_dataset as _load_dataset
-from .data.splits import member_split
-from .errors import BadInput
-from .models.base import Method, RunContext, resolve_device
-from .registry import METHODS
-from .runs import atomic_path, atomic_write_json, read_config, run_dir_for, run_lock, safe_name, write_config
+from ..core.config import Config
+from ..core.errors import BadInput
+from ..core.io import atomic_path, atomic_write_json, safe_name
+from ..core.registry import METHODS
+from ..data.base import load_dataset as _load_dataset
+from ..data.splits import member_split
+from ..models.method import Method, RunContext, resolve_device
+from .store import read_config, run_dir_for, run_lock, write_config
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
@@ -81,7 +83,7 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     images, labels = tgt.sample(n, y, seed=cfg.seed, sampler=cfg.sample.sampler, ddim_steps=cfg.sample.ddim_steps,
                                 batch_size=cfg.sample.batch_size)
     images = images.float().clamp(-1, 1) if tgt.clip_sample else images.float()
-    from .metrics.plots import plot_image_grid
+    from ..metrics.plots import plot_image_grid
 
     out_path = Path(out) if out else run_dir / f"samples-{safe_name(tgt.name)}.png"
     plot_image_grid(images.clamp(-1, 1), out_path, labels=labels.tolist() if labels is not None else None)

@@ -1,6 +1,6 @@
 """Noise schedule (via diffusers) and the one t0 indexing convention.
 
-Conventions (cli.md, attacks.md §0.1):
+Conventions (docs/conventions.md):
 - model timesteps are 0-indexed, t ∈ {0, …, T−1}, and ``alphas_cumprod[t] = ∏_{k=0..t} (1 − β_k)``
   exactly as in diffusers and the official PIA/SecMI code;
 - PFDM's upload level ``t0`` is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0} (1 − β_s), which is
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import BadInput
+from .errors import BadInput
 
 
 def make_scheduler(num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
@@ -76,3 +76,12 @@ class Schedule:
         if not isinstance(t, int) or t < 0 or t >= self.num_timesteps:
             raise BadInput(f"{what}={t!r}: must be a model timestep in [0, {self.num_timesteps}) (0-indexed)")
         return t
+
+
+def ddim_step(x: torch.Tensor, eps: torch.Tensor, a_t: torch.Tensor, a_next: torch.Tensor,
+              clip_x0: bool = False) -> torch.Tensor:
+    """Deterministic DDIM move from level ᾱ_t to level ᾱ_next (either direction: also DDIM inversion)."""
+    x0 = (x - (1 - a_t).sqrt() * eps) / a_t.sqrt()
+    if clip_x0:
+        x0 = x0.clamp(-1, 1)
+    return a_next.sqrt() * x0 + (1 - a_next).sqrt() * eps

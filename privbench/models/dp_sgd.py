@@ -1,23 +1,11 @@
-"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (methods.md §3).
+"""The DP-SGD plan and training loop shared by the DP methods (dpdm, dpsad): Poisson sampling, per-record clipped
+gradients, Gaussian noise on their sum (``privbench.core.mechanisms``), Adam, EMA, checkpoints, accounting.
 
-Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
-
-1. Poisson sample: each of the N members joins the step independently with probability q
-   (``dp.sample_rate``, or ``train.batch_size / N`` when it is 0), so the batch size varies;
-2. per record i, K = ``dp.noise_multiplicity`` draws (t_ik, ε_ik): the record's loss is the mean over the K
-   draws of ‖ε_ik − ε_θ(x_t, t_ik, y_i)‖² (mean over pixels) — averaged **before** the gradient, so there is
-   one gradient per record and K costs no privacy (DPDM Thm 1);
-3. per-record gradients of all parameters (privbench.models.per_sample), flat clipping to
-   C = ``dp.max_grad_norm``, sum, Gaussian noise N(0, σ²C² I), divided by the expected batch size q·N;
-4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
-
-σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
-``train.steps`` steps (``noise_multiplier_for_epsilon``), unless ``dp.noise_multiplier`` > 0 is given.
-All randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by
-(seed, step) — the same config and seed give the same weights and a resumed run follows the uninterrupted
-trajectory. The noise is therefore reproducible from the run's seed (like opacus without secure_mode).
-
-The DP-SGD loop here (:func:`dp_sgd_train`) is shared with ``dpsad`` (sound mode and paper mode).
+Per step: each of the N records joins independently with probability q (``dp.sample_rate``, or
+``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it. All
+randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by (seed, step),
+so the same config and seed give the same weights and a resumed run follows the uninterrupted trajectory; the
+noise is therefore reproducible from the run's seed (docs/methods.md, "DP noise").
 """
 from __future__ import annotations
 
@@ -30,15 +18,16 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import progress
-from ..errors import BadInput, WorkFailed
-from ..registry import METHODS
-from ..runs import atomic_write_json, log, read_json_or_none
-from .base import Method
+from ..core import progress
+from ..core.errors import BadInput, WorkFailed
+from ..core.io import append_log as log
+from ..core.io import atomic_write_json, read_json_or_none
+from ..core.mechanisms import clipped_sum, noisy_mean
+from ..core.seeding import step_generator
 from .checkpoint import (checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer,
                          write_state)
-from .per_sample import PerSampleGrads, add_noise, clipped_sum
-from .training import EMA, is_trained, load_ema, step_generator
+from .per_sample import PerSampleGrads
+from .training import EMA
 
 
 # --------------------------------------------------------------------------------------------- the plan
@@ -95,7 +84,7 @@ def check_dp_config(cfg) -> None:
 def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
               noise_multiplicity: int | None = None) -> DPPlan:
     """Resolve q and δ and calibrate σ (or check a given σ against the budget). Raises BadInput."""
-    from ..privacy.dpsgd import dpsgd_epsilon, noise_multiplier_for_epsilon
+    from ...privacy.dpsgd import dpsgd_epsilon, noise_multiplier_for_epsilon
 
     check_dp_config(cfg)
     dp = cfg.dp
@@ -119,14 +108,10 @@ def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
 
 def account(plan: DPPlan, accountant: str | None = None) -> dict:
     """The accounted ε of a plan: dpsgd_epsilon(σ, q, steps, δ)."""
-    from ..privacy.dpsgd import dpsgd_epsilon
+    from ...privacy.dpsgd import dpsgd_epsilon
 
     return dpsgd_epsilon(plan.noise_multiplier, plan.sample_rate, plan.steps, plan.delta,
                          accountant or plan.accountant)
-
-
-def plan_from_json(d: dict) -> DPPlan:
-    return DPPlan(**{k: d[k] for k in DPPlan.__dataclass_fields__})
 
 
 # --------------------------------------------------------------------------------------------- DDPM loss
@@ -252,8 +237,7 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
         loss_sum += float(losses.sum())
         n_clipped += int((norms > plan.max_grad_norm).sum())
         del per_sample
-    noisy = add_noise(summed, plan.noise_std, generator)
-    grads = [x / plan.expected_batch for x in noisy]
+    grads = noisy_mean(summed, plan.noise_std, plan.expected_batch, generator)
     stats = {"loss": loss_sum / n if n else float("nan"), "clipped": n_clipped / n if n else 0.0, "batch": n}
     if n == 0:
         stats.pop("loss")
@@ -271,79 +255,9 @@ def read_privacy(path: Path) -> dict | None:
     return read_json_or_none(path, "corrupt; delete it to re-account")
 
 
-# --------------------------------------------------------------------------------------------- method
-
-@METHODS.register("dpdm", "DP-SGD class-conditional DDPM with noise multiplicity K (target: model)")
-class DPDM(Method):
-    name = "dpdm"
-    default_target = "model"
-    config_keys = ("dp",)
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._plan: DPPlan | None = None
-
-    def validate(self) -> None:
-        check_dp_config(self.cfg)
-        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
-        self.plan()  # calibrates σ (BadInput if the budget cannot be met or a given σ exceeds it)
-
-    def plan(self) -> DPPlan:
-        if self._plan is None:
-            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
-        return self._plan
-
-    def train(self) -> None:
-        ctx, cfg = self.ctx, self.cfg
-        ppath = ctx.ckpt_dir / "privacy-model.json"
-        if is_trained(ctx.ckpt_dir, "model", cfg.train.steps) and ppath.exists():
-            return
-        x, y = self.training_data()
-        plan = self.plan()
-        if plan.n_records != len(x):
-            raise WorkFailed(f"dpdm: the member split has {len(x)} records, the plan {plan.n_records}")
-        dev = ctx.device
-        x, y = x.to(dev), (y.to(dev) if ctx.num_classes else None)
-        model = ctx.new_denoiser().to(dev)
-        ps = PerSampleGrads(model, cfg.dp.grad_sample)
-        ac = ctx.schedule.alphas_cumprod(dev)
-        loss_fn = multi_draw_loss(ac)
-        T, K = ac.shape[0], plan.noise_multiplicity
-
-        def step_fn(step, idx, g):
-            m = idx.shape[0]
-            t = torch.randint(0, T, (m, K), generator=g, device=dev)
-            noise = torch.randn((m, K, *x.shape[1:]), generator=g, device=dev)
-            yb = y[idx] if y is not None else torch.zeros(m, dtype=torch.long, device=dev)
-            return dp_sgd_gradient(ps, _drop_y(loss_fn, y is None), (x[idx], yb, t, noise), plan, g,
-                                   cfg.dp.physical_batch)
-
-        ctx.log(f"[model] DP-SGD on {plan.n_records} members: q={plan.sample_rate:g} (E[B]={plan.expected_batch:g}), "
-                f"{plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({'calibrated' if plan.calibrated else 'given'}, "
-                f"{plan.accountant}), C={plan.max_grad_norm:g}, K={K}, delta={plan.delta:g}, "
-                f"per-sample backend {cfg.dp.grad_sample}")
-        dp_sgd_train(model, plan, cfg.train, ctx.ckpt_dir, name="model", seed=cfg.seed, device=dev, step_fn=step_fn,
-                     desc="train dpdm")
-        write_privacy(ppath, plan)
-
-    def load_target(self, name=None):
-        name = self.check_target(name)
-        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "model", self.ctx.device)
-        p = self.privacy(name)
-        return self.make_target(name, model, private=True,
-                                note=f"DP-SGD (epsilon={p['epsilon']:.3g}, delta={p['delta']:g}, "
-                                     f"sigma={p['noise_multiplier']:.3g}, K={self.cfg.dp.noise_multiplicity})")
-
-    def privacy(self, target: str | None = None) -> dict | None:
-        self.check_target(target)
-        return privacy_dict(self.ctx.ckpt_dir / "privacy-model.json",
-                            "the released model (EMA of the DP-SGD iterates: post-processing); each record's "
-                            "label is covered with its record")
-
-
 def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
     """The ``privacy`` object of a DP-SGD target from its stored accounting."""
-    from ..privacy.dpsgd import dpsgd_basis
+    from ...privacy.dpsgd import dpsgd_basis
 
     d = read_privacy(path)
     if d is None:
@@ -362,7 +276,7 @@ def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
     return out
 
 
-def _drop_y(loss_fn, unconditional: bool):
+def drop_labels(loss_fn, unconditional: bool):
     if not unconditional:
         return loss_fn
     return lambda model, x0, y, t, noise: loss_fn(model, x0, None, t, noise)

@@ -20,46 +20,105 @@ An existing result with the same attack hash is reused.
 """
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sys
 import time
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..config import config_hash
-from ..registry import ATTACKS
-from ..runs import atomic_path, atomic_write_json, atomic_write_text, run_dir_for, run_lock, safe_name
-from .base import Attack, AttackEnv, AttackOutput, Records
+from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records
+from ..core.config import config_hash
+from ..core.io import atomic_path, atomic_write_json, safe_name
+from ..core.registry import ATTACKS
+from .store import run_dir_for, run_lock
 
 ORACLE = "oracle (chosen on evaluation labels)"
 
 
+@dataclass
+class AttackResult:
+    """One attack on one target: the content of ``result.json`` (docs/cli.md, "JSON results")."""
+    method: str
+    target: str
+    attack: str
+    dataset: str
+    preset: str
+    seed: int
+    run_dir: str
+    n_members: int
+    n_nonmembers: int
+    metrics: dict
+    privacy: dict | None
+    scores_path: str
+    kind: str = MEMBERSHIP
+    attack_config: dict = field(default_factory=dict)
+    attack_hash: str | None = None
+    calibrated: dict | None = None
+    sweep: dict | None = None
+    figures: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # keys written by other tools (copy_of, report, ...)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AttackResult":
+        names = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   extra={k: v for k, v in d.items() if k not in names})
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(d.pop("extra"))
+        return d
+
+    # mapping-style read access (``res["metrics"]``): the same keys as result.json
+    def __getitem__(self, key):
+        return self.to_json()[key]
+
+    def get(self, key, default=None):
+        return self.to_json().get(key, default)
+
+    def summary(self) -> str:
+        """One line for the run's log."""
+        m = self.metrics or {}
+        if self.kind == MEMBERSHIP:
+            return f"AUC {m.get('auc', float('nan')):.3f} TPR@1% {m.get('tpr_at_1pct_fpr', float('nan')):.3f}"
+        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
+
+
 # ---------------------------------------------------------------------- building blocks
 
-def make_attack(cfg, attack_name: str) -> Attack:
-    """The attack object for ``attack_name`` with the config's settings, validated (BadInput otherwise)."""
+def make_attack(cfg, attack_name: str, *, strict: bool = True) -> Attack:
+    """The attack object for ``attack_name`` with the config's settings, validated (BadInput otherwise).
+
+    ``strict``: an ``attack.*`` key set explicitly in the config (``--set``, ``--config``) that this attack does
+    not use is refused, naming the attack's settings (a bench applies suite-wide settings non-strictly)."""
     entry = ATTACKS.get(attack_name)
-    attack = entry.factory(cfg.attack)
+    cls = entry.factory
+    if strict:
+        unused = sorted(k for k in getattr(cfg, "explicit", ()) if k.startswith("attack.")
+                        and k.split(".", 1)[1] not in cls.setting_names())
+        if unused:
+            raise BadInput(f"{', '.join(unused)}: not a setting of attack {attack_name}; its settings are "
+                           + ", ".join(f"attack.{n}" for n in cls.setting_names()))
+    attack = cls(cfg.attack)
     attack.validate(cfg.diffusion.num_timesteps, cfg)
     return attack
 
 
 def build_records(method, target_name: str | None = None) -> Records:
-    """Members (``ctx.split.members``) then non-members (``ctx.split.nonmembers``), ordered, with dataset index.
-
-    A method whose targets were trained on a part of the members only (e.g. one client's model) may define
-    ``attack_split(target_name) -> (member indices, non-member indices)``; it is used when present."""
+    """The target's members then its non-members (``method.attack_split``: by default every member and non-member
+    of the split; client K's records vs class-matched non-members for a model trained on client K alone), in
+    order, with their dataset index."""
     ctx = method.ctx
-    hook = getattr(method, "attack_split", None)
-    if callable(hook) and target_name is not None:
-        mem, non = (list(v) for v in hook(target_name))
-    else:
-        mem, non = list(ctx.split.members), list(ctx.split.nonmembers)
+    mem, non = (list(v) for v in method.attack_split(method.check_target(target_name)))
     idx = torch.as_tensor(mem + non, dtype=torch.long)
     x, y = ctx.records(idx.tolist())
     labels = torch.cat([torch.ones(len(mem), dtype=torch.long), torch.zeros(len(non), dtype=torch.long)])
@@ -121,14 +180,17 @@ def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, 
 
 # ---------------------------------------------------------------------- the runner
 
-def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto") -> dict:
+def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto") -> AttackResult:
     """Validate, train if needed, attack, write the results; returns the result dict (cli.md schema)."""
-    from .. import api
+    from .train import make_method, train
 
     attack = make_attack(cfg, attack_name)                 # unknown attack / bad settings → BadInput
     run_dir = run_dir_for(cfg, runs_dir)
-    method = api.make_method(cfg, run_dir, device)
+    method = make_method(cfg, run_dir, device)
     target_name = method.check_target(target)              # unknown target → BadInput
+    if not attack.applies(target_name):
+        raise BadInput(f"--attack {attack_name}: does not apply to target {target_name} (it attacks: "
+                       f"{', '.join(attack.applies_to)})")
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
     res_path = out_dir / "result.json"
     if res_path.exists() and (run_dir / "train_done.json").exists():
@@ -136,11 +198,11 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         if cached is not None:
             print(f"privbench: attack cache hit: {out_dir}", file=sys.stderr)
             _publish(run_dir, out_dir, cached)
-            return cached
+            return AttackResult.from_json(cached)
 
     t_train = time.time()
     trained_before = (run_dir / "train_done.json").exists()
-    method = api.train(cfg, runs_dir, device)
+    method = train(cfg, runs_dir, device)
     train_s = None if trained_before else round(time.time() - t_train, 1)
 
     with run_lock(out_dir, "attack"):
@@ -148,14 +210,13 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             cached = _load_cached(res_path)
             if cached is not None:
                 _publish(run_dir, out_dir, cached)
-                return cached
+                return AttackResult.from_json(cached)
         tgt = method.load_target(target_name)
         records = build_records(method, target_name)
         env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
-        if callable(getattr(method, "attack_split", None)):
-            # a model trained on part of the members (a client's): its own records are what it can memorize
-            mem = records.index[records.labels == 1].tolist()
-            env.train_data, env.train_index = method.ctx.records(mem), mem
+        # the target's own training records (a client model's: its client's) are what it can memorize
+        mem = records.index[records.labels == 1].tolist()
+        env.train_data, env.train_index = method.ctx.records(mem), mem
         t0 = time.time()
         out = attack.run(tgt, records, env)
         if tgt.device.type == "cuda":
@@ -163,16 +224,16 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         attack_s = time.time() - t0
         result = _assemble(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
                            timing={"train_s": train_s, "attack_s": round(attack_s, 3), "device": str(tgt.device)})
-        method.ctx.log(f"[attack] {attack.name} on {target_name}: {_one_line(result)}")
+        method.ctx.log(f"[attack] {attack.name} on {target_name}: {AttackResult.from_json(result).summary()}")
     _publish(run_dir, out_dir, result)
-    return result
+    return AttackResult.from_json(result)
 
 
 def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
               run_dir: Path, timing: dict) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     n = len(records)
-    if out.nfe_per_record is not None and attack.kind == "membership":
+    if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
         timing["nfe_per_record"] = out.nfe_per_record
         timing["records_per_s"] = round(n / max(timing["attack_s"], 1e-9), 1)
     try:
@@ -190,7 +251,7 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
         "timing": timing, "artifacts": {},
     }
     arrays: dict[str, np.ndarray] = {}
-    if attack.kind == "membership":
+    if attack.kind == MEMBERSHIP:
         scores = np.asarray(out.scores, dtype=np.float64)
         labels = records.labels.numpy().astype(np.int64)
         sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed)
@@ -245,161 +306,3 @@ def _publish(run_dir: Path, out_dir: Path, result: dict) -> None:
         print(f"privbench: could not update {run_dir}/result.json: {e}", file=sys.stderr)
 
 
-# ---------------------------------------------------------------------- run = attack + report
-
-def run_job(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto") -> dict:
-    """``privbench run``: run_attack, then a short per-run report (report.md; the HTML report if available)."""
-    result = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device)
-    run_dir = Path(result["run_dir"])
-    out_dir = Path(result["scores_path"]).parent
-    text = report_markdown(result)
-    paths = {}
-    for d in (out_dir, run_dir):
-        try:
-            atomic_write_text(d / "report.md", text)
-            paths.setdefault("markdown", str(d / "report.md"))
-        except OSError:
-            pass
-    try:  # the full HTML/CSV report, when privbench.reports provides it
-        from ..reports import render_report  # type: ignore[attr-defined]
-    except ImportError:
-        render_report = None
-    if render_report is not None:
-        try:
-            produced = render_report(str(run_dir), str(run_dir / "report"), ["html", "csv"])
-            paths["rendered"] = [str(p) for p in (produced or [])]
-        except Exception as e:  # noqa: BLE001 — the report is a convenience; the attack result stands
-            paths["rendered_error"] = f"{type(e).__name__}: {e}"
-    result = dict(result)
-    result["report"] = paths
-    return result
-
-
-def report_markdown(result: dict) -> str:
-    r = result
-    lines = [f"# {r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']})",
-             "", f"Run directory: `{r['run_dir']}`  ", f"Scores: `{r['scores_path']}`", ""]
-    lines += ["```", format_table([r], detailed=True), "```", ""]
-    if r.get("privacy"):
-        p = r["privacy"]
-        lines.append(f"Formal guarantee: epsilon = {p.get('epsilon')} at delta = {p.get('delta')} ({p.get('basis')}).")
-    else:
-        lines.append("Formal guarantee: none (non-private target).")
-    lines.append("")
-    lines.append("Convention: members are the positive class; a higher score means more likely a member. "
-                 "ASR and TPR@FPR pick thresholds on the evaluation labels (oracle); the calibrated figures pick "
-                 "direction and thresholds on one half and report the other.")
-    for k, v in (r.get("artifacts") or {}).items():
-        lines.append(f"- {k}: `{v}`")
-    return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------- table
-
-def _f(v, nd=3) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def _ci(ci) -> str:
-    return "" if not ci else f" [{ci[0]:.2f},{ci[1]:.2f}]"
-
-
-def _eps(r: dict) -> str:
-    p = r.get("privacy")
-    if not p or p.get("epsilon") is None:
-        return "-"
-    return f"{p['epsilon']:.3g}"
-
-
-def _one_line(r: dict) -> str:
-    m = r.get("metrics") or {}
-    if r.get("kind", "membership") == "membership":
-        return (f"AUC {_f(m.get('auc'))}{_ci((m.get('ci95') or {}).get('auc'))} ASR {_f(m.get('asr'))} "
-                f"TPR@1% {_f(m.get('tpr_at_1pct_fpr'))} TPR@0.1% {_f(m.get('tpr_at_0_1pct_fpr'))}")
-    if r.get("kind") == "memorization":
-        return f"memorized {_f(m.get('memorized_fraction'))} of {m.get('n_generated')} samples"
-    return (f"best {m.get('best_attacker')}: re-id {_f(m.get('reid_rate'))} (chance {_f(m.get('reid_chance'), 4)}) "
-            f"PSNR {_f(m.get('psnr'), 2)} dB SSIM {_f(m.get('ssim'))}")
-
-
-def format_table(results: list[dict], detailed: bool = False) -> str:
-    """One screen: target, attack, AUC [CI], ASR, TPR@1% [CI], TPR@0.1%, calibrated AUC/direction, ε; warnings.
-    Memorization and reconstruction show their own figures. ``detailed`` adds sweeps, calibration, notes."""
-    out = io.StringIO()
-    mem = [r for r in results if r.get("kind", "membership") == "membership"]
-    other = [r for r in results if r.get("kind", "membership") != "membership"]
-    if mem:
-        hdr = (f"{'target':24s} {'attack':7s} {'AUC [95% CI]':19s} {'ASR':>5s}  {'TPR@1% [95% CI]':19s} "
-               f"{'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
-        out.write(hdr + "\n" + "-" * len(hdr) + "\n")
-        for r in mem:
-            m = r["metrics"]
-            ci = m.get("ci95") or {}
-            cal = r.get("calibrated") or {}
-            cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else "-"
-            out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
-                      f"{_f(m['auc']) + _ci(ci.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
-                      f"{_f(m['tpr_at_1pct_fpr']) + _ci(ci.get('tpr_at_1pct_fpr')):19s} "
-                      f"{_f(m['tpr_at_0_1pct_fpr']):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
-    for r in other:
-        out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
-                  f"   epsilon {_eps(r)}\n")
-    for r in results:
-        p = r.get("privacy")
-        if p and p.get("basis"):
-            out.write(f"  epsilon of {r['method']}/{r['target']}: {_eps(r)} at delta {p.get('delta')} "
-                      f"({p['basis']})\n")
-    for r in results:
-        for w in r.get("warnings") or []:
-            out.write(f"  ! {r['attack']}: {w}\n")
-    if detailed:
-        for r in results:
-            out.write(_details(r))
-    return out.getvalue().rstrip("\n")
-
-
-def _details(r: dict) -> str:
-    out = io.StringIO()
-    out.write(f"\n{r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']}): "
-              f"{r['n_members']} members / {r['n_nonmembers']} non-members\n")
-    cfg = r.get("attack_config") or {}
-    if cfg:
-        out.write("  settings: " + ", ".join(f"{k}={v}" for k, v in cfg.items()) + "\n")
-    cal = r.get("calibrated")
-    if cal:
-        t1 = cal.get("tpr_at_1pct_fpr") or {}
-        out.write(f"  calibrated (threshold and direction chosen on half the records, reported on the other half): "
-                  f"AUC {_f(cal.get('auc'))}, direction {cal.get('direction'):+d}, balanced accuracy "
-                  f"{_f(cal.get('accuracy'))}, TPR {_f(t1.get('tpr'))} at realised FPR {_f(t1.get('fpr'))} "
-                  f"(target 1%)\n")
-    sw = r.get("sweep")
-    if sw:
-        out.write(f"  timestep sweep — {ORACLE}:\n")
-        out.write(f"    {'t':>5s} {'AUC':>6s} {'ASR':>6s} {'TPR@1%':>7s} {'TPR@.1%':>7s}\n")
-        for row in sw["per_t"]:
-            out.write(f"    {row['t']:5d} {row['auc']:6.3f} {row['asr']:6.3f} {row['tpr_at_1pct_fpr']:7.3f} "
-                      f"{row['tpr_at_0_1pct_fpr']:7.3f}\n")
-        b = sw["best"]
-        out.write(f"    best t = {b['t']} ({b['selection']}): AUC {_f(b['metrics']['auc'])}"
-                  f"{_ci((b['metrics'].get('ci95') or {}).get('auc'))}\n")
-    fig = r.get("figures") or {}
-    if r.get("kind") == "reconstruction" and fig.get("attackers"):
-        out.write(f"  uploads: {fig.get('uploads')} at t0={fig.get('t0')}, C={fig.get('clip')}, sigma={fig.get('sigma'):.2f}; "
-                  f"pool {fig.get('pool')}; chance {fig.get('reid_chance'):.4f} "
-                  f"(same label: {fig.get('reid_chance_label'):.4f})\n")
-        out.write(f"    {'attacker':18s} {'re-id':>6s} {'re-id|label':>11s} {'PSNR':>6s} {'SSIM':>6s} {'NFE':>5s}\n")
-        for name, a in fig["attackers"].items():
-            out.write(f"    {name:18s} {a['reid_rate']:6.3f} {a['reid_rate_label']:11.3f} {a['psnr']:6.2f} "
-                      f"{a['ssim']:6.3f} {a['nfe']:5d}\n")
-    if r.get("kind") == "memorization":
-        out.write(f"  {fig.get('n_memorized')} of {r['metrics'].get('n_generated')} samples memorized "
-                  f"({fig.get('threshold')}); {fig.get('n_unique_training_records')} unique training records\n")
-    t = r.get("timing") or {}
-    if t:
-        out.write("  timing: " + ", ".join(f"{k}={v}" for k, v in t.items() if v is not None) + "\n")
-    for n in r.get("notes") or []:
-        out.write(f"  note: {n}\n")
-    for k, v in (r.get("artifacts") or {}).items():
-        out.write(f"  {k}: {v}\n")
-    out.write(f"  result: {r.get('copy_of') or str(Path(r['scores_path']).parent / 'result.json')}\n")
-    return out.getvalue()

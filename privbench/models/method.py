@@ -1,6 +1,9 @@
 """What every training method shares: the run context (config, data, splits, device) and the Method API.
 
-A Method trains inside its run directory (idempotent, resumable) and yields named Targets.
+A Method trains inside its run directory (idempotent, resumable) and yields named Targets. A method is one file in
+``privbench/models/methods/`` whose class registers itself (``@METHODS.register_class``) and declares everything
+the rest of privbench needs to know about it: its name, its targets, which of them carry a formal guarantee, the
+config it reads, and where it goes in reports (docs/methods.md).
 """
 from __future__ import annotations
 
@@ -12,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.datasets import dataset_info, load_dataset
-from ..data.splits import ClientSplit, MemberSplit, class_matched, client_split, member_split
-from ..errors import BadInput
-from ..runs import atomic_write_text, log
-from .schedule import Schedule
+from ..data.base import dataset_info, load_dataset
+from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, member_split
+from ..core.errors import BadInput
+from ..core.io import append_log, atomic_write_text
+from ..core.schedule import Schedule
 from .target import Target
 from .unet import Denoiser, build_denoiser
 
@@ -68,7 +71,7 @@ class RunContext:
         path = self.run_dir / "clients.json"
         if path.exists():
             return ClientSplit.from_json(path.read_text())
-        p = self.cfg.pfdm
+        p = client_settings(self.cfg)
         s = client_split(self.split.members, self.dataset[1].numpy(), p.n_clients, self.info.num_classes,
                          p.majority_classes, p.imbalance, self.cfg.seed)
         atomic_write_text(path, s.to_json())
@@ -93,17 +96,50 @@ class RunContext:
         return build_denoiser(self.cfg.model, c, h, self.info.num_classes, num_extra)
 
     def log(self, msg: str) -> None:
-        log(self.run_dir, msg)
+        append_log(self.run_dir, msg)
 
 
 class Method:
-    """Base class. Subclasses set ``name``, ``default_target`` and implement ``train``, ``target_names``
-    and ``load_target``."""
+    """Base class. Subclasses set the class attributes below and implement ``train`` and ``load_target``."""
     name = "?"
+    description = ""
     default_target = "model"
-    # Config the method reads besides data/model/diffusion/train ("section" or "section.key"); only these enter
-    # the config hash that names its run. None = every training section (safe for a method that does not say).
+    #: True for a method whose purpose is privacy (its report rows come first, its role defaults to "private")
+    private = False
+    #: report order among methods (lower first)
+    report_order = 100
+    #: report order of target kinds ("shared" for "shared", "client" for "client:K"); unknown kinds go last
+    target_order: tuple[str, ...] = ("model",)
+    #: config the method reads besides data/model/diffusion/train ("section" or "section.key"); only these enter
+    #: the config hash that names its run. None = every training section (safe for a method that does not say).
     config_keys: tuple[str, ...] | None = None
+    #: config keys shown with its results in reports' provenance
+    provenance_keys: tuple[str, ...] = ()
+
+    @classmethod
+    def target_kind(cls, target: str) -> str:
+        """``client:3`` → ``client``."""
+        return target.split(":", 1)[0]
+
+    @classmethod
+    def target_rank(cls, target: str) -> tuple:
+        kind = cls.target_kind(target)
+        order = list(cls.target_order)
+        idx = target.split(":", 1)[1] if ":" in target else ""
+        return (order.index(kind) if kind in order else len(order), int(idx) if idx.isdigit() else 0, target)
+
+    @classmethod
+    def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:
+        """The LDP upload mechanism a target's formal ε is about ({clip, t0, num_timesteps, beta_start, beta_end,
+        beta_schedule}) so the report can audit the mechanism itself; None when the target has none."""
+        return None
+
+    def fid_target(self, client: int) -> str:
+        """The target whose samples stand for client ``client`` in the per-client FID."""
+        return self.default_target
+
+    def validate(self) -> None:
+        """Method-specific checks of the config (BadInput); called before anything is written."""
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -129,6 +165,12 @@ class Method:
         """The formal guarantee of ``target`` with its basis, or None for non-private targets."""
         return None
 
+    def attack_split(self, target: str) -> tuple[list[int], list[int]]:
+        """(member indices, non-member indices) of the membership game of ``target``: by default every member
+        vs every non-member; a method whose target was trained on part of the members overrides this."""
+        self.check_target(target)
+        return list(self.ctx.split.members), list(self.ctx.split.nonmembers)
+
     def client_attack_split(self, k: int) -> tuple[list[int], list[int]]:
         """The membership game of a model trained on client k's records only: those records vs non-members with
         the same class counts (the client's class mix is skewed; see :func:`class_matched`)."""
@@ -140,13 +182,6 @@ class Method:
         """Records the target was trained on (members) — for memorization and reconstruction."""
         return self.ctx.records(self.ctx.split.members)
 
-    def make_target(self, name: str, model, *, private=False, note="", **kw) -> Target:
+    def make_target(self, name: str, model, *, note="", **kw) -> Target:
         return Target(name, self.name, model, self.ctx.schedule, self.ctx.device, self.ctx.num_classes,
-                      private=private, note=note, meta={"shape": self.ctx.image_shape}, **kw)
-
-
-def _validate_default(self) -> None:
-    """Method-specific checks of the config (BadInput); called before anything is written."""
-
-
-Method.validate = _validate_default
+                      note=note, meta={"shape": self.ctx.image_shape}, **kw)

@@ -1,0 +1,173 @@
+"""The grid of a bench: every (method, dataset, seed, target, attack) cell, planned and validated before anything
+runs; each cell keeps the hashes that say whether its cached result is still valid."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.config import config_hash
+from ..core.errors import BadInput
+from ..core.io import safe_name
+from .suite import as_list, as_sets, fid_settings, samples_n
+
+@dataclass
+class Cell:
+    kind: str                      # attack | fid | samples
+    method: str
+    dataset: str
+    seed: int
+    target: str
+    attack: str | None = None
+    role: str = "baseline"
+    overrides: list = field(default_factory=list)
+    status: str = "pending"        # pending | done | skipped | failed
+    reason: str | None = None
+    id: str = ""
+    run_dir: str | None = None
+    config_hash: str | None = None
+    attack_hash: str | None = None
+    settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
+    result_path: str | None = None
+    summary: dict | None = None
+    seconds: float | None = None
+    cfg: Any = None                # not serialised
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("cfg", "overrides")}
+        d["overrides"] = [[k, v] for k, v in self.overrides]
+        return d
+
+    def label(self) -> str:
+        what = self.attack if self.kind == "attack" else self.kind
+        return f"{self.method}/{self.target} {what} ({self.dataset}, seed {self.seed})"
+
+
+def _datasets(spec_ds, default) -> list[tuple[str, list]]:
+    out = []
+    for item in as_list(spec_ds if spec_ds is not None else default, "datasets"):
+        if isinstance(item, str):
+            out.append((item, []))
+        elif isinstance(item, dict) and len(item) == 1:
+            (name, sets), = item.items()
+            out.append((str(name), as_sets(sets, f"datasets.{name}")))
+        else:
+            raise BadInput(f"datasets: entries are names or {{name: {{key: value}}}}, got {item!r}")
+    if not out:
+        raise BadInput("suite: no datasets given")
+    return out
+
+
+def _attacks_for(spec_attacks, default: list, target: str, method: str) -> list[str]:
+    if spec_attacks is None:
+        return list(default)
+    if isinstance(spec_attacks, list):
+        return [str(a) for a in spec_attacks]
+    if isinstance(spec_attacks, dict):
+        return [str(a) for a in as_list(spec_attacks.get(target, []), f"methods.{method}.attacks.{target}")]
+    raise BadInput(f"methods.{method}.attacks: expected a list or a mapping target -> list")
+
+
+def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_dir, device: str,
+         validate_methods: bool = True) -> list[Cell]:
+    """Expand and validate the whole grid before anything is trained (BadInput on any bad name or value).
+
+    ``validate_methods`` also runs each untrained method's own checks (DP methods calibrate their noise there,
+    seconds each); trained runs are not re-validated. A suite's default attacks (``attacks:``, default: every
+    registered attack) are planned for the targets they apply to; attacks listed for a target explicitly must
+    apply to it."""
+    from ..core.config import build_config
+    from ..core.registry import ATTACKS, METHODS
+    from ..runs.attack import attack_dir, attack_hash, make_attack
+    from ..runs.store import run_dir_for
+    from ..runs.train import make_method
+
+    preset = preset or suite.get("preset") or "tiny"
+    seeds = as_list(suite.get("seeds", [0]), "seeds")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise BadInput(f"seeds: expected non-negative integers, got {s!r}")
+    explicit_default = "attacks" in suite
+    default_attacks = [str(a) for a in as_list(suite.get("attacks", ATTACKS.names()), "attacks")]
+    for a in default_attacks:
+        ATTACKS.get(a)
+    fid_on = suite.get("fid", False) not in (False, None)
+    fcfg = fid_settings(suite) if fid_on else None  # validated before anything else
+    samples_on = suite.get("samples", False) not in (False, None)
+    cells: list[Cell] = []
+    checked_data: set = set()
+    for mname, spec in suite["methods"].items():
+        spec = spec or {}
+        mname = str(mname)
+        if mname not in METHODS:
+            raise BadInput(f"suite methods: unknown method {mname!r}; choose from {', '.join(METHODS.names())}")
+        role = spec.get("role") or ("private" if METHODS.get(mname).factory.private else "baseline")
+        if role not in ("private", "baseline"):
+            raise BadInput(f"methods.{mname}.role: {role!r}; choose private or baseline")
+        msets = as_sets(spec.get("set"), f"methods.{mname}.set")
+        for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", ["digits"])):
+            for seed in seeds:
+                base = dict(method=mname, dataset=ds, seed=int(seed), role=role)
+                overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
+                targets = [str(t) for t in as_list(spec.get("targets"), f"methods.{mname}.targets")]
+                try:
+                    cfg = build_config(mname, ds, preset, int(seed), overrides)
+                except BadInput as e:
+                    raise BadInput(f"suite, method {mname} on {ds}: {e}") from None
+                rd = run_dir_for(cfg, runs_dir)
+                method = make_method(cfg, rd, device)
+                key = (cfg.dataset, cfg.data.data_root, cfg.data.resolution)
+                if key not in checked_data:
+                    method.ctx.dataset  # noqa: B018 - a missing dataset / data root is bad input, now
+                    checked_data.add(key)
+                if validate_methods and not (rd / "train_done.json").is_file():
+                    method.validate()
+                targets = [method.check_target(t) for t in (targets or [method.default_target])]
+                common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash())
+                for t in targets:
+                    listed = spec.get("attacks") is not None
+                    for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
+                        if a not in ATTACKS:
+                            raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
+                                           f"{', '.join(ATTACKS.names())}")
+                        att = make_attack(cfg, a, strict=False)
+                        if not att.applies(t):
+                            if listed or explicit_default:
+                                raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
+                                               f"(it attacks: {', '.join(att.applies_to)})")
+                            continue
+                        c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
+                                 result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)
+                        cells.append(c)
+                if samples_on and spec.get("samples", True) is not False:
+                    for t in targets:
+                        cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
+                                          **common))
+                if fid_on and spec.get("fid", True) is not False:
+                    ft = fcfg["target"]
+                    ft = method.fid_target(int(fcfg["client"])) if ft == "auto" else method.check_target(ft)
+                    c = Cell("fid", target=ft, **common)
+                    c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
+                    cells.append(c)
+    for c in cells:
+        c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
+                                          c.attack_hash or c.settings_hash))
+    return cells
+
+
+def samples_settings_hash(cfg, suite: dict) -> str:
+    return config_hash({"n": samples_n(suite), "seed": cfg.seed, "sampler": cfg.sample.sampler,
+                        "ddim_steps": cfg.sample.ddim_steps})
+
+
+def fid_settings_hash(c: Cell, fcfg: dict) -> str:
+    return config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
+                                                                                      "n_overall")},
+                        "sampler": fcfg.get("sampler") or c.cfg.sample.sampler,
+                        "ddim_steps": c.cfg.sample.ddim_steps, "version": 1})
+
+
+def fid_record_path(c: Cell, fcfg: dict) -> Path:
+    return Path(c.run_dir) / "fid" / f"fid-{safe_name(c.target)}-{fid_settings_hash(c, fcfg)}.json"
+
+

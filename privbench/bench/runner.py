@@ -1,0 +1,153 @@
+"""``privbench bench --suite S``: a grid of methods × targets × attacks × datasets × seeds, side by side.
+
+A suite is a YAML file (``benchmarks/suites/<name>.yaml``, or any path)::
+
+    name: tiny
+    description: ...
+    preset: tiny                 # --preset overrides it
+    device: cpu                  # used when --device is auto
+    datasets: [digits]
+    seeds: [0]
+    set: {train.steps: 4000}     # --set overrides for every cell (the command line's --set comes last)
+    attacks: [loss, secmi, pia, pian, memorization]      # default attacks of every target
+    fid: {client: 0, n_per_class: 20, n_overall: 256, sampler: ddpm}    # or false; sampler: default sample.sampler
+    samples: {n: 32}                                     # or false: a sample grid per target for the report
+    methods:
+      pfdm:
+        role: private            # private | baseline (default: pfdm/dpdm/dpsad are private)
+        targets: [shared, "client:0", "pipeline:0"]
+        attacks: {shared: [loss, pia, reconstruction], "client:0": [loss, pia]}   # or a list for all targets
+        set: {pfdm.t0: 690}
+        datasets: [digits, {mnist: {data.resolution: 32}}]   # optional: per-method datasets (+ their --set)
+      centralized: {role: baseline}
+
+Cells run in order (method, dataset, seed, then targets and attacks), so each target is trained once; every cell
+reuses cached runs (training is cached by config hash, attacks by their settings' hash). ``<out>/bench.json`` is
+rewritten after every cell: an interrupted bench resumes where it stopped, and a rerun skips finished cells.
+
+An unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
+recorded with its error and the bench continues; ``privbench bench`` then exits 3.
+
+Outputs: ``bench.json`` (every cell, its status, result path and headline numbers) and ``bench.log`` (what the cells
+printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv`` (privbench.reports), and
+``privbench report <out>`` renders the HTML.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..core.config import config_hash, parse_set_args
+from ..core.errors import BadInput, WorkFailed
+from ..core.io import atomic_write_json
+from ..core.progress import bar, enabled
+from ..core.provenance import git_commit, version
+from ..runs.store import default_runs_dir
+from .cells import run_attack_cell, run_fid_cell, run_samples_cell
+from .plan import plan
+from .suite import fid_settings, load_suite, samples_n
+
+
+def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
+              preset: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
+    """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``)."""
+
+    spec, path = load_suite(suite)
+    name = str(spec["name"])
+    cli_sets = parse_set_args(list(sets))
+    if device in (None, "auto") and spec.get("device"):
+        device = str(spec["device"])
+    runs = Path(runs_dir) if runs_dir else default_runs_dir()
+    out_dir = Path(out) if out else runs / f"bench-{name}"
+    cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
+    fcfg = fid_settings(spec) if spec.get("fid", False) not in (False, None) else None
+    n_samples = samples_n(spec)
+
+    bench_json = out_dir / "bench.json"
+    prev: dict[str, dict] = {}
+    if bench_json.is_file():
+        try:
+            prev = {c["id"]: c for c in json.loads(bench_json.read_text()).get("cells", [])}
+        except (OSError, ValueError, KeyError, TypeError):
+            prev = {}
+    for c in cells:
+        p = prev.get(c.id)
+        if c.status == "pending" and p and p.get("status") == "done" and p.get("result_path") \
+                and Path(p["result_path"]).is_file():
+            c.status, c.reason = "done", "finished in an earlier run of this bench"
+            c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    meta = {
+        "suite": name, "suite_path": str(path), "suite_hash": config_hash(spec),
+        "description": spec.get("description"), "preset": preset or spec.get("preset") or "tiny",
+        "device": device, "runs_dir": str(runs), "overrides": [list(kv) for kv in cli_sets],
+        "roles": {c.method: c.role for c in cells},
+        "privbench_version": version(), "git_commit": git_commit(),
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+    def write(final: bool = False) -> dict:
+        counts = {s: sum(c.status == s for c in cells) for s in ("done", "skipped", "failed", "pending")}
+        d = {**meta, "elapsed_s": round(time.time() - started, 1), "counts": counts, "finished": final,
+             "cells": [c.to_json() for c in cells]}
+        atomic_write_json(bench_json, d)
+        return d
+
+    write()
+    log_path = out_dir / "bench.log"
+    show = enabled()
+    pb = bar(total=len(cells), desc=f"bench {name}", unit="cell", leave=True)
+    old_env = os.environ.get("PRIVBENCH_PROGRESS")
+    os.environ["PRIVBENCH_PROGRESS"] = "0"  # one progress bar: the grid's
+    try:
+        for c in cells:
+            if c.status != "pending":
+                pb.update(1)
+                continue
+            pb.set_postfix_str(c.label()[:60])
+            t0 = time.time()
+            try:
+                # the cells' own messages (cache hits, training logs) go to bench.log: one bar on the terminal
+                with open(log_path, "a") as log, contextlib.redirect_stderr(log):
+                    print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {c.label()}", file=log)
+                    if c.kind == "attack":
+                        run_attack_cell(c, runs, device)
+                    elif c.kind == "samples":
+                        run_samples_cell(c, runs, device, n_samples)
+                    else:
+                        run_fid_cell(c, runs, device, fcfg)
+            except KeyboardInterrupt:
+                c.status, c.reason = "pending", "interrupted"
+                write()
+                raise
+            except (BadInput, WorkFailed) as e:
+                c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
+            except Exception as e:  # noqa: BLE001 - one broken cell must not lose the others
+                c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
+            if c.reason is None or c.reason != "cached":
+                c.seconds = round(time.time() - t0, 1)
+            if c.status == "failed" and show:
+                pb.write(f"privbench bench: {c.label()} failed: {c.reason}", file=sys.stderr)
+            elif c.status == "failed":
+                print(f"privbench bench: {c.label()} failed: {c.reason}", file=sys.stderr)
+            write()
+            pb.update(1)
+    finally:
+        pb.close()
+        if old_env is None:
+            os.environ.pop("PRIVBENCH_PROGRESS", None)
+        else:
+            os.environ["PRIVBENCH_PROGRESS"] = old_env
+
+    d = write(final=True)
+    d["out"] = str(out_dir)
+    d["bench_json"] = str(bench_json)
+    return d
+
+

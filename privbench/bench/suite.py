@@ -1,0 +1,104 @@
+"""Suite files of ``privbench bench``: finding, reading and validating them (docs/cli.md, "Suite files")."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.errors import BadInput
+
+SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
+              "samples"}
+METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
+FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler"}
+DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None}
+
+
+# ---------------------------------------------------------------------------------------------- suite files
+
+def suite_dirs() -> list[Path]:
+    here = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
+    return [Path.cwd() / "benchmarks" / "suites", here]
+
+
+def find_suite(suite: str) -> Path:
+    p = Path(suite)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise BadInput(f"--suite {suite}: file not found")
+        return p
+    for d in suite_dirs():
+        for ext in (".yaml", ".yml"):
+            c = d / f"{suite}{ext}"
+            if c.is_file():
+                return c
+    names = sorted({f.stem for d in suite_dirs() if d.is_dir() for f in d.glob("*.y*ml")})
+    raise BadInput(f"--suite {suite}: unknown suite; available: {', '.join(names) or 'none found'} "
+                   f"(or give a YAML path)")
+
+
+def as_list(v, what: str) -> list:
+    if v is None:
+        return []
+    if isinstance(v, (str, int)):
+        return [v]
+    if not isinstance(v, list):
+        raise BadInput(f"{what}: expected a list, got {type(v).__name__}")
+    return v
+
+
+def as_sets(v, what: str) -> list[tuple[str, Any]]:
+    if v is None:
+        return []
+    if not isinstance(v, dict):
+        raise BadInput(f"{what}: expected a mapping of key: value (e.g. train.steps: 2000)")
+    return [(str(k), val) for k, val in v.items()]
+
+
+def load_suite(suite: str) -> tuple[dict, Path]:
+    path = find_suite(suite)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        raise BadInput(f"--suite {path}: malformed YAML") from None
+    except OSError as e:
+        raise BadInput(f"--suite {path}: unreadable ({e.strerror})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"--suite {path}: expected a mapping (name, preset, datasets, seeds, methods, ...)")
+    unknown = sorted(set(data) - SUITE_KEYS)
+    if unknown:
+        raise BadInput(f"--suite {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SUITE_KEYS))}")
+    if not isinstance(data.get("methods"), dict) or not data["methods"]:
+        raise BadInput(f"--suite {path}: 'methods' must map method names to their settings")
+    for m, spec in data["methods"].items():
+        if spec is not None and not isinstance(spec, dict):
+            raise BadInput(f"--suite {path}: methods.{m}: expected a mapping (targets, attacks, set, ...)")
+        bad = sorted(set(spec or {}) - METHOD_KEYS)
+        if bad:
+            raise BadInput(f"--suite {path}: methods.{m}: unknown key(s) {', '.join(bad)}; allowed: "
+                           f"{', '.join(sorted(METHOD_KEYS))}")
+    data.setdefault("name", path.stem)
+    return data, path
+
+
+def fid_settings(suite: dict) -> dict:
+    f = suite.get("fid")
+    f = {} if f in (True, None) else f
+    if not isinstance(f, dict):
+        raise BadInput("fid: expected false or a mapping (client, n_per_class, n_overall, target)")
+    bad = sorted(set(f) - FID_KEYS)
+    if bad:
+        raise BadInput(f"fid: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(FID_KEYS))}")
+    out = {**DEFAULT_FID, **f}
+    if out["sampler"] not in (None, "ddpm", "ddim"):
+        raise BadInput(f"fid.sampler: {out['sampler']!r}; choose ddpm or ddim (default: sample.sampler)")
+    for k in ("client", "n_per_class", "n_overall"):
+        if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 0:
+            raise BadInput(f"fid.{k}: expected a non-negative integer, got {out[k]!r}")
+    return out
+
+
+def samples_n(suite: dict) -> int:
+    sp = suite.get("samples")
+    return int(sp.get("n", 32)) if isinstance(sp, dict) else 32

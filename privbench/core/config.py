@@ -1,0 +1,466 @@
+"""Typed configs, presets (test/tiny/small/paper), ``--set`` overrides and the config hash.
+
+A config is a few top-level fields (method, dataset, preset, seed) and named **sections** of typed settings.
+The sections every method reads (data, model, diffusion, train, sample, dp) are declared here; a method or an
+attack declares its own settings in its own file with :func:`register_section` (several files may contribute
+fields to one section, e.g. the client split and PFDM's own settings both live under ``pfdm.``). Every field can
+be overridden with ``--set section.key=value``; values are parsed and type-checked against the field's declared
+type and range, and an unknown key is an error (exit 2).
+
+A field's metadata may say ``training=False`` (it changes what is sampled or attacked, never what is trained: it
+stays out of the config hash that names the run); a whole section may be registered with ``training=False``.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import BadInput
+from .registry import METHODS, PRESETS, load_builtins
+
+
+def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True):
+    """A dataclass field with range/choice metadata used by ``--set`` validation (``training=False``: the field
+    never changes what is trained, so it stays out of the run's config hash)."""
+    meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training)
+    if isinstance(default, (list, dict, tuple)):
+        return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class DataConfig:
+    n_members: int = setting(256, lo=2, help="records in the member split (the training data)")
+    n_nonmembers: int = setting(256, lo=2, help="records in the held-out non-member split")
+    resolution: int = setting(0, lo=0, help="image side after padding/resizing; 0 = the dataset's native size")
+    data_root: str = setting("", training=False, help="folder with torchvision-format datasets (mnist, cifar10, celeba)")
+    download: bool = setting(False, training=False, help="allow torchvision to download the dataset into data_root")
+
+
+@dataclass
+class ModelConfig:
+    block_out_channels: list = setting([16, 32], help="channels per UNet level (diffusers UNet2DModel)")
+    layers_per_block: int = setting(1, lo=1)
+    attention_levels: list = setting([], help="indices of UNet levels with self-attention")
+    dropout: float = setting(0.0, lo=0.0, hi=1.0, hi_open=True)
+    norm_num_groups: int = setting(8, lo=1)
+    class_conditional: bool = setting(True)
+
+
+@dataclass
+class DiffusionConfig:
+    num_timesteps: int = setting(1000, lo=2)
+    beta_start: float = setting(1e-4, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    beta_end: float = setting(0.02, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    beta_schedule: str = setting("linear", choices=["linear", "scaled_linear", "squaredcos_cap_v2"])
+    variance_type: str = setting("fixed_small", choices=["fixed_small", "fixed_large"])
+
+
+@dataclass
+class TrainConfig:
+    steps: int = setting(4000, lo=1, help="optimizer steps")
+    batch_size: int = setting(64, lo=1)
+    lr: float = setting(2e-3, lo=0.0, lo_open=True)
+    weight_decay: float = setting(0.0, lo=0.0)
+    warmup: int = setting(100, lo=0, help="linear LR warm-up steps")
+    grad_clip: float = setting(1.0, lo=0.0, help="global grad-norm clip (0 = off)")
+    ema_decay: float = setting(0.999, lo=0.0, hi=1.0, hi_open=True)
+    checkpoint_every: int = setting(1000, lo=1)
+    log_every: int = setting(100, lo=1)
+
+
+@dataclass
+class SampleConfig:
+    sampler: str = setting("ddpm", choices=["ddpm", "ddim"])
+    ddim_steps: int = setting(100, lo=1)
+    batch_size: int = setting(500, lo=1)
+
+
+@dataclass
+class DPConfig:
+    epsilon: float = setting(10.0, lo=0.0, lo_open=True)
+    delta: float = setting(1e-5, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
+    max_grad_norm: float = setting(1.0, lo=0.0, lo_open=True)
+    noise_multiplier: float = setting(0.0, lo=0.0, help="0 = calibrate to dp.epsilon; >0 = use it as given")
+    noise_multiplicity: int = setting(4, lo=1, help="K noise draws averaged per record before clipping")
+    accountant: str = setting("prv", choices=["prv", "pld", "rdp"])
+    sample_rate: float = setting(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
+    grad_sample: str = setting("hooks", choices=["hooks", "vmap"],
+                          help="per-record gradient backend (models/per_sample.py); both exact")
+    physical_batch: int = setting(0, lo=0, help="records per per-sample-gradient pass (memory); 0 = the whole batch")
+
+
+
+
+# ---------------------------------------------------------------- sections
+
+@dataclass
+class _Section:
+    name: str
+    parts: list            # dataclasses contributing fields, in registration order
+    presets: dict          # preset name -> {field: value}
+    training: bool
+    cls: type | None = None  # the combined dataclass (rebuilt when a part is added)
+
+
+_SECTIONS: dict[str, _Section] = {}
+
+
+def register_section(name: str, part: type, *, presets: dict[str, dict] | None = None, training: bool = True) -> type:
+    """Add the fields of dataclass ``part`` to config section ``name`` (created on first use).
+
+    ``presets`` maps a preset name to the values of ``part``'s fields under that preset. A field declared by
+    several parts (e.g. an attack setting shared by two attacks) must have the same type and default in each.
+    ``training=False``: nothing in this section changes what is trained (attack and sampling settings)."""
+    sec = _SECTIONS.get(name)
+    if sec is None:
+        sec = _SECTIONS[name] = _Section(name, [], {}, training)
+    if part in sec.parts:
+        return part
+    have = {f.name: f for p in sec.parts for f in fields(p)}
+    hints = typing.get_type_hints(part)
+    for f in fields(part):
+        old = have.get(f.name)
+        if old is not None:
+            old_owner = next(p for p in sec.parts if f.name in {g.name for g in fields(p)})
+            if typing.get_type_hints(old_owner)[f.name] is not hints[f.name] or _default(old) != _default(f):
+                raise ValueError(f"config key {name}.{f.name}: declared differently by {old_owner.__qualname__} "
+                                 f"and {part.__qualname__}")
+    sec.parts.append(part)
+    for preset, values in (presets or {}).items():
+        unknown = set(values) - {f.name for f in fields(part)}
+        if unknown:
+            raise ValueError(f"presets of {part.__qualname__}: unknown fields {sorted(unknown)}")
+        sec.presets.setdefault(preset, {}).update(values)
+    sec.cls = None
+    return part
+
+
+def section(name: str, *, training: bool = True, presets: dict[str, dict] | None = None):
+    """Class decorator form of :func:`register_section`: ``@section("pfdm", presets={...})``."""
+    def deco(cls):
+        return register_section(name, dataclass(cls), presets=presets, training=training)
+    return deco
+
+
+def _default(f):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _section_cls(name: str) -> type:
+    sec = _SECTIONS[name]
+    if sec.cls is None:
+        seen, spec = set(), []
+        for part in sec.parts:
+            hints = typing.get_type_hints(part)
+            for f in fields(part):
+                if f.name in seen:
+                    continue
+                seen.add(f.name)
+                fresh = (dataclasses.field(default=f.default, metadata=f.metadata)
+                         if f.default_factory is dataclasses.MISSING else
+                         dataclasses.field(default_factory=f.default_factory, metadata=f.metadata))
+                spec.append((f.name, hints[f.name], fresh))
+        sec.cls = dataclasses.make_dataclass(f"{name.capitalize()}Section", spec)
+    return sec.cls
+
+
+def sections() -> dict[str, type]:
+    """Every registered section name → its combined dataclass (after the registries are loaded)."""
+    load_builtins()
+    return {n: _section_cls(n) for n in _SECTIONS}
+
+
+register_section("data", DataConfig, presets={
+    "test": {"n_members": 64, "n_nonmembers": 64}, "small": {"n_members": 512, "n_nonmembers": 512},
+    "paper": {"resolution": 32, "n_members": 25000, "n_nonmembers": 25000}})
+register_section("model", ModelConfig, presets={
+    "test": {"block_out_channels": [8, 16], "norm_num_groups": 4},
+    "small": {"block_out_channels": [32, 64], "layers_per_block": 2},
+    # The standard DDPM CIFAR-10 victim (pytorch-ddpm): ch 128, mult (1,2,2,2), attention at 16×16 (level 1),
+    # 2 res-blocks, dropout 0.1.
+    "paper": {"block_out_channels": [128, 256, 256, 256], "layers_per_block": 2, "attention_levels": [1],
+              "dropout": 0.1, "norm_num_groups": 32}})
+register_section("diffusion", DiffusionConfig, presets={"paper": {"variance_type": "fixed_large"}})
+register_section("train", TrainConfig, presets={
+    "test": {"steps": 20, "batch_size": 16, "warmup": 0, "checkpoint_every": 10, "log_every": 5},
+    "small": {"steps": 10000},
+    "paper": {"steps": 800_000, "batch_size": 128, "lr": 2e-4, "warmup": 5000, "ema_decay": 0.9999,
+              "checkpoint_every": 10_000, "log_every": 1000}})
+register_section("sample", SampleConfig, training=False, presets={"test": {"ddim_steps": 10}})
+register_section("dp", DPConfig, presets={
+    # DPDM's CIFAR-10 config; per-record gradients of the 35.7M-parameter UNet: 16 records per pass
+    "paper": {"noise_multiplicity": 8, "physical_batch": 16}})
+
+
+# ---------------------------------------------------------------- the config
+
+TOP_LEVEL = ("method", "dataset", "preset", "seed")
+BASE_SECTIONS = ("data", "model", "diffusion", "train")  # every method trains from these
+
+
+class Config:
+    """method, dataset, preset, seed and one object per registered section (``cfg.train.steps``)."""
+
+    def __init__(self, method: str = "centralized", dataset: str = "digits", preset: str = "tiny", seed: int = 0):
+        self.method, self.dataset, self.preset, self.seed = method, dataset, preset, seed
+        self._sections = {name: cls() for name, cls in sections().items()}
+        self.explicit: set[str] = set()  # keys set by --set / --config (an attack refuses the ones it does not use)
+
+    def __getattr__(self, name):
+        secs = self.__dict__.get("_sections")
+        if secs is not None and name in secs:
+            return secs[name]
+        raise AttributeError(name)
+
+    def section_names(self) -> list[str]:
+        return list(self._sections)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in TOP_LEVEL}
+        d.update({name: dataclasses.asdict(obj) for name, obj in self._sections.items()})
+        return d
+
+    def training_dict(self) -> dict:
+        """What decides what is trained: the base sections, plus what the method declares it reads
+        (``config_keys``: "section" or "section.key"), minus every ``training=False`` field. So attack or
+        sampling settings never force a retrain, and e.g. a pfdm default change never re-keys a dpdm run."""
+        d = self.to_dict()
+        for name in list(d):
+            if name in TOP_LEVEL:
+                continue
+            if not _SECTIONS[name].training:
+                d.pop(name)
+                continue
+            for f in fields(_section_cls(name)):
+                if not f.metadata.get("training", True):
+                    d[name].pop(f.name, None)
+        d.pop("preset")
+        keys = _method_config_keys(self.method)
+        if keys is None:  # a method that does not say what it reads: every training section counts
+            return d
+        out = {k: d[k] for k in ("method", "dataset", "seed", *BASE_SECTIONS)}
+        for key in keys:
+            sec, _, name = key.partition(".")
+            if name:
+                out.setdefault(sec, {})[name] = d[sec][name]
+            else:
+                out[sec] = d[sec]
+        return out
+
+    def training_hash(self) -> str:
+        return config_hash(self.training_dict())
+
+    def __repr__(self) -> str:
+        return f"Config({self.method}, {self.dataset}, {self.preset}, seed={self.seed})"
+
+
+def _method_config_keys(method: str):
+    """The ``config_keys`` of a registered method class, or None (unknown method or none declared)."""
+    try:
+        factory = METHODS.get(method).factory
+    except BadInput:  # unknown method: validated elsewhere with a clear message
+        return None
+    return getattr(factory, "config_keys", None)
+
+
+def config_hash(d: dict) -> str:
+    blob = json.dumps(d, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------- presets
+
+def _dataset_of_preset(c: Config, dataset: str | None) -> None:
+    """A preset picks its dataset only when the user left the default."""
+    if c.preset == "small" and c.dataset == "digits":
+        c.dataset = "colored-digits"
+    if c.preset == "paper" and c.dataset in ("digits", "colored-digits"):
+        c.dataset = "cifar10"
+
+
+PRESETS.add("test", _dataset_of_preset, "seconds; for unit tests only (results meaningless)")
+PRESETS.add("tiny", _dataset_of_preset, "embedded 8×8 digits, UNet (16, 32), CPU in minutes; results meaningful")
+PRESETS.add("small", _dataset_of_preset, "CPU, larger: colored digits, UNet (32, 64), more steps")
+PRESETS.add("paper", _dataset_of_preset, "GPU: 32×32 datasets, the standard DDPM CIFAR-10 victim (35.7M params)")
+
+
+def apply_preset(c: Config, preset: str) -> None:
+    PRESETS.create(preset, c, c.dataset)
+    for name, sec in _SECTIONS.items():
+        for k, v in sec.presets.get(preset, {}).items():
+            setattr(getattr(c, name), k, copy.deepcopy(v))
+
+
+# ---------------------------------------------------------------- overrides
+
+def parse_value(key: str, raw: Any, typ: type, meta: dict) -> Any:
+    """Parse ``raw`` (a string from the command line, or a YAML value) into ``typ`` and range-check it."""
+    def bad(what):
+        return BadInput(f"--set {key}={raw!r}: {what}")
+
+    if isinstance(raw, str):
+        text = raw.strip()
+        if typ is bool:
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                val = True
+            elif low in ("0", "false", "no", "off"):
+                val = False
+            else:
+                raise bad("expected a boolean (true/false)")
+        elif typ is int:
+            try:
+                val = int(text)
+            except ValueError:
+                raise bad("expected an integer") from None
+        elif typ is float:
+            try:
+                val = float(text)
+            except ValueError:
+                raise bad("expected a number") from None
+        elif typ is list:
+            try:
+                val = yaml.safe_load(text if text.startswith("[") else f"[{text}]")
+            except yaml.YAMLError:
+                raise bad("expected a list like [1,2] or 1,2") from None
+            if val is None:
+                val = []
+        else:
+            val = text
+    else:
+        val = raw
+        if typ is float and isinstance(val, int) and not isinstance(val, bool):
+            val = float(val)
+        if typ is list and isinstance(val, tuple):
+            val = list(val)
+        if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
+            raise bad(f"expected {typ.__name__}")
+    if typ in (int, float):
+        if val != val or val in (float("inf"), float("-inf")):
+            raise bad("expected a finite number")
+        lo, hi = meta.get("lo"), meta.get("hi")
+        if lo is not None and (val < lo or (meta.get("lo_open") and val == lo)):
+            raise bad(f"must be {'>' if meta.get('lo_open') else '>='} {lo}")
+        if hi is not None and (val > hi or (meta.get("hi_open") and val == hi)):
+            raise bad(f"must be {'<' if meta.get('hi_open') else '<='} {hi}")
+    if meta.get("choices") and val not in meta["choices"]:
+        raise bad(f"choose one of {', '.join(meta['choices'])}")
+    if typ is list and not isinstance(val, list):
+        raise bad("expected a list")
+    return val
+
+
+
+
+def all_keys() -> list[tuple[str, type, Any, str]]:
+    """(key, type, default, help) for every ``--set`` key."""
+    out = []
+    for sec, cls in sections().items():
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            out.append((f"{sec}.{f.name}", hints[f.name], _default(f), f.metadata.get("help", "")))
+    return out
+
+
+def set_key(cfg: Config, key: str, raw: Any) -> None:
+    if "." not in key:
+        raise BadInput(f"--set {key}: expected section.key=value, e.g. train.steps=2000")
+    sec, name = key.split(".", 1)
+    secs = sections()
+    if sec not in secs:
+        raise BadInput(f"--set {key}: unknown section {sec!r}; sections: {', '.join(secs)}")
+    cls = secs[sec]
+    names = {f.name: f for f in fields(cls)}
+    if name not in names:
+        raise BadInput(f"--set {key}: unknown key; {sec} has: {', '.join(names)}")
+    val = parse_value(key, raw, typing.get_type_hints(cls)[name], dict(names[name].metadata))
+    setattr(getattr(cfg, sec), name, val)
+    cfg.explicit.add(key)
+
+
+def parse_set_args(pairs: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for p in pairs:
+        if "=" not in p:
+            raise BadInput(f"--set {p!r}: expected key=value, e.g. train.steps=2000")
+        k, v = p.split("=", 1)
+        out.append((k.strip(), v))
+    return out
+
+
+def load_yaml_overrides(path: str | Path) -> list[tuple[str, Any]]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"--config {path}: file not found") from None
+    except (OSError, yaml.YAMLError) as e:
+        raise BadInput(f"--config {path}: not readable YAML ({type(e).__name__})") from None
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise BadInput(f"--config {path}: expected a mapping of sections")
+    out = []
+    for sec, body in data.items():
+        if sec in TOP_LEVEL:
+            out.append((sec, body))
+        elif isinstance(body, dict):
+            out.extend((f"{sec}.{k}", v) for k, v in body.items())
+        else:
+            raise BadInput(f"--config {path}: section {sec!r} must be a mapping")
+    return out
+
+
+def build_config(method: str = "centralized", dataset: str = "digits", preset: str = "tiny", seed: int = 0,
+                 overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
+    """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins)."""
+    from .registry import DATASETS
+
+    METHODS.get(method)
+    PRESETS.get(preset)
+    if not isinstance(seed, int) or seed < 0:
+        raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
+    cfg = Config(method=method, dataset=dataset, preset=preset, seed=seed)
+    apply_preset(cfg, preset)
+    if dataset != "digits":
+        cfg.dataset = dataset
+    items = list(load_yaml_overrides(config_file)) if config_file else []
+    items += list(overrides or [])
+    for k, v in items:
+        if k in TOP_LEVEL:
+            if k == "seed":
+                try:
+                    cfg.seed = int(v)
+                except (TypeError, ValueError):
+                    raise BadInput(f"seed {v!r}: expected an integer") from None
+            else:
+                setattr(cfg, k, str(v))
+            continue
+        set_key(cfg, k, v)
+    DATASETS.get(cfg.dataset)
+    METHODS.get(cfg.method)
+    return cfg
+
+
+def config_from_dict(d: dict) -> Config:
+    cfg = Config(method=d["method"], dataset=d["dataset"], preset=d.get("preset", "tiny"), seed=d["seed"])
+    for sec in cfg.section_names():
+        body = d.get(sec, {}) or {}
+        obj = getattr(cfg, sec)
+        for k, v in body.items():
+            if hasattr(obj, k):
+                setattr(obj, k, v)
+    return cfg

@@ -1,0 +1,123 @@
+"""Files: atomic writes that fsync, a lock per path (``filelock``), JSON helpers and safe file-name parts.
+
+Every file privbench writes goes through :func:`atomic_path` (or the helpers built on it): the data is written
+to a temporary file beside the target, flushed to disk, and renamed into place, so a reader (or a resumed run)
+never sees a half-written file. The temporary file is removed when the write fails or is interrupted.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import BadInput
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; fsync it and rename it into place only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")  # keep the suffix: writers infer formats
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:  # whatever wrote the file, its bytes reach the disk before the rename
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_bytes(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def json_default(o):
+    """JSON for numpy scalars/arrays and paths (everything else is an error)."""
+    import numpy as np
+
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=json_default) + "\n")
+
+
+def read_json_or_none(path: Path, corrupt: str) -> Any:
+    """A JSON file's content, None when it does not exist; a corrupt one is BadInput ``<path>: <corrupt>``."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        raise BadInput(f"{path}: {corrupt}") from None
+
+
+def safe_name(name: str) -> str:
+    """A target name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders)."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
+
+
+@contextlib.contextmanager
+def path_lock(folder: Path, what: str, busy: str) -> Iterator[None]:
+    """An exclusive lock ``<folder>/.<what>.lock`` (``filelock``): a second process waits, saying ``busy``."""
+    from filelock import FileLock, Timeout
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / f".{what}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"privbench: {folder} {busy}; waiting for it", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def append_log(folder: Path, msg: str) -> None:
+    """Append one timestamped line to ``<folder>/log.txt``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    with open(folder / "log.txt", "a") as f:
+        f.write(f"{stamp} {msg}\n")
+
+
+def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
+    """Tensors to a safetensors file (atomically), with string metadata."""
+    from safetensors.torch import save_file
+
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp),
+                  metadata={k: str(v) for k, v in (meta or {}).items()})
+
+
+def load_weights(path: Path, device="cpu") -> dict:
+    """A safetensors file's tensors (never runs code); a damaged file is BadInput naming it."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=str(device))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise BadInput(f"checkpoint {path}: corrupt or truncated ({str(e).splitlines()[0][:80]}); "
+                       f"delete it to retrain") from None

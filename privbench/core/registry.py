@@ -1,0 +1,148 @@
+"""Registries: the only place where the names of methods, attacks, datasets, accountants, presets, feature
+extractors and config sections live.
+
+A built-in entry is one file that registers itself when imported; :func:`load_builtins` imports every module of
+the built-in packages (so adding a file adds an entry, nothing else is edited), then the modules named by the
+entry points of installed plug-ins (groups ``privbench.attacks``, ``privbench.methods``, ``privbench.datasets``,
+``privbench.accountants``) and by the environment variable ``PRIVBENCH_PLUGINS`` (comma-separated module names).
+
+Classes register with :meth:`Registry.register_class` (name and description are class attributes); functions with
+``@REGISTRY.register(name, description)``.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .errors import BadInput
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    factory: Any
+    description: str
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+
+    def register(self, name: str, description: str) -> Callable:
+        """Decorator: ``@DATASETS.register("digits", "one line")``."""
+
+        def deco(factory: Callable) -> Callable:
+            self.add(name, factory, description)
+            return factory
+
+        return deco
+
+    def register_class(self, cls):
+        """Class decorator: the class's ``name`` and ``description`` attributes name the entry."""
+        self.add(cls.name, cls, getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n")[0])
+        return cls
+
+    def add(self, name: str, factory: Any, description: str) -> None:
+        old = self._entries.get(name)
+        if old is not None:
+            if _same(old.factory, factory):  # the same module imported twice (e.g. importlib.reload)
+                self._entries[name] = Entry(name, factory, description)
+                return
+            raise ValueError(f"{self.kind} {name!r} registered twice ({_where(old.factory)} and {_where(factory)})")
+        self._entries[name] = Entry(name, factory, description)
+
+    def get(self, name: str) -> Entry:
+        load_builtins()
+        if name not in self._entries:
+            raise BadInput(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+        return self._entries[name]
+
+    def create(self, name: str, *args, **kwargs) -> Any:
+        return self.get(name).factory(*args, **kwargs)
+
+    def names(self) -> list[str]:
+        load_builtins()
+        return list(self._entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        load_builtins()
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, name: str) -> bool:
+        load_builtins()
+        return name in self._entries
+
+
+def _where(obj) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+def _same(a, b) -> bool:
+    return a is b or _where(a) == _where(b)
+
+
+METHODS = Registry("method")
+ATTACKS = Registry("attack")
+DATASETS = Registry("dataset")
+PRESETS = Registry("preset")
+FEATURE_EXTRACTORS = Registry("feature extractor")
+ACCOUNTANTS = Registry("accountant")
+
+#: modules and packages whose import registers the built-in entries (every module of a package is imported)
+BUILTINS = (
+    "privbench.core.config",
+    "privbench.data.splits",
+    "privbench.data.datasets",
+    "privbench.privacy.accountants",
+    "privbench.metrics.extractor",
+    "privbench.models.methods",
+    "privbench.attacks",
+)
+PLUGIN_GROUPS = {"privbench.attacks": ATTACKS, "privbench.methods": METHODS, "privbench.datasets": DATASETS,
+                 "privbench.accountants": ACCOUNTANTS}
+
+_loaded = False
+
+
+def _import_all(name: str) -> None:
+    mod = importlib.import_module(name)
+    if hasattr(mod, "__path__"):
+        for info in sorted(pkgutil.iter_modules(mod.__path__), key=lambda i: i.name):
+            if not info.name.startswith("_"):
+                _import_all(f"{name}.{info.name}")
+
+
+def load_builtins() -> None:
+    """Import the built-in entries, then plug-ins (once, lazily)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for name in BUILTINS:
+        _import_all(name)
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    for group, reg in PLUGIN_GROUPS.items():
+        for ep in entry_points(group=group):
+            try:
+                obj = ep.load()
+                if isinstance(obj, type) and getattr(obj, "name", None) and obj.name not in reg._entries:
+                    reg.register_class(obj)
+            except Exception as e:  # noqa: BLE001 - one broken plug-in must not break privbench
+                print(f"privbench: plug-in {ep.value!r} ({group}) failed to load: {type(e).__name__}: {e}",
+                      file=sys.stderr)
+    for name in filter(None, (s.strip() for s in os.environ.get("PRIVBENCH_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001
+            print(f"privbench: PRIVBENCH_PLUGINS module {name!r} failed to load: {type(e).__name__}: {e}",
+                  file=sys.stderr)

@@ -1,0 +1,107 @@
+"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (methods.md §3).
+
+Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
+
+1. Poisson sample: each of the N members joins the step independently with probability q
+   (``dp.sample_rate``, or ``train.batch_size / N`` when it is 0), so the batch size varies;
+2. per record i, K = ``dp.noise_multiplicity`` draws (t_ik, ε_ik): the record's loss is the mean over the K
+   draws of ‖ε_ik − ε_θ(x_t, t_ik, y_i)‖² (mean over pixels) — averaged **before** the gradient, so there is
+   one gradient per record and K costs no privacy (DPDM Thm 1);
+3. per-record gradients of all parameters (privbench.models.per_sample), flat clipping to
+   C = ``dp.max_grad_norm``, sum, Gaussian noise N(0, σ²C² I), divided by the expected batch size q·N;
+4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
+
+σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
+``train.steps`` steps (``noise_multiplier_for_epsilon``), unless ``dp.noise_multiplier`` > 0 is given.
+All randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by
+(seed, step) — the same config and seed give the same weights and a resumed run follows the uninterrupted
+trajectory. The noise is therefore reproducible from the run's seed (like opacus without secure_mode).
+
+The DP-SGD plan and loop live in :mod:`privbench.models.dp_sgd`, shared with the other DP method.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...core.errors import WorkFailed
+from ...core.registry import METHODS
+from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, drop_labels, make_plan,
+                      multi_draw_loss, privacy_dict, resolve_sample_rate, write_privacy)
+from ..method import Method
+from ..per_sample import PerSampleGrads
+from ..training import is_trained, load_ema
+
+
+# --------------------------------------------------------------------------------------------- method
+
+@METHODS.register_class
+class DPDM(Method):
+    name = "dpdm"
+    description = "DP-SGD class-conditional DDPM with noise multiplicity K (target: model)"
+    default_target = "model"
+    private = True
+    report_order = 20
+    config_keys = ("dp",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._plan: DPPlan | None = None
+
+    def validate(self) -> None:
+        check_dp_config(self.cfg)
+        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
+        self.plan()  # calibrates σ (BadInput if the budget cannot be met or a given σ exceeds it)
+
+    def plan(self) -> DPPlan:
+        if self._plan is None:
+            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
+        return self._plan
+
+    def train(self) -> None:
+        ctx, cfg = self.ctx, self.cfg
+        ppath = ctx.ckpt_dir / "privacy-model.json"
+        if is_trained(ctx.ckpt_dir, "model", cfg.train.steps) and ppath.exists():
+            return
+        x, y = self.training_data()
+        plan = self.plan()
+        if plan.n_records != len(x):
+            raise WorkFailed(f"dpdm: the member split has {len(x)} records, the plan {plan.n_records}")
+        dev = ctx.device
+        x, y = x.to(dev), (y.to(dev) if ctx.num_classes else None)
+        model = ctx.new_denoiser().to(dev)
+        ps = PerSampleGrads(model, cfg.dp.grad_sample)
+        ac = ctx.schedule.alphas_cumprod(dev)
+        loss_fn = multi_draw_loss(ac)
+        T, K = ac.shape[0], plan.noise_multiplicity
+
+        def step_fn(step, idx, g):
+            m = idx.shape[0]
+            t = torch.randint(0, T, (m, K), generator=g, device=dev)
+            noise = torch.randn((m, K, *x.shape[1:]), generator=g, device=dev)
+            yb = y[idx] if y is not None else torch.zeros(m, dtype=torch.long, device=dev)
+            return dp_sgd_gradient(ps, drop_labels(loss_fn, y is None), (x[idx], yb, t, noise), plan, g,
+                                   cfg.dp.physical_batch)
+
+        ctx.log(f"[model] DP-SGD on {plan.n_records} members: q={plan.sample_rate:g} (E[B]={plan.expected_batch:g}), "
+                f"{plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({'calibrated' if plan.calibrated else 'given'}, "
+                f"{plan.accountant}), C={plan.max_grad_norm:g}, K={K}, delta={plan.delta:g}, "
+                f"per-sample backend {cfg.dp.grad_sample}")
+        dp_sgd_train(model, plan, cfg.train, ctx.ckpt_dir, name="model", seed=cfg.seed, device=dev, step_fn=step_fn,
+                     desc="train dpdm")
+        write_privacy(ppath, plan)
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "model", self.ctx.device)
+        p = self.privacy(name)
+        return self.make_target(name, model,
+                                note=f"DP-SGD (epsilon={p['epsilon']:.3g}, delta={p['delta']:g}, "
+                                     f"sigma={p['noise_multiplier']:.3g}, K={self.cfg.dp.noise_multiplicity})")
+
+    def privacy(self, target: str | None = None) -> dict | None:
+        self.check_target(target)
+        return privacy_dict(self.ctx.ckpt_dir / "privacy-model.json",
+                            "the released model (EMA of the DP-SGD iterates: post-processing); each record's "
+                            "label is covered with its record")
+
+

@@ -1,0 +1,15 @@
+"""``pld``: DP-SGD, dp_accounting PLD accountant (tight, pessimistic discretization). The computation is :func:`privbench.privacy.dpsgd.pld_epsilon`."""
+from __future__ import annotations
+
+from ...core.registry import ACCOUNTANTS
+from ..dpsgd import pld_epsilon
+from .base import DPSGD, Accountant
+
+
+@ACCOUNTANTS.register_class
+class PLDAccountant(Accountant):
+    name = "pld"
+    description = "DP-SGD, dp_accounting PLD accountant (tight, pessimistic discretization)"
+    kind = DPSGD
+    fallback_rank = 1
+    epsilon = staticmethod(pld_epsilon)

@@ -1,0 +1,27 @@
+"""The order of rows in every report, asked of the registries (each method and attack declares its
+``report_order``; a method declares the order of its target kinds). Names no registry knows (results of a plug-in
+that is not installed here) go last, in name order."""
+from __future__ import annotations
+
+from ..core.registry import ATTACKS, METHODS
+
+UNKNOWN = 10_000
+
+
+def method_rank(method: str) -> int:
+    return METHODS.get(method).factory.report_order if method in METHODS else UNKNOWN
+
+
+def is_private(method: str) -> bool:
+    return bool(method in METHODS and METHODS.get(method).factory.private)
+
+
+def target_rank(method: str, target: str) -> tuple:
+    if method in METHODS:
+        return METHODS.get(method).factory.target_rank(target)
+    head, _, k = target.partition(":")
+    return (UNKNOWN, int(k) if k.isdigit() else 0, target)
+
+
+def attack_rank(attack: str) -> int:
+    return ATTACKS.get(attack).factory.report_order if attack in ATTACKS else UNKNOWN

@@ -1,0 +1,242 @@
+"""Text output: the result tables ``attack``/``run``/``bench`` print, a run's ``report.md``, and the bench's CSV
+tables (docs/cli.md)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
+from ..core.io import atomic_path, atomic_write_json, atomic_write_text
+
+ORACLE = "oracle (chosen on evaluation labels)"
+
+
+def write_run_report(result: dict) -> dict:
+    """``privbench run``'s per-run report: report.md beside the result and in the run directory, and the full
+    HTML/CSV report of the run under ``<run_dir>/report``. Returns the paths written (and a rendering error, if
+    any: the attack result stands either way)."""
+    from . import render_report
+
+    run_dir = Path(result["run_dir"])
+    out_dir = Path(result["scores_path"]).parent
+    text = report_markdown(result)
+    paths: dict = {}
+    for d in (out_dir, run_dir):
+        try:
+            atomic_write_text(d / "report.md", text)
+            paths.setdefault("markdown", str(d / "report.md"))
+        except OSError:
+            pass
+    try:
+        produced = render_report(str(run_dir), str(run_dir / "report"), ["html", "csv"])
+        paths["rendered"] = [str(p) for p in (produced or [])]
+    except Exception as e:  # noqa: BLE001 — the report is a convenience; the attack result stands
+        paths["rendered_error"] = f"{type(e).__name__}: {e}"
+    return paths
+
+
+def report_markdown(result: dict) -> str:
+    r = result
+    lines = [f"# {r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']})",
+             "", f"Run directory: `{r['run_dir']}`  ", f"Scores: `{r['scores_path']}`", ""]
+    lines += ["```", format_table([r], detailed=True), "```", ""]
+    if r.get("privacy"):
+        p = r["privacy"]
+        lines.append(f"Formal guarantee: epsilon = {p.get('epsilon')} at delta = {p.get('delta')} ({p.get('basis')}).")
+    else:
+        lines.append("Formal guarantee: none (non-private target).")
+    lines.append("")
+    lines.append("Convention: members are the positive class; a higher score means more likely a member. "
+                 "ASR and TPR@FPR pick thresholds on the evaluation labels (oracle); the calibrated figures pick "
+                 "direction and thresholds on one half and report the other.")
+    for k, v in (r.get("artifacts") or {}).items():
+        lines.append(f"- {k}: `{v}`")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- table
+
+def _f(v, nd=3) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def _ci(ci) -> str:
+    return "" if not ci else f" [{ci[0]:.2f},{ci[1]:.2f}]"
+
+
+def _eps(r: dict) -> str:
+    p = r.get("privacy")
+    if not p or p.get("epsilon") is None:
+        return "-"
+    return f"{p['epsilon']:.3g}"
+
+
+def _one_line(r: dict) -> str:
+    m = r.get("metrics") or {}
+    if r.get("kind", MEMBERSHIP) == MEMBERSHIP:
+        return (f"AUC {_f(m.get('auc'))}{_ci((m.get('ci95') or {}).get('auc'))} ASR {_f(m.get('asr'))} "
+                f"TPR@1% {_f(m.get('tpr_at_1pct_fpr'))} TPR@0.1% {_f(m.get('tpr_at_0_1pct_fpr'))}")
+    if r.get("kind") == MEMORIZATION:
+        return f"memorized {_f(m.get('memorized_fraction'))} of {m.get('n_generated')} samples"
+    return (f"best {m.get('best_attacker')}: re-id {_f(m.get('reid_rate'))} (chance {_f(m.get('reid_chance'), 4)}) "
+            f"PSNR {_f(m.get('psnr'), 2)} dB SSIM {_f(m.get('ssim'))}")
+
+
+def format_table(results: list[dict], detailed: bool = False) -> str:
+    """One screen: target, attack, AUC [CI], ASR, TPR@1% [CI], TPR@0.1%, calibrated AUC/direction, ε; warnings.
+    Memorization and reconstruction show their own figures. ``detailed`` adds sweeps, calibration, notes."""
+    out = io.StringIO()
+    mem = [r for r in results if r.get("kind", MEMBERSHIP) == MEMBERSHIP]
+    other = [r for r in results if r.get("kind", MEMBERSHIP) != MEMBERSHIP]
+    if mem:
+        hdr = (f"{'target':24s} {'attack':7s} {'AUC [95% CI]':19s} {'ASR':>5s}  {'TPR@1% [95% CI]':19s} "
+               f"{'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
+        out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+        for r in mem:
+            m = r["metrics"]
+            ci = m.get("ci95") or {}
+            cal = r.get("calibrated") or {}
+            cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else "-"
+            out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
+                      f"{_f(m['auc']) + _ci(ci.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
+                      f"{_f(m['tpr_at_1pct_fpr']) + _ci(ci.get('tpr_at_1pct_fpr')):19s} "
+                      f"{_f(m['tpr_at_0_1pct_fpr']):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
+    for r in other:
+        out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
+                  f"   epsilon {_eps(r)}\n")
+    for r in results:
+        p = r.get("privacy")
+        if p and p.get("basis"):
+            out.write(f"  epsilon of {r['method']}/{r['target']}: {_eps(r)} at delta {p.get('delta')} "
+                      f"({p['basis']})\n")
+    for r in results:
+        for w in r.get("warnings") or []:
+            out.write(f"  ! {r['attack']}: {w}\n")
+    if detailed:
+        for r in results:
+            out.write(_details(r))
+    return out.getvalue().rstrip("\n")
+
+
+def _details(r: dict) -> str:
+    out = io.StringIO()
+    out.write(f"\n{r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']}): "
+              f"{r['n_members']} members / {r['n_nonmembers']} non-members\n")
+    cfg = r.get("attack_config") or {}
+    if cfg:
+        out.write("  settings: " + ", ".join(f"{k}={v}" for k, v in cfg.items()) + "\n")
+    cal = r.get("calibrated")
+    if cal:
+        t1 = cal.get("tpr_at_1pct_fpr") or {}
+        out.write(f"  calibrated (threshold and direction chosen on half the records, reported on the other half): "
+                  f"AUC {_f(cal.get('auc'))}, direction {cal.get('direction'):+d}, balanced accuracy "
+                  f"{_f(cal.get('accuracy'))}, TPR {_f(t1.get('tpr'))} at realised FPR {_f(t1.get('fpr'))} "
+                  f"(target 1%)\n")
+    sw = r.get("sweep")
+    if sw:
+        out.write(f"  timestep sweep — {ORACLE}:\n")
+        out.write(f"    {'t':>5s} {'AUC':>6s} {'ASR':>6s} {'TPR@1%':>7s} {'TPR@.1%':>7s}\n")
+        for row in sw["per_t"]:
+            out.write(f"    {row['t']:5d} {row['auc']:6.3f} {row['asr']:6.3f} {row['tpr_at_1pct_fpr']:7.3f} "
+                      f"{row['tpr_at_0_1pct_fpr']:7.3f}\n")
+        b = sw["best"]
+        out.write(f"    best t = {b['t']} ({b['selection']}): AUC {_f(b['metrics']['auc'])}"
+                  f"{_ci((b['metrics'].get('ci95') or {}).get('auc'))}\n")
+    fig = r.get("figures") or {}
+    if r.get("kind") == RECONSTRUCTION and fig.get("attackers"):
+        out.write(f"  uploads: {fig.get('uploads')} at t0={fig.get('t0')}, C={fig.get('clip')}, sigma={fig.get('sigma'):.2f}; "
+                  f"pool {fig.get('pool')}; chance {fig.get('reid_chance'):.4f} "
+                  f"(same label: {fig.get('reid_chance_label'):.4f})\n")
+        out.write(f"    {'attacker':18s} {'re-id':>6s} {'re-id|label':>11s} {'PSNR':>6s} {'SSIM':>6s} {'NFE':>5s}\n")
+        for name, a in fig["attackers"].items():
+            out.write(f"    {name:18s} {a['reid_rate']:6.3f} {a['reid_rate_label']:11.3f} {a['psnr']:6.2f} "
+                      f"{a['ssim']:6.3f} {a['nfe']:5d}\n")
+    if r.get("kind") == MEMORIZATION:
+        out.write(f"  {fig.get('n_memorized')} of {r['metrics'].get('n_generated')} samples memorized "
+                  f"({fig.get('threshold')}); {fig.get('n_unique_training_records')} unique training records\n")
+    t = r.get("timing") or {}
+    if t:
+        out.write("  timing: " + ", ".join(f"{k}={v}" for k, v in t.items() if v is not None) + "\n")
+    for n in r.get("notes") or []:
+        out.write(f"  note: {n}\n")
+    for k, v in (r.get("artifacts") or {}).items():
+        out.write(f"  {k}: {v}\n")
+    out.write(f"  result: {r.get('copy_of') or str(Path(r['scores_path']).parent / 'result.json')}\n")
+    return out.getvalue()
+
+
+def format_bench(res: dict) -> str:
+    """The side-by-side table in text, then the cell counts and where everything was written."""
+    from .tables import fmt
+
+    lines = []
+    rows = res.get("_rows") or []
+    if rows:
+        hdr = (f"{'method/target':24s} {'role':8s} {'formal eps':>10s} {'eps lb':>6s}  {'attack':7s} {'AUC [95% CI]':19s} "
+               f"{'TPR@1%':>6s} {'TPR@.1%':>7s} {'memorized':>9s} {'re-id':>6s} {'FID all/maj/min':>17s}")
+        lines += [hdr, "-" * len(hdr)]
+        for b in rows:
+            p = b["privacy"] or {}
+            mem = (b[MEMORIZATION] or {}).get("metrics") or {}
+            rec = (b[RECONSTRUCTION] or {}).get("metrics") or {}
+            f = b["fid"] or {}
+            fid = (f"{fmt(f.get('overall'), 1)}/{fmt(f.get('majority'), 1)}/{fmt(f.get('minority'), 1)}" if f else "-")
+            atts = b["attacks"] or [None]
+            for i, a in enumerate(atts):
+                head = (f"{(b['method'] + '/' + b['target'])[:24]:24s} {b['role'][:8]:8s} "
+                        f"{fmt(p.get('epsilon'), 2) if p.get('epsilon') is not None else 'none':>10s} "
+                        f"{fmt(b['eps_lb_cp'], 2):>6s}{'!' if b['exceeds_formal'] else ' '}" if i == 0 else " " * 52)
+                if a:
+                    m, ci = a["metrics"], (a["ci"].get("auc") or [None, None])
+                    auc = f"{fmt(m.get('auc'))} [{fmt(ci[0], 2)},{fmt(ci[1], 2)}]"
+                    body = (f" {a['attack']:7s} {auc:19s} {fmt(m.get('tpr_at_1pct_fpr')):>6s} "
+                            f"{fmt(m.get('tpr_at_0_1pct_fpr')):>7s}")
+                else:
+                    body = f" {'-':7s} {'-':19s} {'-':>6s} {'-':>7s}"
+                tail = (f" {fmt(mem.get('memorized_fraction')) if mem else '-':>9s} "
+                        f"{fmt(rec.get('reid_rate')) if rec else '-':>6s} {fid:>17s}") if i == 0 else ""
+                lines.append(head + body + tail)
+        lines.append("eps lb: Clopper-Pearson lower bound (split threshold), max over the target's membership attacks "
+                     "with a Bonferroni correction, 95%; '!' = exceeds the formal epsilon")
+    c = res.get("counts", {})
+    lines.append(f"bench {res.get('suite')}: {c.get('done', 0)} done, {c.get('skipped', 0)} skipped, "
+                 f"{c.get('failed', 0)} failed, {c.get('pending', 0)} pending in {res.get('elapsed_s')} s")
+    for cell in res.get("cells", []):
+        if cell["status"] in ("failed", "skipped"):
+            what = cell["attack"] if cell["kind"] == "attack" else cell["kind"]
+            lines.append(f"  {cell['status']}: {cell['method']}/{cell['target']} {what} ({cell['dataset']}, seed "
+                         f"{cell['seed']}): {cell['reason']}")
+    lines.append(f"wrote {res.get('bench_json')}" + "".join(f", {p}" for p in (res.get("tables") or {}).values()))
+    lines.append(f"render the HTML report with: privbench report {res.get('out')} --out <dir>")
+    return "\n".join(lines)
+
+
+def write_bench_tables(res: dict) -> dict:
+    """The bench's ``side_by_side.csv`` and ``results.csv`` from its finished attack cells; their paths are added
+    to ``bench.json`` (key ``tables``) and to ``res``; ``res["_rows"]`` gets the side-by-side rows for
+    :func:`format_bench`."""
+    from .collect import read_result
+    from .tables import Tables
+
+    out_dir = Path(res["out"])
+    results = [read_result(c["result_path"]) for c in res.get("cells", [])
+               if c["kind"] == "attack" and c["status"] == "done"]
+    paths: dict = {}
+    rows: list = []
+    if results:
+        tables = Tables.build(results, {"roles": res.get("roles") or {}})
+        for fname, df in (("side_by_side.csv", tables.side_by_side_frame()), ("results.csv", tables.results_frame())):
+            with atomic_path(out_dir / fname) as tmp:
+                df.to_csv(tmp, index=False, float_format="%.6g")
+            os.chmod(out_dir / fname, 0o644)
+            paths[fname] = str(out_dir / fname)
+        rows = tables.targets()
+        bench_json = Path(res["bench_json"])
+        d = json.loads(bench_json.read_text())
+        d["tables"] = paths
+        atomic_write_json(bench_json, d)
+    res["tables"] = paths
+    res["_rows"] = rows
+    return res
