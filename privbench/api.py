@@ -1,4 +1,4 @@
-"""The library functions behind the CLI: train, sample, load_target (cli.md's stable Python API)."""
+"""The library functions behind the CLI: train, sample, load_target (docs/api.md: the stable Python API)."""
 from __future__ import annotations
 
 import sys

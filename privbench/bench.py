@@ -25,7 +25,7 @@ Cells run in order (method, dataset, seed, then targets and attacks), so each ta
 reuses cached runs (training is cached by config hash, attacks by their settings' hash). ``<out>/bench.json`` is
 rewritten after every cell: an interrupted bench resumes where it stopped, and a rerun skips finished cells.
 
-A method or attack named in cli.md but not registered in this build is reported as ``skipped`` (not an error); an
+A method or attack named in docs/cli.md §1 but not registered in this build is reported as ``skipped`` (not an error); an
 unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
 recorded with its error and the bench continues; ``privbench bench`` then exits 3.
 

@@ -245,7 +245,7 @@ def _preset_small(c: Config) -> None:
 
 
 def _preset_paper(c: Config) -> None:
-    # The standard DDPM CIFAR-10 victim (attacks.md §0.1; pytorch-ddpm): ch 128, mult (1,2,2,2),
+    # The standard DDPM CIFAR-10 victim (docs/methods.md §0; pytorch-ddpm): ch 128, mult (1,2,2,2),
     # attention at 16×16 (level 1), 2 res-blocks, dropout 0.1, batch 128, lr 2e-4, EMA 0.9999.
     c.dataset = "cifar10" if c.dataset in ("digits", "colored-digits") else c.dataset
     c.data.resolution = 32
@@ -263,7 +263,7 @@ def _preset_paper(c: Config) -> None:
     c.pfdm.local_steps, c.pfdm.server_steps = 100_000, 200_000
     c.fed.rounds, c.fed.local_steps, c.fed.local_only_steps = 100, 1000, 100_000
     c.dpsad.teacher_steps = 200_000
-    c.dp.noise_multiplicity = 8  # DPDM's CIFAR-10 config (methods.md §3.4)
+    c.dp.noise_multiplicity = 8  # DPDM's CIFAR-10 config (docs/methods.md §5)
     c.dp.physical_batch = 16     # per-record gradients of the 35.7M-parameter UNet: 16 records per pass
     c.attack.n_samples = 10_000
 

@@ -2,7 +2,7 @@
 
 Every attack implements :class:`privbench.attacks.base.Attack` (one score per record, higher = member, plus
 attack-specific figures); :mod:`privbench.attacks.runner` trains/loads the target, runs an attack and writes its
-results (cli.md).
+results (docs/cli.md §5).
 """
 from ..registry import ATTACKS
 from .base import Attack, AttackEnv, AttackOutput, Records

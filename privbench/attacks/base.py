@@ -4,7 +4,7 @@ An attack receives a :class:`~privbench.models.target.Target` (what the attacker
 :class:`Records` (the records under test: images, class labels, member/non-member ground truth and their
 dataset index, aligned) and returns an :class:`AttackOutput`.
 
-Membership attacks return one score per record with privbench's single convention (cli.md, attacks.md §0.2):
+Membership attacks return one score per record with privbench's single convention (docs/conventions.md §1):
 **members are the positive class and a HIGHER score means "more likely a member"**; distance-type statistics
 (loss, t-error, PIA distance) are negated before they leave the attack. Other attacks (memorization,
 reconstruction) return their own figures under ``metrics``.
@@ -96,7 +96,7 @@ class AttackOutput:
 
     * ``scores``: membership attacks, one float per record (higher = member), fixed-setting result.
     * ``sweep``: extra settings (e.g. timesteps) → scores; reported separately as an ORACLE choice.
-    * ``metrics``: non-membership attacks put their own figures here (cli.md).
+    * ``metrics``: non-membership attacks put their own figures here (docs/cli.md §5).
     * ``figures``: further attack-specific numbers (JSON-able), e.g. NFEs, the offset mode that ran.
     * ``arrays``: extra aligned arrays written to ``scores.npz``.
     * ``images``: name → (images N×C×H×W in [−1, 1], labels or None, nrow or None) written as PNG grids.
@@ -214,7 +214,7 @@ def to_numpy(chunks: list[torch.Tensor]) -> np.ndarray:
 
 
 def clip_l2(x: torch.Tensor, c: float) -> torch.Tensor:
-    """CLIP(x, C) = x · min(1, C/‖x‖₂), the whole-image L2 clip of PFDM (attacks.md §5)."""
+    """CLIP(x, C) = x · min(1, C/‖x‖₂), the whole-image L2 clip of PFDM (docs/attacks.md §5)."""
     norms = x.flatten(1).norm(dim=1).clamp_min(1e-12)
     scale = torch.clamp(c / norms, max=1.0)
     return x * scale.view(-1, *([1] * (x.dim() - 1)))

@@ -1,6 +1,6 @@
-"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (methods.md §3).
+"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (docs/methods.md §5).
 
-Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
+Per step (docs/methods.md §5), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
 
 1. Poisson sample: each of the N members joins the step independently with probability q
    (``dp.sample_rate``, or ``train.batch_size / N`` when it is 0), so the batch size varies;
