@@ -1,6 +1,6 @@
 """The ``privbench`` command line: a thin click shell; every command calls one library function.
 
-Exit codes (cli.md): 0 done, 1 a ``check`` gate breached, 2 bad input (one line, no traceback), 3 the
+Exit codes (docs/cli.md §3): 0 done, 1 a ``check`` gate breached, 2 bad input (one line, no traceback), 3 the
 work itself failed.
 """
 from __future__ import annotations

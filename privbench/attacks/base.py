@@ -4,7 +4,7 @@ An attack receives a :class:`~privbench.models.target.Target` (what the attacker
 :class:`Records` (the records under test: images, class labels, member/non-member ground truth and their
 dataset index, aligned) and returns an :class:`AttackOutput`.
 
-Membership attacks return one score per record with privbench's single convention (cli.md, attacks.md §0.2):
+Membership attacks return one score per record with privbench's single convention (docs/conventions.md §1):
 **members are the positive class and a HIGHER score means "more likely a member"**; distance-type statistics
 (loss, t-error, PIA distance) are negated before they leave the attack. Other attacks (memorization,
 reconstruction) return their own figures under ``metrics``.
@@ -98,7 +98,7 @@ class AttackOutput:
 
     * ``scores``: membership attacks, one float per record (higher = member), fixed-setting result.
     * ``sweep``: extra settings (e.g. timesteps) → scores; reported separately as an ORACLE choice.
-    * ``metrics``: non-membership attacks put their own figures here (cli.md).
+    * ``metrics``: non-membership attacks put their own figures here (docs/cli.md §5).
     * ``figures``: further attack-specific numbers (JSON-able), e.g. NFEs, the offset mode that ran.
     * ``arrays``: extra aligned arrays written to ``scores.npz``.
     * ``images``: name → (images N×C×H×W in [−1, 1], labels or None, nrow or None) written as PNG grids.
@@ -148,7 +148,7 @@ class Attack:
       for it, and they (minus the runner's ``bootstrap``) enter its cache hash;
     * ``extra_config_keys``: other config keys (``section.key``) that change its result;
     * ``applies_to``: the target kinds it can attack (None = every target);
-    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md).
+    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6).
     """
     name: ClassVar[str] = "?"
     description: ClassVar[str] = ""

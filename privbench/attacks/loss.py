@@ -1,4 +1,4 @@
-"""Naive loss-threshold attack (Matsumoto et al. 2023; PIA's "NA"; attacks.md §3).
+"""Naive loss-threshold attack (Matsumoto et al. 2023; PIA's "NA"; docs/attacks.md §1).
 
 Per record x₀ and noise draw ε ~ N(0, I): x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε and the DDPM simple loss
 ‖ε − ε_θ(x_t, t)‖² (squared ℓ2 summed over pixels). With ``attack.n_draws`` > 1 the losses of several seeded

@@ -1,6 +1,6 @@
 """PIA and PIAN (Kong et al., ICLR 2024; official code ``kong13661/PIA``, ``DDPM/components.py``).
 
-PIA, per record x₀ (attacks.md §1.1):
+PIA, per record x₀ (docs/attacks.md §3):
 
 1. ε₀ = ε_θ(x₀, 0) — the network on the *clean* input at model timestep 0 (query 1);
 2. x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε₀ — no fresh randomness;

@@ -1,5 +1,5 @@
 """PIAN: PIA with ε₀ rescaled to the mean absolute value of a standard normal (Kong et al., ICLR 2024; official code
-``kong13661/PIA``). The formula and the constant are in :mod:`privbench.attacks.pia` (docs/attacks.md, PIAN)."""
+``kong13661/PIA``). The formula and the constant are in :mod:`privbench.attacks.pia` (docs/attacks.md §3)."""
 from __future__ import annotations
 
 from ..core.registry import ATTACKS

@@ -1,4 +1,4 @@
-"""Reconstruction of records from noised uploads (PFDM threat model; attacks.md §5).
+"""Reconstruction of records from noised uploads (PFDM threat model; docs/attacks.md §5).
 
 The attacker holds uploads x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, CLIP(x, C) = x·min(1, C/‖x‖₂) (an ℓ2 clip of
 the whole image), t0 1-indexed (ᾱ_{t0} = ``alphas_cumprod[t0 − 1]``), and their labels (sent in the clear).
@@ -25,7 +25,7 @@ not at level t0 − 1; querying it at t0 − 1 asks it to remove noise it was ne
 denoise *noised uploads*). We still query it there — this is PFDM's "Global-model attack" — and flag it in the notes;
 expect it to be no better than ``naive``. A clean-data denoiser is the proper Tweedie attacker: turn on the
 ``public`` attacker, or attack a non-private target (e.g. ``centralized``) with simulated uploads. Clip-aware re-timing
-(attacks.md §5.1.3) is not implemented: the denoisers are queried at the nominal level t0 − 1.
+(docs/attacks.md §5) is not implemented: the denoisers are queried at the nominal level t0 − 1.
 
 Figures per attacker: PSNR and SSIM of x̂ (clamped to [−1, 1]) against the original record, and the
 re-identification rate: the fraction of reconstructions whose ℓ2-nearest record in the candidate pool is their true

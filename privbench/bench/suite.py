@@ -1,4 +1,4 @@
-"""Suite files of ``privbench bench``: finding, reading and validating them (docs/cli.md, "Suite files")."""
+"""Suite files of ``privbench bench``: finding, reading and validating them (docs/cli.md §9)."""
 from __future__ import annotations
 
 from pathlib import Path

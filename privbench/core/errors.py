@@ -1,4 +1,4 @@
-"""Error types the CLI maps to exit codes (cli.md): BadInput → 2, WorkFailed → 3."""
+"""Error types the CLI maps to exit codes (docs/cli.md §3): BadInput → 2, WorkFailed → 3."""
 
 
 class BadInput(ValueError):

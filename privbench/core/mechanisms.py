@@ -3,11 +3,11 @@ and the audits that test them.
 
 * **PFDM's upload** (local DP per record): x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, z ~ N(0, I), with
   CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image — a Gaussian mechanism with sensitivity 2C (replace-one) and
-  noise σ = √((1−ᾱ)/ᾱ) on the scale of CLIP(x, C) (docs/accountants.md).
+  noise σ = √((1−ᾱ)/ᾱ) on the scale of CLIP(x, C) (docs/accountants.md §1).
 * **DP-SGD's Gaussian mechanism**: per-record gradients clipped to C as one flat vector, summed, N(0, σ²C²I)
-  added, divided by the expected batch size q·N (docs/methods.md, dpdm).
+  added, divided by the expected batch size q·N (docs/methods.md §5).
 * **Per-record output sanitization** of DP-SAD's paper mode: each record's output gradient clipped to C plus its
-  own N(0, σ²C²I) (not a sound DP guarantee for the parameters; docs/methods.md, dpsad).
+  own N(0, σ²C²I) (not a sound DP guarantee for the parameters; docs/methods.md §6).
 
 The noise is drawn from the generator the caller passes (seeded: reproducible benchmark noise).
 """

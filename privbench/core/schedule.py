@@ -1,6 +1,6 @@
 """Noise schedule (via diffusers) and the one t0 indexing convention.
 
-Conventions (docs/conventions.md):
+Conventions (docs/conventions.md §4):
 - model timesteps are 0-indexed, t ∈ {0, …, T−1}, and ``alphas_cumprod[t] = ∏_{k=0..t} (1 − β_k)``
   exactly as in diffusers and the official PIA/SecMI code;
 - PFDM's upload level ``t0`` is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0} (1 − β_s), which is

@@ -1,7 +1,7 @@
 """Score helpers shared by the metrics and the audits: validation of (scores, labels), exact threshold counts,
 stratified halves and the Clopper–Pearson upper bound.
 
-Convention (docs/conventions.md): label 1 = member, and a higher score means "more likely a member"; a threshold τ
+Convention (docs/conventions.md §1): label 1 = member, and a higher score means "more likely a member"; a threshold τ
 flags a record as a member when ``score >= τ``.
 """
 from __future__ import annotations

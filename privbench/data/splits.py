@@ -79,7 +79,7 @@ class ClientSplit:
 
 def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_classes: int,
                  majority_classes: int, imbalance: float, seed: int) -> ClientSplit:
-    """Split member ``indices`` over clients with majority / minority classes (docs/methods.md, "Client split").
+    """Split member ``indices`` over clients with majority / minority classes (docs/methods.md §0).
 
     Client m's majority classes are {m·k, …, m·k+k−1} mod n_classes (k = majority_classes); every other
     class is a minority class. Each class's records are shared among the clients with weight ``imbalance``

@@ -1,6 +1,6 @@
 """Membership-inference metrics from per-record scores.
 
-Convention (attacks.md §0.2, cli.md): members are the positive class (label 1) and a HIGHER score means
+Convention (docs/conventions.md §1, §2): members are the positive class (label 1) and a HIGHER score means
 "more likely a member". A record is predicted "member" at threshold τ when ``score >= τ``.
 
 Definitions (exact, no threshold grid):

@@ -5,7 +5,7 @@ Per step: each of the N records joins independently with probability q (``dp.sam
 ``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it. All
 randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by (seed, step),
 so the same config and seed give the same weights and a resumed run follows the uninterrupted trajectory; the
-noise is therefore reproducible from the run's seed (docs/methods.md, "DP noise").
+noise is therefore reproducible from the run's seed (docs/methods.md §5).
 """
 from __future__ import annotations
 

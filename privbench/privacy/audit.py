@@ -1,17 +1,17 @@
-"""Empirical ε lower bounds from membership scores (landscape.md §5).
+"""Empirical ε lower bounds from membership scores (docs/accountants.md §3).
 
 Scores follow privbench's convention: label 1 = member (an "IN" trial), label 0 = non-member ("OUT" trial), a
 higher score means "more likely a member". For a threshold τ the test says IN when ``score >= τ``:
 FP = #OUT ≥ τ, FN = #IN < τ.
 
-* :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (§5.2): one-sided
+* :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (docs/accountants.md §3.2): one-sided
   Clopper–Pearson upper bounds on FPR and FNR, each at level α/2 (union bound ⇒ confidence 1 − α), plugged
-  into the hypothesis-testing constraints of (ε, δ)-DP (§5.1):
+  into the hypothesis-testing constraints of (ε, δ)-DP (docs/accountants.md §3.1):
   ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0.
   The threshold is never chosen and tested on the same records without correction: "split" (default) picks
   it on one stratified half and bounds on the other; "bonferroni" uses all records and divides α by the
   number of candidate thresholds.
-* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (§5.4), one-run auditing by guessing.
+* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing.
 
 Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
 can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
@@ -122,7 +122,7 @@ def _cp_eps(fp, fn, n_out: int, n_in: int, delta: float, alpha: float):
 def cp_epsilon_from_counts(
     tp: int, fp: int, n_in: int, n_out: int, delta: float = 1e-5, confidence: float = 0.95
 ) -> float:
-    """Fixed-threshold Clopper–Pearson ε lower bound from counts (landscape.md §5.2).
+    """Fixed-threshold Clopper–Pearson ε lower bound from counts (docs/accountants.md §3.2).
 
     ``tp`` of ``n_in`` IN trials and ``fp`` of ``n_out`` OUT trials were flagged IN. FPR̄ and FNR̄ are one-sided
     CP upper bounds at level α/2 each (α = 1 − confidence). Valid only if the threshold was fixed before
@@ -183,7 +183,7 @@ def clopper_pearson_epsilon(
     seed: int = 0,
     both_directions: bool = True,
 ) -> dict[str, Any]:
-    """Clopper–Pearson empirical ε lower bound from membership scores (landscape.md §5.2).
+    """Clopper–Pearson empirical ε lower bound from membership scores (docs/accountants.md §3.2).
 
     ``threshold_selection``:
 
@@ -318,7 +318,7 @@ def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
 def one_run_epsilon_from_counts(
     m: int, r: int, v: int, delta: float = 1e-5, confidence: float = 0.95
 ) -> float:
-    """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (§5.4).
+    """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
     Found by bisection (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
     Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
@@ -366,7 +366,7 @@ def one_run_epsilon(
     n_guesses: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """One-run ε lower bound (Steinke, Nasr & Jagielski 2023; landscape.md §5.4).
+    """One-run ε lower bound (Steinke, Nasr & Jagielski 2023; docs/accountants.md §3.3).
 
     The auditor guesses "member" for the top ⌊r/2⌋ scores and "non-member" for the bottom ⌈r/2⌉ and abstains
     on the rest (ties in score are broken by a seeded random order); with v of the r guesses correct,

@@ -47,7 +47,7 @@ _CP_ASSUMPTION = ("trials are independent uploads of a fair-coin choice between 
 
 
 def gdp_epsilon(scores: Any, labels: Any, *, delta: float = 1e-5, confidence: float = 0.95, seed: int = 0) -> dict:
-    """GDP-based ε estimate (landscape.md §5.3) with split threshold selection; scores oriented higher = label 1.
+    """GDP-based ε estimate (docs/accountants.md §4) with split threshold selection; scores oriented higher = label 1.
 
     On a seeded stratified half, every threshold is rated by μ_lb computed with one-sided Clopper–Pearson upper
     bounds on FPR and FNR (α/2 each); the best threshold is applied once to the other half, whose μ_lb is

@@ -1,5 +1,4 @@
-"""DP-SGD accounting: Poisson-subsampled Gaussian mechanism composed over all steps (methods.md §2.3, §3.1,
-§3.4; landscape.md §4).
+"""DP-SGD accounting: Poisson-subsampled Gaussian mechanism composed over all steps (docs/accountants.md §2).
 
 Neighbouring relation: add/remove one record, as opacus and dp_accounting use for DP-SGD. One step is
 the Gaussian mechanism with noise multiplier σ (noise std σ·C on the sum of gradients clipped to C) on a
@@ -334,7 +333,7 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
 
 def account_dpsgd(noise_multiplier: Optional[float], sample_rate: float, steps: int, delta: float,
                   epsilon: Optional[float] = None, accountant: str = "prv") -> dict:
-    """The ``privbench account dpsgd --json`` object (cli.md): {"epsilon", "delta", "accountant",
+    """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5): {"epsilon", "delta", "accountant",
     "noise_multiplier", "sample_rate", "steps"} plus requested_accountant, fallback, basis (and target_epsilon).
     With ``epsilon`` the noise multiplier is the calibrated one (the input one, if any, is ignored)."""
     if epsilon is not None:

@@ -1,4 +1,4 @@
-"""LDP accounting of PFDM's one-shot noised upload (methods.md §1.5, §5).
+"""LDP accounting of PFDM's one-shot noised upload (docs/accountants.md §1).
 
 A client uploads, once per record, x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z with z ~ N(0, I).
 Dividing by √ᾱ_{t0} (post-processing) gives the Gaussian mechanism CLIP(x, C) + σ·z with
@@ -291,7 +291,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
 
 def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = None, steps: int = 1000,
                 beta_start: float = 1e-4, beta_end: float = 0.02, beta_schedule: str = "linear") -> dict:
-    """The ``privbench account ldp --json`` object (cli.md). Extra top-level keys: epsilon_rdp_improved,
+    """The ``privbench account ldp --json`` object (docs/cli.md §4.4). Extra top-level keys: epsilon_rdp_improved,
     alpha_bar, sensitivity, basis and, with a target, target_epsilon."""
     c, d = _check_clip(clip), _check_delta(delta)
     T, bs, be, sch = _check_schedule(steps, beta_start, beta_end, beta_schedule)

@@ -1,4 +1,4 @@
-"""``privbench audit``: empirical ε lower bounds from attack scores, next to the formal ε (landscape.md §5).
+"""``privbench audit``: empirical ε lower bounds from attack scores, next to the formal ε (docs/accountants.md §3).
 
 For every membership result (its ``scores.npz``):
 
@@ -58,7 +58,7 @@ def _check_confidence(c) -> float:
 
 def audit_result(res: Result, *, delta: float | None = None, confidence: float = 0.95, seed: int = 0,
                  upload_audit: bool = True) -> dict[str, Any]:
-    """The audit of one membership result (cli.md keys first, then extras)."""
+    """The audit of one membership result (docs/cli.md §4.6 keys first, then extras)."""
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
     scores, labels = res.load_scores()

@@ -1,6 +1,6 @@
 """Loading attack results for ``audit``, ``check``, ``report`` and ``bench``.
 
-RESULTS arguments are run directories, bench directories or ``result.json`` files (cli.md). A run directory holds
+RESULTS arguments are run directories, bench directories or ``result.json`` files (docs/cli.md §1). A run directory holds
 a top-level ``result.json`` that duplicates the latest ``attacks/<...>/result.json`` (it carries ``copy_of``);
 results are de-duplicated by their content key (method, target, attack, dataset, preset, seed, run directory,
 attack configuration), keeping the attack folder's own copy.

@@ -1,4 +1,4 @@
-"""``privbench check``: the CI privacy gate (cli.md).
+"""``privbench check``: the CI privacy gate (docs/cli.md §10).
 
 Gates file::
 
@@ -16,7 +16,7 @@ A gate checks every result it matches (e.g. every seed); each (gate, result) pai
 none, which counts as ε = ∞ and so breaches a ``max`` gate), or ``<key>_ci95_low`` / ``<key>_ci95_high`` for the
 bootstrap CI ends of ``metrics.ci95[<key>]`` (gate on the upper end so that CI does not flake on noise).
 
-Decisions (documented in docs/ci-gate.md):
+Decisions (documented in docs/cli.md §10):
 
 * exit 1: at least one check breached; every breach is listed (a value that is NaN or missing from a matched
   result of the right attack is a breach: it cannot be shown to hold);
@@ -55,7 +55,7 @@ def load_gates(path: str | Path) -> list[dict]:
         at = f" at line {where.line + 1}" if where is not None else ""
         raise BadInput(f"--gates {path}: malformed YAML{at}") from None
     if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
-        raise BadInput(f"--gates {path}: expected a mapping with a list under 'gates:' (see cli.md)")
+        raise BadInput(f"--gates {path}: expected a mapping with a list under 'gates:' (see docs/cli.md §10)")
     if not data["gates"]:
         raise BadInput(f"--gates {path}: the 'gates' list is empty")
     gates = []

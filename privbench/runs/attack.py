@@ -1,4 +1,4 @@
-"""Run an attack on a (trained or newly trained) target and write its results (cli.md).
+"""Run an attack on a (trained or newly trained) target and write its results (docs/cli.md §5).
 
 ``run_attack`` validates everything that can be bad input (attack name, target name, timesteps, settings)
 BEFORE anything is trained or written, trains the method if needed (cached by config hash), loads the target,
@@ -6,7 +6,7 @@ builds the records under test (members = ``ctx.split.members``, non-members = ``
 order, with their dataset index), runs the attack and writes under
 ``<run_dir>/attacks/<attack>-<target>-<hash of the attack's settings>/``:
 
-* ``result.json`` — cli.md's keys (method, target, attack, dataset, preset, seed, run_dir, n_members,
+* ``result.json`` — docs/cli.md §5's keys (method, target, attack, dataset, preset, seed, run_dir, n_members,
   n_nonmembers, metrics, privacy, scores_path) plus kind, attack_config, attack_hash, calibrated, sweep, figures,
   warnings, notes, timing, artifacts;
 * ``scores.npz`` — membership attacks: ``scores`` (higher = member), ``labels`` (1 = member), ``index`` (dataset
@@ -14,7 +14,7 @@ order, with their dataset index), runs the attack and writes under
   own per-sample arrays (no ``labels``: they are not membership tests);
 * ``roc.png`` (log-log, membership attacks), and the attack's image grids.
 
-The latest result.json and scores.npz are also copied to the run directory's top level (cli.md: the run directory
+The latest result.json and scores.npz are also copied to the run directory's top level (docs/cli.md §7: the run directory
 holds them); the copy carries ``copy_of`` so tools that collect result.json files recursively can skip it.
 An existing result with the same attack hash is reused.
 """
@@ -42,7 +42,7 @@ ORACLE = "oracle (chosen on evaluation labels)"
 
 @dataclass
 class AttackResult:
-    """One attack on one target: the content of ``result.json`` (docs/cli.md, "JSON results")."""
+    """One attack on one target: the content of ``result.json`` (docs/cli.md §5)."""
     method: str
     target: str
     attack: str
@@ -181,7 +181,7 @@ def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, 
 # ---------------------------------------------------------------------- the runner
 
 def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto") -> AttackResult:
-    """Validate, train if needed, attack, write the results; returns the result dict (cli.md schema)."""
+    """Validate, train if needed, attack, write the results; returns the result (docs/cli.md §5)."""
     from .train import make_method, train
 
     attack = make_attack(cfg, attack_name)                 # unknown attack / bad settings → BadInput

@@ -1,4 +1,4 @@
-"""Runner and CLI glue: result.json/scores.npz per cli.md, caching, bad input (exit 2, before any training)."""
+"""Runner and CLI glue: result.json/scores.npz per docs/cli.md §5–§6, caching, bad input (exit 2, before any training)."""
 from __future__ import annotations
 
 import json

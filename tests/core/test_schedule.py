@@ -14,7 +14,7 @@ def test_matches_diffusers_and_paper_convention():
     assert ac[0] == pytest.approx(1 - 1e-4)
     # the paper's 1-indexed t0: ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) = alphas_cumprod[t0 − 1]
     assert alpha_bar_at_t0(690) == pytest.approx(float(torch.prod(1 - betas[:690])), rel=1e-12)
-    assert alpha_bar_at_t0(690) == pytest.approx(0.008016, abs=5e-7)  # methods.md §1.5 table
+    assert alpha_bar_at_t0(690) == pytest.approx(0.008016, abs=5e-7)  # docs/accountants.md §1 table
     assert alpha_bar_at_t0(675) == pytest.approx(0.009856, abs=5e-7)
     assert t0_to_model_t(690) == 689 and t0_to_model_t(1) == 0 and t0_to_model_t(1000) == 999
 

@@ -129,7 +129,7 @@ def test_attack_on_both_targets(dpsad_sound, runs_dir, target):
 
 
 def test_paper_mode_update_reveals_private_inputs():
-    """Why dpsad.mode=paper is not DP (methods.md §2.3): the noise is added to the OUTPUT gradient and then
+    """Why dpsad.mode=paper is not DP (docs/methods.md §6): the noise is added to the OUTPUT gradient and then
     multiplied by the student's Jacobian at the private inputs. For a linear student x̂ = W·x_r the update is
     Σᵢ (clip(gᵢ) + zᵢ)·x_rᵢᵀ: even with zero signal, its row space is spanned by the batch's private inputs,
     so one released update tells with certainty whether a given record was in the batch (ε = ∞ per step),

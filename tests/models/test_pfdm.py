@@ -255,7 +255,7 @@ def test_targets_and_privacy(pfdm_test_run):
     assert p["epsilon_paper_bound"] == pytest.approx(10.243, abs=1e-3)
     assert "per record" in p["basis"] and "single upload" in p["basis"]
     for name in ("client:0", "pipeline:2"):
-        assert m.privacy(name) is None  # cli.md: privacy is null for non-private targets
+        assert m.privacy(name) is None  # docs/cli.md §5: privacy is null for non-private targets
         assert "NO DP" in m.load_target(name).note
     shared = m.load_target()
     assert shared.name == "shared" and shared.clip_sample is False

@@ -1,4 +1,4 @@
-"""DP-SGD accounting: known values (landscape.md §4.3, methods.md §3.4), calibration, fallback, validation."""
+"""DP-SGD accounting: known values (docs/accountants.md §2), calibration, fallback, validation."""
 import json
 import math
 
@@ -26,7 +26,7 @@ def test_known_values(acc):
 
 
 def test_landscape_table_rows():
-    # landscape.md §4.3: DPDM-like, N = 60k, B = 4096, σ = 2, 2197 steps → RDP 9.007, PLD 8.351, PRV (hi) 8.361
+    # docs/accountants.md §2: DPDM-like, N = 60k, B = 4096, σ = 2, 2197 steps → RDP 9.007, PLD 8.351, PRV (hi) 8.361
     q = 4096 / 60000
     assert dpsgd_epsilon(2.0, q, 2197, 1e-5, "rdp")["epsilon"] == pytest.approx(9.007, abs=0.01)
     assert dpsgd_epsilon(2.0, q, 2197, 1e-5, "pld")["epsilon"] == pytest.approx(8.351, abs=0.01)
@@ -47,7 +47,7 @@ def test_pld_discretization_is_accurate():
 
 
 @pytest.mark.parametrize("eps, q, steps, delta, sigma", [
-    (10.0, 1 / 15, 4500, 1e-5, 2.487),   # MNIST ε = 10 (methods.md §3.4)
+    (10.0, 1 / 15, 4500, 1e-5, 2.487),   # MNIST ε = 10 (docs/accountants.md §2)
     (1.0, 1 / 15, 4500, 1e-5, 18.13),    # MNIST ε = 1
     (0.2, 1 / 15, 4500, 1e-5, 80.56),    # MNIST ε = 0.2
     (10.0, 1 / 80, 24000, 1e-6, 1.303),  # CelebA ε = 10
@@ -77,7 +77,7 @@ def test_tight_accountants_need_less_noise():
     rdp = noise_multiplier_for_epsilon(10, q, steps, 1e-5, "rdp")["noise_multiplier"]
     pld = noise_multiplier_for_epsilon(10, q, steps, 1e-5, "pld")["noise_multiplier"]
     assert pld < rdp
-    assert pld == pytest.approx(1.76, abs=0.01)  # landscape.md §4.3 (150 epochs): PLD 1.760, PRV 1.761
+    assert pld == pytest.approx(1.76, abs=0.01)  # docs/accountants.md §2 (150 epochs): PLD 1.760, PRV 1.761
 
 
 def test_unreachable_targets():

@@ -1,4 +1,4 @@
-"""PFDM LDP accountant: known values (methods.md §1.5, §5), the t0 convention, the analytic Gaussian."""
+"""PFDM LDP accountant: known values (docs/accountants.md §1), the t0 convention, the analytic Gaussian."""
 import json
 import math
 
@@ -48,7 +48,7 @@ def test_worked_example_t0_690():
     assert epsilon_rdp(C, s, DELTA) == pytest.approx(10.243, abs=1e-3)
     assert epsilon_rdp_improved(C, s, DELTA) == pytest.approx(9.424, abs=1e-3)
     assert epsilon_analytic_gaussian(C, s, DELTA) == pytest.approx(8.774, abs=1e-3)
-    # δ actually achieved at ε = 10, and the tight ε at smaller δ (methods.md §5)
+    # δ actually achieved at ε = 10, and the tight ε at smaller δ (docs/accountants.md §1)
     assert delta_analytic_gaussian(C, s, 10.0) == pytest.approx(4.11e-7, rel=2e-3)
     assert epsilon_analytic_gaussian(C, s, 1e-6) == pytest.approx(9.675, abs=1e-3)
     assert epsilon_analytic_gaussian(C, s, 1e-7) == pytest.approx(10.495, abs=1e-3)
@@ -56,7 +56,7 @@ def test_worked_example_t0_690():
     assert epsilon_paper_bound(C, s, 1e-7) == pytest.approx(11.82, abs=6e-3)
 
 
-# methods.md §1.5(b): t0, ᾱ, σ, ε Thm 5.1, ε analytic Gaussian (4 decimals)
+# docs/accountants.md §1: t0, ᾱ, σ, ε Thm 5.1, ε analytic Gaussian (4 decimals)
 TABLE = [
     (670, 0.010548, 9.6851, 12.0412, 10.3998),
     (674, 0.009991, 9.9543, 11.6595, 10.0538),
@@ -92,7 +92,7 @@ def test_min_t0_for_epsilon_10():
     assert pfdm_epsilon(C, 692, DELTA, "paper_bound") > 10.0 >= pfdm_epsilon(C, 693, DELTA, "paper_bound")
 
 
-# methods.md §5: minimum t0 as Thm 5.1 / tight, δ = 1e-5; None = unreachable even at t0 = T
+# docs/accountants.md §1: minimum t0 as Thm 5.1 / tight, δ = 1e-5; None = unreachable even at t0 = T
 MIN_T0 = {
     1: {1: (672, 631), 2: (567, 528), 5: (408, 375), 8: (323, 295), 10: (284, 260)},
     5: {1: (877, 846), 2: (798, 769), 5: (683, 658), 8: (619, 597), 10: (588, 567)},

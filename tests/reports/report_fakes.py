@@ -9,7 +9,7 @@ import numpy as np
 
 def write_result(folder: Path, scores, labels, *, method="fake", target="model", attack="pia", privacy=None,
                  kind="membership") -> Path:
-    """A hand-made result.json + scores.npz (cli.md schema) in ``folder``."""
+    """A hand-made result.json + scores.npz (docs/cli.md §5 schema) in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     scores, labels = np.asarray(scores, float), np.asarray(labels, int)
     if kind == "membership":

@@ -1,4 +1,4 @@
-"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (methods.md §3).
+"""``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (docs/methods.md §5).
 
 Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
 

@@ -1,4 +1,4 @@
-"""``dpsad``: DP-SAD, stochastic adversarial distillation of a private diffusion student (methods.md §2).
+"""``dpsad``: DP-SAD, stochastic adversarial distillation of a private diffusion student (docs/methods.md §6).
 
 1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM on the members (``train_denoiser``,
    ``dpsad.teacher_steps`` steps). Never released.
@@ -21,11 +21,11 @@
      without DP on the same members and enter every record's loss, so a record also reaches the student
      through them. That channel is outside the DP-SGD analysis (its sensitivity is not bounded by C), and
      the basis says so.
-   - ``paper``: the paper's sanitization (§2.2 f): the gradient of each record's loss with respect to the
+   - ``paper``: the paper's sanitization (docs/methods.md §6): the gradient of each record's loss with respect to the
      student's **output** x̂_θ is clipped to C and gets its own N(0, σ²C² I); the noisy output gradients
      (/ q·N) are back-propagated through the student. ε is the paper's claim: the RDP accountant of the
      Poisson-subsampled Gaussian. Not a DP guarantee: the Jacobian ∂x̂_θ/∂θ is evaluated at the private x_r
-     (§2.3), so the parameter update is not post-processing of the noised output gradients.
+     (docs/methods.md §6), so the parameter update is not post-processing of the noised output gradients.
 3. **Discriminator** step after each student step: cross-entropy of D on teacher (label 1) vs student
    (label 0) outputs of the same batch; Adam ``dpsad.disc_lr``; not noised, not released.
 
@@ -66,7 +66,7 @@ register_section("dpsad", DPSADConfig, presets={"test": {"teacher_steps": 10}, "
                                                 "paper": {"teacher_steps": 200_000}})
 
 PAPER_BASIS = ("as claimed by the paper (output-gradient sanitization; not a sound DP guarantee: the student's "
-               "Jacobian depends on private data — methods.md §2.3): RDP accountant of a Poisson-subsampled "
+               "Jacobian depends on private data — docs/methods.md §6): RDP accountant of a Poisson-subsampled "
                "Gaussian on per-record output gradients clipped to C, delta={delta:g}; the non-private teacher "
                "and discriminator are not covered either")
 

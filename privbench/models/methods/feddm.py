@@ -1,4 +1,4 @@
-"""``feddm``: FedAvg of a class-conditional DDPM over the clients (FedDM-vanilla, methods.md §4), non-private.
+"""``feddm``: FedAvg of a class-conditional DDPM over the clients (FedDM-vanilla, docs/methods.md §3), non-private.
 
 Each of ``fed.rounds`` rounds: every client starts from the global weights, trains ``fed.local_steps`` steps on
 its own records (fresh AdamW state; the LR warm-up only in round 0), and the server replaces the global

@@ -1,4 +1,4 @@
-"""``pfdm``: Personalized Federated Diffusion Models with LDP uploads (methods.md §1; one communication round).
+"""``pfdm``: Personalized Federated Diffusion Models with LDP uploads (docs/methods.md §4; one communication round).
 
 Algorithm 1 (training), every client m in parallel:
 
@@ -22,7 +22,7 @@ timestep t0−1 down to 0 with the flag "unclipped": T + t0 network calls with D
 Targets: ``shared`` (default; z_w, with the real uploads attached for the reconstruction attack),
 ``client:K`` (z_θK) and ``pipeline:K`` (client K's composed sampler). Only ``shared`` carries a formal
 guarantee (the analytic-Gaussian LDP ε of one upload); client and pipeline targets expose client K's
-non-private local model, so their ``privacy`` is None (cli.md: null for non-private targets).
+non-private local model, so their ``privacy`` is None (docs/cli.md §5: null for non-private targets).
 """
 from __future__ import annotations
 

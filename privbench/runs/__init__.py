@@ -1,0 +1,1 @@
+"""Orchestration of single runs: the run store (store), training and sampling (train), attacks (attack)."""
