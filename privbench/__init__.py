@@ -1,5 +1,5 @@
 """privbench: measure how much diffusion models leak about their training data."""
-__version__ = "0.1.0"
+from .core.version import __version__  # noqa: F401
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):

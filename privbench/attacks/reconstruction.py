@@ -54,6 +54,7 @@ from ..core.mechanisms import ldp_upload
 from ..core.registry import ATTACKS
 from ..core.schedule import t0_to_model_t
 from ..core.seeding import seeded_generator
+from ..data.splits import CLIENT_SECTION
 from ..metrics.image import psnr, ssim
 from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, CommonSettings, Records, cond, tvec
 
@@ -111,7 +112,7 @@ class Reconstruction(Attack):
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:
         """(t0, C, source) — 'real' uploads of the target, or 'simulated'."""
-        pf = getattr(cfg, "pfdm", None)
+        pf = getattr(cfg, CLIENT_SECTION, None)  # the section that holds pfdm.t0 and pfdm.clip
         t0 = int(self.recon_t0) or (int(pf.t0) if pf is not None else 690)
         clip = float(self.recon_clip) or (float(pf.clip) if pf is not None else 10.0)
         up = getattr(target, "uploads", None)
@@ -286,8 +287,8 @@ class Reconstruction(Attack):
         }
         res.notes.append(f"{'real' if kind == 'real' else 'simulated'} uploads at t0={t0} (1-indexed; model t={mt}), "
                          f"C={clip}; re-identification by L2 nearest neighbour among CLIP(pool, C)")
-        if getattr(target, "method", "") == "pfdm" and getattr(target, "name", "") == "shared":
-            res.notes.append("target 'shared': its training data are the uploads themselves, so its eps-prediction "
+        if getattr(target, "uploads", None) is not None:  # a target trained on the uploads (PFDM's shared model)
+            res.notes.append(f"target '{target.name}': its training data are the uploads themselves, so its eps-prediction "
                              "at level t0-1 on an upload is outside its training distribution (PFDM's 'Global' "
                              "attacker); compare with 'naive' and with a clean-data denoiser (attacker 'public': "
                              "attack.recon_public_steps=N)")

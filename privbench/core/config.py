@@ -214,7 +214,7 @@ BASE_SECTIONS = ("data", "model", "diffusion", "train")  # every method trains f
 class Config:
     """method, dataset, preset, seed and one object per registered section (``cfg.train.steps``)."""
 
-    def __init__(self, method: str = "centralized", dataset: str = "digits", preset: str = "tiny", seed: int = 0):
+    def __init__(self, method: str, dataset: str = "digits", preset: str = "tiny", seed: int = 0):
         self.method, self.dataset, self.preset, self.seed = method, dataset, preset, seed
         self._sections = {name: cls() for name, cls in sections().items()}
         self.explicit: set[str] = set()  # keys set by --set / --config (an attack refuses the ones it does not use)
@@ -424,7 +424,7 @@ def load_yaml_overrides(path: str | Path) -> list[tuple[str, Any]]:
     return out
 
 
-def build_config(method: str = "centralized", dataset: str = "digits", preset: str = "tiny", seed: int = 0,
+def build_config(method: str, dataset: str = "digits", preset: str = "tiny", seed: int = 0,
                  overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
     """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins)."""
     from .registry import DATASETS

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def version() -> str:
-    from .. import __version__
+    from .version import __version__
 
     return __version__
 

@@ -138,8 +138,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "samples": _sample_grids(tables),
-        "memorization": _attack_grids(tables, MEMORIZATION),
-        "reconstruction": _attack_grids(tables, RECONSTRUCTION),
+        MEMORIZATION: _attack_grids(tables, MEMORIZATION),  # the template's names for these sections
+        RECONSTRUCTION: _attack_grids(tables, RECONSTRUCTION),
         "accountant": _records(tables.accountant_frame()),
         "fids": _records(fids), "extractors": extractors,
         "provenance": _records(prov),

@@ -1,0 +1,94 @@
+"""The architecture (issue 10): import layers (import-linter), no private names across packages, and the
+registries as the only source of method and attack names."""
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "privbench"
+
+#: the few places that spell a registered name for another reason, each with that reason
+NAME_LITERAL_EXCEPTIONS = {
+    # the vocabulary of result kinds (membership | memorization | reconstruction) shares two words with attacks
+    ("privbench/attacks/base.py", "memorization"), ("privbench/attacks/base.py", "reconstruction"),
+    # the config section of the client split is called "pfdm" (stable keys pfdm.n_clients, ...)
+    ("privbench/data/splits.py", "pfdm"),
+    # the training loss statistic of the DP-SGD loop shares its word with the loss attack
+    ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
+}
+
+
+def _modules():
+    for p in sorted(PKG.rglob("*.py")):
+        yield p, ast.parse(p.read_text(), filename=str(p))
+
+
+def _package_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts  # ("privbench", "core", "io")
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    base = parts[:-node.level] if path.name != "__init__.py" else parts[:len(parts) - node.level]
+    if path.name == "__init__.py":
+        base = parts[:-1][:len(parts) - node.level]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_import_linter_layers_hold():
+    exe = Path(sys.executable).parent / "lint-imports"
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (pip install 'privbench[test]')")
+    r = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_no_private_name_is_imported_from_another_package():
+    bad = []
+    for path, tree in _modules():
+        mine = _package_of(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = _resolve(path, node)
+                if not src.startswith("privbench"):
+                    continue
+                theirs = ".".join(src.split(".")[:2])
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__") and theirs != mine:
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from {src}")
+    assert not bad, "\n".join(bad)
+
+
+def _registered():
+    from privbench.core.registry import ATTACKS, METHODS
+
+    out = {}
+    for reg in (METHODS, ATTACKS):
+        for e in reg:
+            mod = sys.modules[e.factory.__module__].__file__
+            out[e.name] = Path(mod).resolve()
+    return out
+
+
+def test_method_and_attack_names_live_in_their_own_module_only():
+    """A string equal to a method or attack name appears only in the module that registers it."""
+    names = _registered()
+    bad = []
+    for path, tree in _modules():
+        rel = str(path.relative_to(ROOT))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                if path.resolve() == names[node.value] or (rel, node.value) in NAME_LITERAL_EXCEPTIONS:
+                    continue
+                bad.append(f"{rel}:{node.lineno} spells {node.value!r} (registered in "
+                           f"{names[node.value].relative_to(ROOT)})")
+    assert not bad, "\n".join(bad)

@@ -1,0 +1,126 @@
+"""The registry contract: every registered attack runs on an analytic fake target, every method trains on the
+`test` preset and yields its declared targets, every accountant answers the standard setting; and adding an
+attack is one file (a toy attack dropped into a copy of the package runs through attack, bench, report, check)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from privbench.core.registry import ACCOUNTANTS, ATTACKS, METHODS
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "attacks"))
+from attack_fakes import fake_target, memorizing_eps  # noqa: E402
+
+
+def _records(n=16):
+    from privbench.attacks.base import Records
+    from privbench.data.base import load_dataset
+
+    x, y = load_dataset("digits")
+    idx = torch.arange(2 * n)
+    labels = torch.cat([torch.ones(n), torch.zeros(n)]).long()
+    return Records(x[idx], y[idx], labels, idx)
+
+
+@pytest.mark.parametrize("name", ATTACKS.names())
+def test_every_attack_runs_on_an_analytic_target(name):
+    from privbench.attacks.base import MEMBERSHIP, AttackEnv
+    from privbench.core.config import build_config
+    from privbench.metrics.roc import auc
+    from privbench.runs.attack import make_attack
+
+    cfg = build_config("centralized", "digits", "test", 0, [("sample.sampler", "ddim"), ("sample.ddim_steps", "5"),
+                                                            ("attack.batch_size", "16")])
+    recs = _records()
+    members = recs.x[recs.labels == 1]
+    target = fake_target(memorizing_eps(members, torch.linspace(1e-4, 0.02, 1000, dtype=torch.float64)
+                                        .neg().add(1).cumprod(0).float()))
+    attack = make_attack(cfg, name, strict=False)
+    env = AttackEnv(cfg=cfg, seed=0, train_data=(members, recs.y[recs.labels == 1]),
+                    train_index=recs.index[recs.labels == 1].tolist())
+    out = attack.run(target, recs, env)
+    if attack.kind == MEMBERSHIP:
+        s = np.asarray(out.scores)
+        assert s.shape == (len(recs),) and np.isfinite(s).all()
+        # a model that memorised the members exactly: every sound membership score separates them
+        assert auc(s, recs.labels.numpy()) > 0.75, name
+    else:
+        assert out.metrics and all(math.isfinite(v) for v in out.metrics.values() if isinstance(v, float))
+
+
+@pytest.mark.parametrize("name", METHODS.names())
+def test_every_method_trains_and_yields_its_targets(name, runs_dir):
+    from helpers import train_cfg
+
+    from privbench.runs import train as api
+
+    cfg = train_cfg(name, "test")
+    method = api.train(cfg, runs_dir, "cpu")
+    assert method.default_target in method.target_names()
+    x = torch.randn(3, *method.ctx.image_shape)
+    y = torch.tensor([0, 1, 2])
+    for t in method.target_names():
+        tgt = method.load_target(t)
+        eps = tgt.predict_noise(x, torch.tensor([0, 10, 100]), y)
+        assert eps.shape == x.shape and torch.isfinite(eps).all(), t
+        p = method.privacy(t)
+        assert p is None or (p["epsilon"] > 0 and p["basis"]), t
+    assert method.private == any(method.privacy(t) is not None for t in method.target_names())
+
+
+@pytest.mark.parametrize("name", ACCOUNTANTS.names())
+def test_every_accountant_answers_the_standard_setting(name):
+    acc = ACCOUNTANTS.get(name).factory
+    if acc.kind == "dpsgd":
+        eps = acc.epsilon(1.0, 0.01, 1000, 1e-5)  # sigma = 1, q = 0.01, 1000 steps: PRV/PLD ~1.3, RDP ~2.1
+        assert 1.0 < eps < 2.5, (name, eps)
+    else:
+        eps = acc.epsilon(10.0, 11.1246, 1e-5)    # PFDM's default upload: C = 10, t0 = 690
+        assert 8.0 < eps < 11.0, (name, eps)
+
+
+def test_a_new_attack_is_one_file(tmp_path):
+    """Copy the package, drop tests/architecture/toy/toy_attack.py into its attacks/ folder and touch nothing else:
+    the toy attack is listed, runs through `attack`, `bench`, `report` and `check`."""
+    work = tmp_path / "src"
+    shutil.copytree(ROOT / "privbench", work / "privbench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "tests" / "architecture" / "toy" / "toy_attack.py", work / "privbench" / "attacks" / "toy.py")
+    env = {**os.environ, "PYTHONPATH": str(work), "OMP_NUM_THREADS": "1", "PRIVBENCH_PROGRESS": "0"}
+    runs = tmp_path / "runs"
+
+    def cli(*args, ok=(0,)):
+        r = subprocess.run([sys.executable, "-m", "privbench", *args], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode in ok, (args, r.stdout[-2000:], r.stderr[-2000:])
+        return r
+
+    assert "toy" in cli("list", "attacks").stdout
+    r = cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs),
+            "--set", "attack.toy_t=50", "--json")
+    res = json.loads(r.stdout)
+    assert res["attack"] == "toy" and 0.0 <= res["metrics"]["auc"] <= 1.0
+    assert res["attack_config"]["toy_t"] == 50
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\npreset: test\ndevice: cpu\nfid: false\nsamples: false\n"
+                     "methods:\n  centralized: {targets: [model], attacks: [toy, pia]}\n")
+    cli("bench", "--suite", str(suite), "--runs-dir", str(runs), "--out", str(tmp_path / "bench"))
+    sbs = (tmp_path / "bench" / "side_by_side.csv").read_text()
+    assert "toy_auc" in sbs.splitlines()[0]
+    cli("report", str(tmp_path / "bench"), "--out", str(tmp_path / "rep"))
+    assert "toy" in (tmp_path / "rep" / "index.html").read_text()
+    gates = tmp_path / "g.yaml"
+    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: 1.0}\n")
+    cli("check", "--gates", str(gates), str(tmp_path / "bench"))
+    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
+    r = cli("check", "--gates", str(gates), str(tmp_path / "bench"), ok=(1,))
+    assert "BREACH" in r.stderr
