@@ -22,7 +22,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from privbench.attacks import PIA, LossAttack, Records, SecMI  # noqa: E402
+from privbench.attacks.pia import PIA  # noqa: E402
+from privbench.attacks.loss import LossAttack  # noqa: E402
+from privbench.attacks.base import Records  # noqa: E402
+from privbench.attacks.secmi import SecMI  # noqa: E402
 from privbench.attacks.secmi import secmi_nfe  # noqa: E402
 from privbench.core.config import build_config  # noqa: E402
 from privbench.models.method import RunContext  # noqa: E402

@@ -5,10 +5,8 @@ work itself failed.
 """
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from pathlib import Path
 
 import click
 

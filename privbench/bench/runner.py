@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 
 from ..core.config import config_hash, parse_set_args
-from ..core.errors import BadInput, WorkFailed
 from ..core.io import atomic_write_json
 from ..core.progress import bar, enabled
 from ..core.provenance import git_commit, version
@@ -126,9 +125,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
                 c.status, c.reason = "pending", "interrupted"
                 write()
                 raise
-            except (BadInput, WorkFailed) as e:
-                c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
-            except Exception as e:  # noqa: BLE001 - one broken cell must not lose the others
+            except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others
                 c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
             if c.reason is None or c.reason != "cached":
                 c.seconds = round(time.time() - t0, 1)

@@ -14,7 +14,6 @@ compare methods at equal sizes and over several seeds.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .extractor import Extractor, resolve_extractor

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..core.errors import BadInput
+from ..core.io import atomic_path
 
 __all__ = ["plot_roc", "plot_image_grid"]
 
@@ -25,19 +25,10 @@ MIN_CELL_PX = 64
 
 
 def _atomic_write(path: str | os.PathLike, write) -> Path:
+    """``write(tmp)`` into a temporary file that replaces ``path`` only when complete (privbench.core.io)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_path(path) as tmp:
+        write(str(tmp))
     return path
 
 

@@ -7,12 +7,10 @@ config it reads, and where it goes in reports (docs/methods.md).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..data.base import dataset_info, load_dataset

@@ -28,7 +28,7 @@ the architectures DPDM and DP-SAD train (with and without a diffusers attention 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -2,8 +2,8 @@
 threat model hands the attacker (for PFDM, the uploads)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 

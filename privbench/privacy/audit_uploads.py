@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import special, stats
+from scipy import special
 
 from ..core.errors import BadInput
 from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
 from ..core.schedule import alphas_cumprod, t0_to_model_t
-from ..core.scores import cp_upper, stratified_halves, validate_scores
+from ..core.scores import cp_upper, stratified_halves, threshold_counts, validate_scores
 
 _GDP_ASSUMPTION = ("the mechanism's trade-off curve is that of a Gaussian (μ-GDP); true for PFDM's Gaussian upload, "
                    "so this is an estimate of its actual ε for the candidate pair, at the stated confidence")
@@ -65,21 +65,16 @@ def gdp_epsilon(scores: Any, labels: Any, *, delta: float = 1e-5, confidence: fl
         return float(special.ndtri(1.0 - fpr) - special.ndtri(fnr)) if fpr < 1 and fnr < 1 else -math.inf
 
     ss, ys = s[sel], y[sel]
-    order = np.argsort(-ss, kind="mergesort")
-    sv, yv = ss[order], ys[order]
-    ends = np.flatnonzero(np.r_[sv[1:] != sv[:-1], True])
-    tp = np.cumsum(yv)[ends]
-    fp = np.cumsum(~yv)[ends]
+    thr, fp, fn = threshold_counts(ss, ys)  # entry 0 is +inf ("flag nobody"), then every distinct score
     n_in, n_out = int(ys.sum()), int((~ys).sum())
     best, tau = -math.inf, None
     # candidate thresholds: a grid of at most 400 of them keeps this fast for large trial counts
-    cand = ends if ends.size <= 400 else ends[np.unique(np.linspace(0, ends.size - 1, 400).astype(int))]
-    pos = {e: i for i, e in enumerate(ends)}
-    for e in cand:
-        i = pos[e]
-        m = mu_lb(int(fp[i]), int(n_in - tp[i]), n_out, n_in)
+    idx = np.arange(1, thr.size)
+    cand = idx if idx.size <= 400 else idx[np.unique(np.linspace(0, idx.size - 1, 400).astype(int))]
+    for i in cand:
+        m = mu_lb(int(fp[i]), int(fn[i]), n_out, n_in)
         if m > best:
-            best, tau = m, float(sv[e])
+            best, tau = m, float(thr[i])
     se, ye = s[ev], y[ev]
     if tau is None:
         mu = 0.0

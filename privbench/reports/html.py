@@ -7,7 +7,6 @@ import datetime as _dt
 import platform
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ..core.io import safe_name
 from ..core.provenance import git_info, version

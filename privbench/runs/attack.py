@@ -33,6 +33,7 @@ import torch
 
 from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records
 from ..core.config import config_hash
+from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name
 from ..core.registry import ATTACKS
 from .store import run_dir_for, run_lock

@@ -3,7 +3,6 @@ registries as the only source of method and attack names."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from attack_fakes import CallLog, fake_target, memorizing_eps
-from privbench.attacks import PIA, PIAN, LossAttack, Records, SecMI
+from privbench.attacks.pia import PIA
+from privbench.attacks.pian import PIAN
+from privbench.attacks.loss import LossAttack
+from privbench.attacks.base import Records
+from privbench.attacks.secmi import SecMI
 from privbench.attacks.base import AttackEnv
 from privbench.attacks.loss import loss_noise
 from privbench.attacks.pia import pian_normalize

@@ -6,8 +6,15 @@ from types import SimpleNamespace
 import torch
 
 from attack_fakes import SCHEDULE, fake_target, gaussian_eps, memorizing_eps
-from privbench.attacks import NNRatioMemorization, Reconstruction, Records
-from privbench.attacks.base import AttackEnv, clip_l2
+from privbench.attacks.memorization import NNRatioMemorization
+from privbench.attacks.reconstruction import Reconstruction
+from privbench.attacks.base import Records
+from privbench.attacks.base import AttackEnv
+from privbench.core.mechanisms import clip_l2 as clip_with_mask
+
+
+def clip_l2(x, c):
+    return clip_with_mask(x, c)[0]
 from privbench.attacks.memorization import nn_ratio
 from privbench.attacks.reconstruction import simulate_uploads
 from privbench.data.base import load_dataset

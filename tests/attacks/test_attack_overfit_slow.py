@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from privbench.attacks import PIA, LossAttack, NNRatioMemorization, Records
+from privbench.attacks.pia import PIA
+from privbench.attacks.loss import LossAttack
+from privbench.attacks.memorization import NNRatioMemorization
+from privbench.attacks.base import Records
 from privbench.attacks.base import AttackEnv
 from privbench.metrics.roc import membership_metrics
 
@@ -24,7 +27,7 @@ def _cfg(method, **attack):
 def test_overfit_centralized_target_leaks(overfit_centralized):
     """PIA AUC ≥ 0.9 and loss AUC ≥ 0.7 (t = 200) on the overfit target (128 members / 128 non-members)."""
     from privbench.reports.text import format_table
-from privbench.runs.attack import run_attack
+    from privbench.runs.attack import run_attack
 
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent

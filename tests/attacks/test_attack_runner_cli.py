@@ -44,7 +44,7 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, args, needle)
 
 def test_run_attack_writes_cli_schema_and_caches(runs_dir, capsys):
     from privbench.reports.text import format_table
-from privbench.runs.attack import run_attack
+    from privbench.runs.attack import run_attack
 
     cfg = train_cfg(attack__sweep=[50, 100, 200, 300])
     res = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")
@@ -103,7 +103,7 @@ def test_cli_attack_json_and_run_table(runs_dir):
 
 def test_memorization_and_reconstruction_through_the_runner(runs_dir):
     from privbench.reports.text import format_table
-from privbench.runs.attack import run_attack
+    from privbench.runs.attack import run_attack
 
     cfg = train_cfg(sample__sampler="ddim", attack__n_samples=16)
     mem = run_attack(cfg, "memorization", None, runs_dir=runs_dir, device="cpu")

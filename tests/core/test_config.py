@@ -1,6 +1,6 @@
 import pytest
 
-from privbench.core.config import Config, build_config, parse_set_args
+from privbench.core.config import build_config, parse_set_args
 from privbench.core.errors import BadInput
 
 

@@ -1,7 +1,6 @@
 """`privbench check`: exit 0 when every gate holds, 1 listing every breach, 2 for bad input (docs/cli.md §10)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path

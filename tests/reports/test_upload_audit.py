@@ -28,15 +28,14 @@ def test_pfdm_defaults_stay_below_the_analytic_epsilon_and_gdp_is_close():
 
 def test_a_broken_mechanism_is_caught(monkeypatch):
     """If the upload used far less noise than claimed, the audit exceeds the analytic epsilon."""
-    import privbench.models.methods.pfdm as pfdm
+    import privbench.privacy.audit_uploads as audit_uploads
 
-    real = pfdm.make_uploads
+    real = audit_uploads.ldp_upload
 
-    def leaky(x, y, index, client, *, clip, t0, alphas_cumprod, generator):
-        return real(x, y, index, client, clip=clip, t0=max(1, t0 // 10), alphas_cumprod=alphas_cumprod,
-                    generator=generator)
+    def leaky(x, clip, alpha_bar, noise):  # a tenth of the claimed noise
+        return real(x, clip, alpha_bar, 0.1 * noise)
 
-    monkeypatch.setattr(pfdm, "make_uploads", leaky)
+    monkeypatch.setattr(audit_uploads, "ldp_upload", leaky)
     r = audit_upload_mechanism(10.0, 690, n_trials=5000)
     assert r["exceeds_analytic"]
 
