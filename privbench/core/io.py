@@ -29,10 +29,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:  # whatever wrote the file, its bytes reach the disk before the rename
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the mode any new file would get
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -15,7 +15,6 @@ directory (the cells listed in its ``bench.json``) or any folder of runs. It wri
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..core.errors import BadInput
@@ -62,9 +61,4 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
                  else f"privbench report — {d.resolve().name}")
         written.append(render_html(tables, out / "index.html", title=title, source=str(directory), bench=bench))
-    for p in written:
-        try:
-            os.chmod(p, 0o644)  # temp files are created 0600; a report is meant to be read
-        except OSError:
-            pass
     return written

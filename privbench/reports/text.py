@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
@@ -230,7 +229,6 @@ def write_bench_tables(res: dict) -> dict:
         for fname, df in (("side_by_side.csv", tables.side_by_side_frame()), ("results.csv", tables.results_frame())):
             with atomic_path(out_dir / fname) as tmp:
                 df.to_csv(tmp, index=False, float_format="%.6g")
-            os.chmod(out_dir / fname, 0o644)
             paths[fname] = str(out_dir / fname)
         rows = tables.targets()
         bench_json = Path(res["bench_json"])
