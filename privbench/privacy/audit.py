@@ -16,6 +16,11 @@ FP = #OUT ≥ τ, FN = #IN < τ.
 
 Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
 can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
+
+Neighbouring relation: a bound is about the relation between a record's IN and OUT worlds, which the way members
+are drawn decides — replace-one for privbench's fixed-size split (a member takes another record's place),
+add/remove-one for independent inclusions. :mod:`privbench.privacy.compare` says which relation a formal ε uses
+and converts it before any comparison; it also sets the family-wise level of the "exceeds formal ε" flag.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ _ONE_RUN_ASSUMPTION = (
     "independent fair coin flip, and the guesses may depend on the trained model only. privbench's member "
     "split instead draws exact member/non-member counts from a random permutation (sampling without "
     "replacement), so inclusions are weakly negatively correlated rather than independent; this small gap "
-    "is not accounted for in the bound."
+    "is not accounted for in the bound. With that split a member displaces another record (a replace-one game), "
+    "so privbench compares the bound with the formal epsilon expressed for replace-one."
 )
 
 
