@@ -25,6 +25,14 @@ clipping; such inputs need not be valid images); ``"images"`` is the most distan
 (all +1 vs all −1, clipped; distance 2·min(C, √d)); ``"records"`` is the most distant pair among given real
 records; or pass ``(x, x_prime)`` tensors. ``analytic_epsilon_pair`` is the exact ε of the Gaussian mechanism at
 the pair's own distance: the most any audit with that pair could find.
+
+Neighbouring relation: the audit's game (candidate x or x′ in the upload) is replace-one, the relation of the
+analytic LDP ε itself (any two inputs of one upload), so the two are compared directly (factor 1; key
+``neighbouring_relation``). Flag: ``exceeds_analytic`` is raised when the Clopper–Pearson bound OR the GDP estimate
+exceeds the analytic ε; both are recomputed for the flag at ``flag_bound_confidence`` each (default 1 − α/2,
+Bonferroni over the two), so the flag holds at ``confidence`` family-wise (``flag_confidence``, ``flag_bounds``).
+A caller whose flag decision has more members (``privbench audit``: every attack on the target too) passes its
+own per-bound level.
 """
 from __future__ import annotations
 
@@ -117,18 +125,24 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
                            n_trials: int = 20000, shape: tuple[int, ...] = (1, 8, 8), candidates="worst",
                            records=None, num_timesteps: int = 1000, beta_start: float = 1e-4,
                            beta_end: float = 0.02, beta_schedule: str = "linear", seed: int = 0,
-                           chunk: int = 4096) -> dict:
+                           chunk: int = 4096, flag_bound_confidence: float | None = None) -> dict:
     """Empirical ε lower bounds of PFDM's upload mechanism at (C, t0), next to its analytic ε (module doc).
 
     ``n_trials`` uploads of each candidate (2·n_trials in all). Returns ``epsilon_lower_bound`` (Clopper–Pearson),
     ``gdp`` (the GDP estimate), ``analytic_epsilon`` (Δ = 2C, what PFDM claims), ``analytic_epsilon_pair`` (at the
-    pair's distance), ``exceeds_analytic`` and the settings.
+    pair's distance), ``exceeds_analytic`` (from the flag bounds, see the module doc), ``flag_bounds``,
+    ``flag_bound_confidence``, ``flag_confidence``, ``neighbouring_relation`` and the settings.
     """
     from .audit import clopper_pearson_epsilon
+    from .compare import UPLOAD_GAME, bound_confidence, comparable_claim, REPLACE_ONE
     from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
     if not isinstance(n_trials, int) or n_trials < 10:
         raise BadInput(f"n_trials={n_trials!r}: must be an integer >= 10")
+    own_family = flag_bound_confidence is None
+    flag_conf = bound_confidence(confidence, 2) if own_family else float(flag_bound_confidence)
+    if not (float(confidence) <= flag_conf < 1.0):
+        raise BadInput(f"flag_bound_confidence={flag_bound_confidence!r}: must be in [confidence, 1)")
     ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule).double()
     mt = t0_to_model_t(int(t0), num_timesteps)
     ab = float(ac[mt])
@@ -161,6 +175,10 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
     analytic = epsilon_analytic_gaussian(float(clip), sigma, delta)
     analytic_pair = epsilon_analytic_gaussian(dist / 2.0, sigma, delta) if dist > 0 else 0.0
     lb = cp["epsilon_lower_bound"]
+    cp_f = clopper_pearson_epsilon(s, y, delta=delta, confidence=flag_conf, threshold_selection="split", seed=seed,
+                                   both_directions=False)["epsilon_lower_bound"]
+    gdp_f = gdp_epsilon(s, y, delta=delta, confidence=flag_conf, seed=seed)["epsilon"]
+    claim = comparable_claim(analytic, delta, REPLACE_ONE, empirical=REPLACE_ONE, game=UPLOAD_GAME)
     return {
         "mechanism": "PFDM upload x~ = sqrt(abar)*CLIP(x, C) + sqrt(1-abar)*z (privbench.core.mechanisms.ldp_upload)",
         "attack": "likelihood-ratio test holding the upload and both candidates: "
@@ -174,6 +192,10 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
         "clopper_pearson": {k: cp[k] for k in ("epsilon_lower_bound", "ceiling", "threshold_selection", "fpr_upper",
                                               "fnr_upper", "n_evaluation")} | {"assumption": _CP_ASSUMPTION},
         "gdp": gdp,
-        "exceeds_analytic": bool(lb > analytic + 1e-9 or gdp["epsilon"] > analytic + 1e-9),
+        "exceeds_analytic": bool(cp_f > analytic + 1e-9 or gdp_f > analytic + 1e-9),
+        "flag_bounds": {"clopper_pearson": cp_f, "gdp": gdp_f},
+        "flag_bound_confidence": flag_conf,
+        "flag_confidence": float(confidence) if own_family else None,
+        "neighbouring_relation": claim,
         "tightness_gdp": (gdp["epsilon"] / analytic) if analytic > 0 else None,
     }

@@ -14,7 +14,17 @@ Both are lower bounds at the stated confidence under the stated assumptions; a b
 Next to them: the target's formal ε and its basis. A target whose lower bound EXCEEDS its formal ε is flagged: either
 the implementation or the claim is broken.
 
-δ: by default each result is audited at its own formal δ (so the two ε are comparable), else at 1e-5.
+Like with like (:mod:`privbench.privacy.compare`, key ``neighbouring_relation``): privbench's membership game is a
+replace-one game (fixed-size member split), so the formal ε is expressed in replace-one before the comparison —
+PFDM's LDP ε is replace-one already (factor 1); an add/remove ε (DP-SGD) becomes (2ε, (1+e^ε)δ) by group privacy.
+
+Family-wise flag: all the bounds whose excess would flag a target — Clopper–Pearson and one-run for each of its
+membership results audited together, plus the upload-mechanism audit's two for PFDM's shared model — form one
+family of k; for the flag each is recomputed at 1 − α/k (Bonferroni) at the comparison's δ, so the flag holds at
+``flag_confidence`` = 1 − α for the target. The per-bound numbers shown stay at 1 − α each.
+
+δ: by default each result is audited at its own formal δ (so the two ε are comparable), else at 1e-5; the flag's
+bounds use the δ of the comparable claim (or the audit's δ if larger).
 
 PFDM's shared model: its guarantee is per upload, so the upload mechanism itself is audited too
 (:func:`privbench.privacy.audit_uploads.audit_upload_mechanism`, key ``upload_mechanism``).
@@ -57,9 +67,14 @@ def _check_confidence(c) -> float:
 
 
 def audit_result(res: Result, *, delta: float | None = None, confidence: float = 0.95, seed: int = 0,
-                 upload_audit: bool = True) -> dict[str, Any]:
-    """The audit of one membership result (docs/cli.md §4.6 keys first, then extras)."""
+                 upload_audit: bool = True, n_attacks: int = 1) -> dict[str, Any]:
+    """The audit of one membership result (docs/cli.md §4.6 keys first, then extras).
+
+    ``n_attacks``: how many membership results on the same target are audited together (their bounds share one
+    flag family; :func:`audit_results` passes it)."""
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
+    from ..privacy.compare import (bound_confidence, comparable_claim, exceeds, flag_delta, formal_relation,
+                                   membership_flag_bounds)
 
     scores, labels = res.load_scores()
     p = res.privacy or {}
@@ -85,28 +100,61 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "ceiling": cp["ceiling"],
         "clopper_pearson": cp,
         "one_run": one,
-        "exceeds_formal": None if formal is None else bool(lb > formal or one["epsilon_lower_bound"] > formal),
+        "exceeds_formal": None,
     }
     notes = []
     if formal is None:
         notes.append("non-private target: no formal epsilon to compare with")
+        out["notes"] = notes
+        return out
+
+    ua_cfg = upload_audit and upload_mechanism_of(res) is not None  # the target's ε is that of an LDP upload
+    n_attacks = max(int(n_attacks), 1)
+    k = 2 * n_attacks + (2 if ua_cfg else 0)
+    conf_k = bound_confidence(confidence, k)
+    claim = comparable_claim(float(formal), float(formal_delta) if formal_delta is not None else d,
+                             formal_relation(p))
+    d_flag = flag_delta(d, claim)
+    bounds = membership_flag_bounds(scores, labels, delta=d_flag, confidence=conf_k, seed=seed) \
+        if claim["testable"] else {}
+    family = (f"{k} bounds of {res.method}/{res.target}: Clopper-Pearson and one-run for each of its {n_attacks} "
+              f"membership result(s) audited together" + (" and the upload-mechanism audit's Clopper-Pearson and "
+                                                          "GDP bounds" if ua_cfg else ""))
+    out.update({
+        "neighbouring_relation": claim,
+        "flag_confidence": confidence,
+        "flag_family": {"size": k, "members": family, "bound_confidence": conf_k, "delta": d_flag,
+                        "correction": f"Bonferroni: each bound at 1 - {1.0 - confidence:g}/{k}"},
+        "flag_bounds": bounds,
+        "exceeds_formal": exceeds(bounds, claim),
+    })
     if formal_delta is not None and abs(float(formal_delta) - d) > 1e-15:
         notes.append(f"audited at delta={d:g} but the formal epsilon is stated at delta={formal_delta:g}: "
-                     "the two are not directly comparable")
-    if formal is not None and lb <= formal and formal > cp["ceiling"]:
-        notes.append(f"the formal epsilon ({formal:.3g}) is above what {cp['n_evaluation']} evaluation records can "
-                     f"ever show (ceiling {cp['ceiling']:.3g}): this audit cannot test the claim's tightness")
+                     f"the two are not directly comparable (the flag uses delta={d_flag:.3g})")
+    if claim["factor"] != 1.0:
+        notes.append(f"formal epsilon is {claim['formal']}, the membership game {claim['empirical']}: compared with "
+                     f"{claim['conversion']}")
+    cmp_eps = claim["comparable_epsilon"]
+    if not claim["testable"]:
+        notes.append("the formal claim implies no bound on the replace-one membership game at this epsilon: "
+                     "no audit can contradict it (flag not testable)")
+    elif lb <= cmp_eps and cmp_eps > cp["ceiling"]:
+        notes.append(f"the comparable formal epsilon ({cmp_eps:.3g}) is above what {cp['n_evaluation']} evaluation "
+                     f"records can ever show (ceiling {cp['ceiling']:.3g}): this audit cannot test the claim's "
+                     "tightness")
     if out["exceeds_formal"]:
-        notes.append(f"FLAG: the empirical lower bound exceeds the claimed epsilon {formal:.4g}: either the "
-                     "implementation or the privacy claim is broken")
+        notes.append(f"FLAG: an empirical lower bound at {conf_k:.4g} ({k} bounds, family-wise {confidence:g}) "
+                     f"exceeds the comparable claimed epsilon {cmp_eps:.4g}: either the implementation or the "
+                     "privacy claim is broken")
     out["notes"] = notes
-    if upload_audit and formal is not None and upload_mechanism_of(res) is not None:
-        ua = upload_audit_for(res, delta=d, confidence=confidence, seed=seed)
+    if ua_cfg:
+        ua = upload_audit_for(res, delta=d, confidence=confidence, seed=seed, flag_bound_confidence=conf_k)
         if ua is not None:
             out["upload_mechanism"] = ua
             if ua["exceeds_analytic"]:
                 out["exceeds_formal"] = True
-                notes.append("FLAG: the upload-mechanism audit exceeds the analytic epsilon of one upload")
+                notes.append(f"FLAG: the upload-mechanism audit exceeds the analytic epsilon of one upload (bounds "
+                             f"at {conf_k:.4g}, family-wise {confidence:g})")
     return out
 
 
@@ -114,21 +162,21 @@ _UPLOAD_CACHE: dict[tuple, dict] = {}
 
 
 def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int = 0,
-                     n_trials: int = 20000) -> dict | None:
+                     n_trials: int = 20000, flag_bound_confidence: float | None = None) -> dict | None:
     """The upload-mechanism audit with the run's own C, t0, schedule and image shape (None without a config)."""
     mech = upload_mechanism_of(res)
     if mech is None:
         return None
     shape = _image_shape(res)
     key = (mech["clip"], mech["t0"], delta, confidence, seed, n_trials, shape, mech["num_timesteps"],
-           mech["beta_start"], mech["beta_end"], mech["beta_schedule"])
+           mech["beta_start"], mech["beta_end"], mech["beta_schedule"], flag_bound_confidence)
     if key not in _UPLOAD_CACHE:
         from ..privacy.audit_uploads import audit_upload_mechanism
 
         _UPLOAD_CACHE[key] = audit_upload_mechanism(
             mech["clip"], mech["t0"], delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
             num_timesteps=mech["num_timesteps"], beta_start=mech["beta_start"], beta_end=mech["beta_end"],
-            beta_schedule=mech["beta_schedule"], seed=seed)
+            beta_schedule=mech["beta_schedule"], seed=seed, flag_bound_confidence=flag_bound_confidence)
     return _UPLOAD_CACHE[key]
 
 
@@ -180,14 +228,21 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
     results = load_results(paths)
     results.sort(key=lambda r: (r.dataset, r.seed, method_rank(r.method), r.method, target_rank(r.method, r.target),
                                 attack_rank(r.attack), r.attack))
+    audited = [r for r in results if r.kind == MEMBERSHIP or r.path.resolve() in explicit]
+    # one flag family per target: every membership result on it that is audited together
+    per_target: dict[tuple, int] = {}
+    for r in audited:
+        per_target[_target_key(r)] = per_target.get(_target_key(r), 0) + 1
     out = []
-    for r in results:
-        if r.kind != MEMBERSHIP and r.path.resolve() not in explicit:
-            continue
-        out.append(audit_result(r, delta=d, confidence=conf))
+    for r in audited:
+        out.append(audit_result(r, delta=d, confidence=conf, n_attacks=per_target[_target_key(r)]))
     if not out:
         raise BadInput(f"{' '.join(map(str, paths))}: no membership attack results with scores to audit")
     return out
+
+
+def _target_key(r: Result) -> tuple:
+    return (r.dataset, r.seed, str(r.run_dir.resolve()), r.target)
 
 
 def _f(v, nd=3) -> str:
@@ -214,10 +269,20 @@ def format_audit(audits: list[dict]) -> str:
     out.write(f"Clopper-Pearson threshold selection: {a0['threshold_selection']}.\n")
     out.write(f"  assumption: {a0['clopper_pearson']['assumption']}\n")
     out.write(f"One-run: {a0['one_run']['n_guesses_selection']}.\n  assumption: {a0['one_run']['assumption']}\n")
+    out.write(f"Flag (EXCEEDS FORMAL): family-wise confidence {a0['confidence']:g} per target: each of a target's k "
+              f"bounds (Clopper-Pearson and one-run per membership result, plus the upload-mechanism audit's two "
+              f"for PFDM's shared model) is recomputed at 1 - {1.0 - a0['confidence']:g}/k (Bonferroni) and "
+              f"compared with the formal epsilon expressed in the membership game's relation.\n")
     bases = {(a["method"], a["target"]): a for a in audits if a.get("formal_basis")}
     for (m, t), a in bases.items():
         out.write(f"formal epsilon of {m}/{t}: {_f(a['formal_epsilon'], 4)} at delta {a['formal_delta']} "
                   f"({a['formal_basis']})\n")
+        nr, ff = a.get("neighbouring_relation"), a.get("flag_family")
+        if nr and ff:
+            out.write(f"  neighbouring relation: formal {nr['formal']}; membership game {nr['empirical']} "
+                      f"({nr['empirical_game']}); conversion: {nr['conversion']}; flag: {ff['size']} bounds at "
+                      f"{ff['bound_confidence']:.4g} each, delta {ff['delta']:.3g}, compared with "
+                      f"{_f(nr['comparable_epsilon'], 4)}\n")
     seen = set()
     for a in audits:
         ua = a.get("upload_mechanism")
@@ -238,4 +303,8 @@ def format_upload_audit(ua: dict, prefix: str = "") -> str:
             f"{ua['gdp']['mu_lower_bound']:.3f}; assumes a Gaussian trade-off curve)\n"
             f"    analytic eps {ua['analytic_epsilon']:.3f} (paper bound {ua['paper_bound']:.3f}); at this pair's "
             f"distance {ua['pair_distance']:.2f}: {ua['analytic_epsilon_pair']:.3f}"
-            f"{'   FLAG: exceeds the analytic epsilon' if ua['exceeds_analytic'] else ''}\n")
+            f"{'   FLAG: exceeds the analytic epsilon' if ua['exceeds_analytic'] else ''}\n"
+            + (f"    relation: replace-one game (two candidate inputs) vs replace-one LDP epsilon, compared directly; "
+               f"flag bounds at {ua['flag_bound_confidence']:.4g} each: Clopper-Pearson "
+               f"{ua['flag_bounds']['clopper_pearson']:.3f}, GDP {ua['flag_bounds']['gdp']:.3f}\n"
+               if "flag_bounds" in ua else ""))

@@ -171,7 +171,10 @@ def test_one_run_from_scores():
     rand = one_run_epsilon(np.random.default_rng(0).normal(size=1000), y, n_guesses=100)
     assert rand["epsilon_lower_bound"] < 0.3
     auto = one_run_epsilon(y.astype(float), y)
-    assert "optimistic" in auto["n_guesses_selection"]
+    assert "Bonferroni" in auto["n_guesses_selection"] and auto["confidence"] == 0.95
+    # the best of 10 counts, each at 1 − 0.05/10 (the correction for choosing among them)
+    assert auto["epsilon_lower_bound"] == pytest.approx(
+        one_run_epsilon_from_counts(1000, auto["n_guesses"], auto["n_correct"], 1e-5, 0.995))
     assert auto["epsilon_lower_bound"] >= perfect["epsilon_lower_bound"]
     assert auto["n_correct"] <= auto["n_guesses"] <= 1000
 

@@ -119,3 +119,113 @@ def test_a_rerun_with_the_same_settings_replaces_the_stale_result(tmp_path):
     os.utime(paths["pia-model-old"], (1e9, 1e9))  # older
     res = load_results([tmp_path])
     assert sorted(r.path.parent.name for r in res) == ["pia-model-new", "pia-model-t100"]
+
+
+# ------------------------------------------------------------------ issue 11: family-wise flag, neighbouring relation
+
+def _perfect(n=200):
+    """Perfectly separated scores: the bounds at 95 % / 97.5 % / 98.75 % are CP 3.28 / 3.11 / 2.96 and
+    one-run 4.28 / 4.13 / 3.97 (n = 200 + 200)."""
+    return np.r_[np.ones(n), np.zeros(n)] + np.linspace(0, 0.1, 2 * n), _labels(n)
+
+
+def _on_one_target(tmp_path, privacy, attacks=("pia",)):
+    """Results of ``attacks`` on one target of one run directory (tmp_path), all with perfectly separated scores."""
+    s, y = _perfect()
+    paths = []
+    for att in attacks:
+        p = write_result(tmp_path / "attacks" / att, s, y, method="dpdm", attack=att, privacy=privacy)
+        d = json.loads(p.read_text())
+        d["run_dir"] = str(tmp_path)
+        p.write_text(json.dumps(d))
+        paths.append(p)
+    return paths
+
+
+REPLACE_ONE_CLAIM = {"epsilon": 4.1, "delta": 1e-5, "basis": "a replace-one claim (test)"}
+
+
+def test_flag_is_family_wise_over_bounds_and_attacks(tmp_path):
+    """Two attacks × two bounds = 4 bounds in the target's flag: each at 1 − 0.05/4. A claim of 4.1 lies below
+    the one-run bound at 95 % (4.28: the old, uncorrected flag fired) and above every bound at 98.75 % (3.97)."""
+    from privbench.reports.collect import load_results
+    from privbench.reports.tables import Tables
+
+    _on_one_target(tmp_path, REPLACE_ONE_CLAIM, attacks=("pia", "loss"))
+    audits = audit_results([str(tmp_path)])
+    assert len(audits) == 2
+    for a in audits:
+        assert a["one_run"]["epsilon_lower_bound"] > 4.1                 # per-bound numbers stay at 95 %
+        assert a["exceeds_formal"] is False
+        assert a["flag_confidence"] == 0.95
+        assert a["flag_family"]["size"] == 4 and a["flag_family"]["bound_confidence"] == pytest.approx(0.9875)
+        assert max(a["flag_bounds"].values()) < 4.1
+        assert a["exceeds_formal"] is False
+        assert a["neighbouring_relation"]["factor"] == 1.0
+    text = format_audit(audits)
+    assert "family-wise confidence 0.95" in text and "EXCEEDS FORMAL" not in text.split("\n\n")[0]
+    # the report's tables: the same family per target (2 attacks × 2 bounds)
+    t = Tables.build(load_results([tmp_path]))
+    (b,) = t.targets()
+    assert b["exceeds_formal"] is False
+    af = t.audit_frame()
+    assert list(af["exceeds_formal"]) == [False, False]
+    assert list(af["flag_bound_confidence"]) == pytest.approx([0.9875, 0.9875])
+    assert list(af["flag_family_size"]) == [4, 4]
+    # one attack alone: 2 bounds at 97.5 % → one-run 4.13 > 4.1, flagged
+    (solo,) = audit_results([str(tmp_path / "attacks" / "pia" / "result.json")])
+    assert solo["flag_family"]["size"] == 2 and solo["exceeds_formal"] is True
+    assert "FLAG" in format_audit([solo])
+
+
+def test_add_remove_claim_is_compared_in_the_replace_one_game(tmp_path):
+    """A DP-SGD (add/remove) ε of 2.5 against the fixed-size membership game (replace-one): by group privacy the
+    claim is (5.0, (1+e^2.5)·1e-5) there; the bounds (≤ 4.3) do not contradict it. The same number stated as
+    replace-one is contradicted."""
+    from privbench.privacy.dpsgd import dpsgd_basis
+    from privbench.reports.collect import load_results
+    from privbench.reports.tables import Tables
+
+    claim = {"epsilon": 2.5, "delta": 1e-5, "basis": dpsgd_basis("prv", 1e-5)}
+    _on_one_target(tmp_path / "ar", claim)
+    (a,) = audit_results([str(tmp_path / "ar")])
+    assert a["exceeds_formal"] is False
+    nr = a["neighbouring_relation"]
+    assert nr["formal"] == "add/remove-one" and nr["empirical"] == "replace-one" and nr["factor"] == 2.0
+    assert nr["comparable_epsilon"] == pytest.approx(5.0)
+    assert nr["comparable_delta"] == pytest.approx((1 + np.exp(2.5)) * 1e-5)
+    assert a["flag_family"]["delta"] == pytest.approx(nr["comparable_delta"])
+    assert 2.5 < max(a["flag_bounds"].values()) < 5.0
+    assert a["exceeds_formal"] is False
+    text = format_audit([a])
+    assert "neighbouring relation: formal add/remove-one; membership game replace-one" in text
+    assert "group privacy" in text
+    (b,) = Tables.build(load_results([tmp_path / "ar"])).targets()
+    assert b["exceeds_formal"] is False and b["comparable_epsilon"] == pytest.approx(5.0)
+
+    ro = dict(claim, basis="analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C)")
+    _on_one_target(tmp_path / "ro", ro)
+    (a,) = audit_results([str(tmp_path / "ro")])
+    assert a["neighbouring_relation"]["factor"] == 1.0 and a["neighbouring_relation"]["comparable_epsilon"] == 2.5
+    assert a["exceeds_formal"] is True
+
+
+def test_an_add_remove_claim_beyond_group_privacy_is_not_testable(tmp_path):
+    claim = {"epsilon": 12.0, "delta": 1e-5, "basis": "DP-SGD, add/remove-one record"}  # (1+e^12)·1e-5 > 1
+    _on_one_target(tmp_path, claim)
+    (a,) = audit_results([str(tmp_path)])
+    assert a["exceeds_formal"] is False
+    assert a["neighbouring_relation"]["testable"] is False
+    assert any("not testable" in n for n in a["notes"])
+
+
+def test_pfdm_shared_audit_states_relation_and_family(test_results):
+    (a,) = audit_results([str(test_results[("pfdm", "pia")])])
+    nr = a["neighbouring_relation"]
+    assert nr["formal"] == nr["empirical"] == "replace-one" and nr["comparable_epsilon"] == a["formal_epsilon"]
+    # 2 membership bounds + the upload mechanism's Clopper-Pearson and GDP
+    assert a["flag_family"]["size"] == 4
+    ua = a["upload_mechanism"]
+    assert ua["flag_bound_confidence"] == pytest.approx(a["flag_family"]["bound_confidence"])
+    assert ua["neighbouring_relation"]["factor"] == 1.0
+    assert set(ua["flag_bounds"]) == {"clopper_pearson", "gdp"}

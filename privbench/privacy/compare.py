@@ -1,0 +1,124 @@
+"""Comparing empirical ε lower bounds with a formal ε: like with like, and at a stated family-wise confidence.
+
+**Neighbouring relation.** A formal ε is a statement about one neighbouring relation: DP-SGD's accountants
+(``privacy/dpsgd.py``) use add/remove-one record; PFDM's LDP ε (``privacy/ldp.py``) is replace-one (any two
+inputs of one upload, Δ = 2C). privbench's membership game is neither "with or without the record": the member
+split (``data/splits.py``) draws a FIXED number of members by a random permutation, so in the world where record
+z is a member it occupies a slot that another record w of the pool fills in the world where z is not. The IN and
+OUT trials of a record are therefore models trained on datasets of the same size that differ by one substitution,
+and by joint convexity the distinguishing test between them is bounded by the REPLACE-ONE guarantee. The empirical
+bounds (Clopper–Pearson; one-run, whose theorem assumes independent inclusions, see its ``assumption``) are
+therefore compared with the formal guarantee expressed for replace-one:
+
+* formal replace-one (PFDM's shared model: each record is one upload; the uploads of z and of w are two inputs of
+  the LDP mechanism, everything else is identical, and the shared model is post-processing of the uploads): no
+  conversion, factor 1 — within the basis' exclusions (labels and class counts sent in the clear, re-uploads);
+* formal add/remove-one (DP-SGD): replacing z by w is a removal followed by an addition, so by group privacy an
+  (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one. That is what the bounds are compared with,
+  audited at that δ (or the audit's own δ if larger). Where (1 + e^ε)·δ ≥ 1 the add/remove claim implies nothing
+  about the replace-one game and the flag is not testable (no bound can contradict it);
+* relation not stated in the basis: treated as add/remove-one (the weaker claim for a replace-one game, so a
+  misread relation never raises a flag), and the output says so.
+
+**Family-wise flag.** "Exceeds the formal ε" is raised when ANY of the k lower bounds in a flag decision exceeds
+the comparable ε. Each bound is valid at its own confidence only, so each is recomputed at 1 − α/k (Bonferroni):
+if the claim holds, the chance that any of the k exceeds it is ≤ α, and the flag holds at the family-wise
+confidence 1 − α. The per-bound numbers reported next to it stay at 1 − α each.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+ADD_REMOVE = "add/remove-one"
+REPLACE_ONE = "replace-one"
+
+MEMBERSHIP_GAME = (
+    "fixed-size member split (a seeded random permutation): a member takes the place of another record of the "
+    "pool, so a record's IN and OUT trials come from same-size training sets that differ by one substitution "
+    "(replace-one)")
+UPLOAD_GAME = ("two candidate inputs x, x' of one upload, chosen by a fair coin per trial: replace-one, the "
+               "relation of the local-DP guarantee itself")
+
+
+def formal_relation(privacy: dict | None) -> str | None:
+    """The neighbouring relation of a result's formal ε: its ``neighbouring_relation`` key, else read from its
+    ``basis`` text (``replace-one`` / ``add/remove``); None when neither says."""
+    if not privacy:
+        return None
+    explicit = str(privacy.get("neighbouring_relation") or "").lower()
+    basis = str(privacy.get("basis") or "").lower()
+    for text in (explicit, basis):
+        if "replace" in text or "substitut" in text:
+            return REPLACE_ONE
+        if "add/remove" in text or "add-or-remove" in text or "add or remove" in text:
+            return ADD_REMOVE
+    return None
+
+
+def comparable_claim(epsilon: float, delta: float | None, relation: str | None, *,
+                     empirical: str = REPLACE_ONE, game: str = MEMBERSHIP_GAME) -> dict[str, Any]:
+    """The formal (ε, δ) expressed in the empirical test's relation (module doc), with the statement of how.
+
+    Returns ``formal`` (the formal ε's relation, or "unknown ..."), ``empirical``, ``empirical_game``,
+    ``conversion`` (a sentence), ``factor`` (comparable ε / formal ε), ``comparable_epsilon``,
+    ``comparable_delta`` and ``testable`` (False when the converted δ is ≥ 1: the claim implies nothing there).
+    """
+    eps = float(epsilon)
+    d = float(delta) if delta is not None else 0.0
+    out: dict[str, Any] = {"formal": relation or f"unknown (not stated in the basis; assumed {ADD_REMOVE})",
+                           "empirical": empirical, "empirical_game": game}
+    if empirical not in (REPLACE_ONE, ADD_REMOVE):
+        raise ValueError(f"empirical relation {empirical!r}")
+    if relation == empirical:
+        out.update(conversion=f"none: both are {empirical}, compared directly (factor 1)", factor=1.0,
+                   comparable_epsilon=eps, comparable_delta=d, testable=True)
+        return out
+    if empirical == ADD_REMOVE:
+        # replace-one (ε, δ) does not imply any add/remove guarantee (a replace-one mechanism may reveal the size)
+        out.update(conversion=f"none possible: a {REPLACE_ONE} guarantee implies nothing for an {ADD_REMOVE} game",
+                   factor=None, comparable_epsilon=math.inf, comparable_delta=d, testable=False)
+        return out
+    # add/remove (stated or assumed) → replace-one by group privacy of size 2
+    d2 = (1.0 + math.exp(eps)) * d if eps < 700 else math.inf
+    testable = d2 < 1.0
+    out.update(
+        conversion=(f"group privacy: an {ADD_REMOVE} ({eps:.4g}, {d:.3g}) guarantee gives {REPLACE_ONE} "
+                    f"(2*eps, (1+e^eps)*delta) = ({2 * eps:.4g}, {d2:.3g})"
+                    + ("" if testable else "; that delta is >= 1, so the claim implies nothing for the "
+                                           "replace-one game and cannot be contradicted by it")),
+        factor=2.0, comparable_epsilon=2.0 * eps, comparable_delta=min(d2, 1.0), testable=testable)
+    return out
+
+
+def bound_confidence(confidence: float, family_size: int) -> float:
+    """Bonferroni: the confidence of each of ``family_size`` bounds for the family to hold at ``confidence``."""
+    return 1.0 - (1.0 - float(confidence)) / max(int(family_size), 1)
+
+
+def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence: float, seed: int = 0
+                           ) -> dict[str, float]:
+    """The two bounds of one membership result that enter a flag decision, at ``confidence`` each: the
+    Clopper–Pearson bound (split threshold selection, both directions) and the one-run bound (default guess
+    counts, Bonferroni-corrected inside), the same procedures as the reported numbers."""
+    from .audit import clopper_pearson_epsilon, one_run_epsilon
+
+    s, y = np.asarray(scores), np.asarray(labels)
+    cp = clopper_pearson_epsilon(s, y, delta=delta, confidence=confidence, threshold_selection="split", seed=seed)
+    one = one_run_epsilon(s, y, delta=delta, confidence=confidence, seed=seed)
+    return {"clopper_pearson": float(cp["epsilon_lower_bound"]), "one_run": float(one["epsilon_lower_bound"])}
+
+
+def flag_delta(audit_delta: float, claim: dict) -> float:
+    """The δ the flag's bounds are computed at: the converted claim's δ, or the audit's δ when larger (a claim
+    at δ' also holds at every larger δ, so a bound at the larger δ is still a fair test of it)."""
+    return float(min(max(float(audit_delta), float(claim["comparable_delta"])), 1.0 - 1e-12))
+
+
+def exceeds(bounds: dict[str, float], claim: dict) -> bool:
+    """Whether any of the flag bounds exceeds the comparable ε (False when the claim is not testable)."""
+    if not claim["testable"]:
+        return False
+    return any(float(b) > float(claim["comparable_epsilon"]) for b in bounds.values())
