@@ -33,6 +33,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..core.errors import BadInput
+from ..core.validation import audit_delta, confidence as check_confidence
+from ..core.scores import cp_upper, threshold_counts
 from ..core.scores import stratified_halves as _stratified_halves
 from ..core.scores import validate_scores as _validate
 
@@ -64,26 +66,6 @@ _ONE_RUN_ASSUMPTION = (
 # validation helpers
 
 
-def _check_delta(delta: Any) -> float:
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise BadInput(f"delta: expected a number in [0, 1), got {delta!r}") from None
-    if not (0.0 <= d < 1.0):
-        raise BadInput(f"delta: expected a number in [0, 1), got {delta!r}")
-    return d
-
-
-def _check_confidence(confidence: Any) -> float:
-    try:
-        c = float(confidence)
-    except (TypeError, ValueError):
-        raise BadInput(f"confidence: expected a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}") from None
-    if not (0.0 < c < 1.0):
-        raise BadInput(f"confidence: expected a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
-    return c
-
-
 def _check_count(v: Any, name: str, minimum: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
         raise BadInput(f"{name}: expected an integer >= {minimum}, got {v!r}")
@@ -92,15 +74,6 @@ def _check_count(v: Any, name: str, minimum: int = 0) -> int:
 
 # ----------------------------------------------------------------------------------------------------------
 # Clopper–Pearson
-
-
-def _cp_upper(k: np.ndarray | int, n: int, a: float) -> np.ndarray:
-    """One-sided (1 − a) Clopper–Pearson upper bound on a rate with k events out of n (1 when k = n)."""
-    k = np.asarray(k, dtype=np.float64)
-    full = k >= n
-    b = np.where(full, 1.0, n - k)
-    out = stats.beta.ppf(1.0 - a, k + 1.0, b)
-    return np.where(full, 1.0, out)
 
 
 def _eps_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -121,8 +94,8 @@ def _eps_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> tuple[np.
 
 def _cp_eps(fp, fn, n_out: int, n_in: int, delta: float, alpha: float):
     """CP bound with total failure probability ``alpha`` (α/2 per rate). Returns (ε≥0, FPR̄, FNR̄, side)."""
-    fpr_u = _cp_upper(fp, n_out, alpha / 2.0)
-    fnr_u = _cp_upper(fn, n_in, alpha / 2.0)
+    fpr_u = cp_upper(fp, n_out, alpha / 2.0)
+    fnr_u = cp_upper(fn, n_in, alpha / 2.0)
     eps, side = _eps_from_rates(fpr_u, fnr_u, delta)
     return np.maximum(eps, 0.0), fpr_u, fnr_u, side
 
@@ -144,20 +117,10 @@ def cp_epsilon_from_counts(
         raise BadInput(f"tp: must be <= n_in ({n_in}), got {tp}")
     if fp > n_out:
         raise BadInput(f"fp: must be <= n_out ({n_out}), got {fp}")
-    d = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
+    d = audit_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
     eps, _, _, _ = _cp_eps(fp, n_in - tp, n_out, n_in, d, alpha)
     return float(eps)
-
-
-def _counts(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every distinct threshold of s (descending, preceded by +inf): (thresholds, FP, FN)."""
-    order = np.argsort(-s, kind="mergesort")
-    ss, yy = s[order], y[order]
-    ends = np.flatnonzero(np.r_[ss[1:] != ss[:-1], True])
-    tp = np.r_[0, np.cumsum(yy)[ends]]
-    fp = np.r_[0, np.cumsum(~yy)[ends]]
-    return np.r_[np.inf, ss[ends]], fp, int(yy.sum()) - tp
 
 
 def _nontrivial(fp: np.ndarray, fn: np.ndarray, n_out: int) -> np.ndarray:
@@ -213,8 +176,8 @@ def clopper_pearson_epsilon(
     ``assumption``.
     """
     s, y = _validate(scores, labels)
-    d = _check_delta(delta)
-    conf = _check_confidence(confidence)
+    d = audit_delta(delta)
+    conf = check_confidence(confidence)
     alpha = 1.0 - conf
     if threshold_selection not in _SELECTIONS:
         raise BadInput(f"threshold_selection: expected one of {', '.join(_SELECTIONS)}, got {threshold_selection!r}")
@@ -236,7 +199,7 @@ def clopper_pearson_epsilon(
         ne_in, ne_out = int(ye.sum()), int((~ye).sum())
         cand = None  # (cp_eps_on_selection, smoothed point estimate, direction, tau)
         for dr in directions:
-            thr, fp, fn = _counts(dr * s[sel], ys)
+            thr, fp, fn = threshold_counts(dr * s[sel], ys)
             idx = _nontrivial(fp, fn, ns_out)
             if idx.size == 0:
                 continue
@@ -264,7 +227,7 @@ def clopper_pearson_epsilon(
     else:
         pts = []  # (direction, thresholds, fp, fn, frontier indices)
         for dr in directions:
-            thr, fp, fn = _counts(dr * s, y)
+            thr, fp, fn = threshold_counts(dr * s, y)
             front = _pareto(fp, fn, _nontrivial(fp, fn, n_out))
             pts.append((dr, thr, fp, fn, front))
         n_cand = sum(p[4].size for p in pts)
@@ -336,8 +299,8 @@ def one_run_epsilon_from_counts(
     v = _check_count(v, "v", 0)
     if not (v <= r <= m):
         raise BadInput(f"m/r/v: need 0 <= v <= r <= m, got m={m}, r={r}, v={v}")
-    d = _check_delta(delta)
-    p = 1.0 - _check_confidence(confidence)
+    d = audit_delta(delta)
+    p = 1.0 - check_confidence(confidence)
     return _one_run_bound(m, r, v, d, p)
 
 
@@ -409,8 +372,8 @@ def one_run_epsilon(
     ``n_guesses_selection``, ``n_members``, ``n_nonmembers``, ``assumption`` and ``warnings``.
     """
     s, y = _validate(scores, labels)
-    d = _check_delta(delta)
-    conf = _check_confidence(confidence)
+    d = audit_delta(delta)
+    conf = check_confidence(confidence)
     seed = _check_count(seed, "seed", 0)
     m = int(y.size)
     n_in = int(y.sum())

@@ -26,13 +26,13 @@ failed or non-finite result falls back PRV → PLD → RDP and the result says w
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Callable, Optional
 
 from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
+from ..core.validation import integer_at_least, open_unit, positive_finite, real
 
 ACCOUNTANT_NAMES = ("prv", "pld", "rdp")
 _FALLBACK_ORDER = ("prv", "pld", "rdp")
@@ -66,44 +66,18 @@ SIGMA_MIN = 1e-2  # calibration does not go below this noise multiplier
 
 # --------------------------------------------------------------------------------------------- validation
 
-def _real(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise BadInput(f"{name}={value!r}: must be a number")
-    return float(value)
-
-
 def _check_noise_multiplier(noise_multiplier) -> float:
-    s = _real(noise_multiplier, "noise_multiplier")
+    s = real(noise_multiplier, "noise_multiplier")
     if not (s > 0 and math.isfinite(s)):
         raise BadInput(f"noise_multiplier={noise_multiplier!r}: must be a finite number > 0")
     return s
 
 
 def _check_sample_rate(sample_rate) -> float:
-    q = _real(sample_rate, "sample_rate")
+    q = real(sample_rate, "sample_rate")
     if not (0.0 < q <= 1.0):
         raise BadInput(f"sample_rate={sample_rate!r}: must be in (0, 1]")
     return q
-
-
-def _check_steps(steps) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or int(steps) < 1:
-        raise BadInput(f"steps={steps!r}: must be an integer >= 1")
-    return int(steps)
-
-
-def _check_delta(delta) -> float:
-    d = _real(delta, "delta")
-    if not (0.0 < d < 1.0):
-        raise BadInput(f"delta={delta!r}: must be in (0, 1)")
-    return d
-
-
-def _check_epsilon(epsilon) -> float:
-    e = _real(epsilon, "epsilon")
-    if not (e > 0 and math.isfinite(e)):
-        raise BadInput(f"epsilon={epsilon!r}: must be a finite number > 0")
-    return e
 
 
 def _check_accountant(accountant) -> str:
@@ -114,7 +88,7 @@ def _check_accountant(accountant) -> str:
 
 
 def _check_tol(tol) -> float:
-    t = _real(tol, "tol")
+    t = real(tol, "tol")
     if not (t > 0 and math.isfinite(t)):
         raise BadInput(f"tol={tol!r}: must be a finite number > 0")
     return t
@@ -253,7 +227,7 @@ def _fallback_text(reasons: list[str], used: str) -> Optional[str]:
 def dpsgd_basis(accountant: str, delta: float) -> str:
     """One line saying what a DP-SGD ε covers."""
     a = _check_accountant(accountant)
-    d = _check_delta(delta)
+    d = open_unit(delta, "delta")
     return (f"DP-SGD, {_LABELS[a]} accountant, Poisson-subsampled Gaussian, add/remove-one record, δ={d:g}, "
             "covers the released model's training (all steps)")
 
@@ -269,8 +243,8 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     """
     sigma = _check_noise_multiplier(noise_multiplier)
     q = _check_sample_rate(sample_rate)
-    n = _check_steps(steps)
-    d = _check_delta(delta)
+    n = integer_at_least(steps, "steps", 1)
+    d = open_unit(delta, "delta")
     req = _check_accountant(accountant)
     orders = _rdp_orders(rdp_orders)
     reasons: list[str] = []
@@ -375,10 +349,10 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
     which brackets the tight answer from above. If the requested accountant fails anywhere in the search,
     the whole calibration is redone with the next one (PRV → PLD → RDP), so one accountant produced it.
     Same keys as ``dpsgd_epsilon`` plus "target_epsilon"."""
-    target = _check_epsilon(epsilon)
+    target = positive_finite(epsilon, "epsilon")
     q = _check_sample_rate(sample_rate)
-    n = _check_steps(steps)
-    d = _check_delta(delta)
+    n = integer_at_least(steps, "steps", 1)
+    d = open_unit(delta, "delta")
     req = _check_accountant(accountant)
     t = _check_tol(tol)
     orders = _rdp_orders(rdp_orders)

@@ -34,6 +34,7 @@ import numpy as np
 from scipy import optimize, special
 
 from ..core.errors import BadInput
+from ..core.validation import open_unit, positive_finite, real
 
 LDP_BASIS = ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, class counts "
              "and the client's local model are not covered")
@@ -52,35 +53,15 @@ _SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 
 # --------------------------------------------------------------------------------------------- validation
 
-def _real(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise BadInput(f"{name}={value!r}: must be a number")
-    return float(value)
-
-
 def _check_clip(clip) -> float:
-    c = _real(clip, "clip")
+    c = real(clip, "clip")
     if not (c > 0 and math.isfinite(c)):
         raise BadInput(f"clip={clip!r}: must be a finite number > 0 (the L2 clipping norm C)")
     return c
 
 
-def _check_delta(delta) -> float:
-    d = _real(delta, "delta")
-    if not (0.0 < d < 1.0):
-        raise BadInput(f"delta={delta!r}: must be in (0, 1)")
-    return d
-
-
-def _check_epsilon(epsilon) -> float:
-    e = _real(epsilon, "epsilon")
-    if not (e > 0 and math.isfinite(e)):
-        raise BadInput(f"epsilon={epsilon!r}: must be a finite number > 0")
-    return e
-
-
 def _check_sigma(sigma) -> float:
-    s = _real(sigma, "sigma")
+    s = real(sigma, "sigma")
     if not s > 0:  # +inf is allowed (no signal left): ε = 0
         raise BadInput(f"sigma={sigma!r}: must be > 0")
     return s
@@ -102,7 +83,7 @@ def _check_t0(t0, num_timesteps: int) -> int:
 def _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule) -> tuple[int, float, float, str]:
     if isinstance(num_timesteps, bool) or not isinstance(num_timesteps, numbers.Integral) or num_timesteps < 1:
         raise BadInput(f"steps={num_timesteps!r}: the number of diffusion timesteps must be an integer >= 1")
-    bs, be = _real(beta_start, "beta_start"), _real(beta_end, "beta_end")
+    bs, be = real(beta_start, "beta_start"), real(beta_end, "beta_end")
     for name, v in (("beta_start", bs), ("beta_end", be)):
         if not (0.0 < v < 1.0):
             raise BadInput(f"{name}={v!r}: must be in (0, 1)")
@@ -150,7 +131,7 @@ def ldp_sigma(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, b
 
 def epsilon_paper_bound(clip: float, sigma: float, delta: float) -> float:
     """Theorem 5.1: ε = 2C²/σ² + C·√(8 log(1/δ)/σ²)."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), _check_delta(delta)
+    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
     return 2.0 * c * c / (s * s) + c * math.sqrt(8.0 * math.log(1.0 / d) / (s * s))
@@ -160,7 +141,7 @@ def epsilon_rdp(clip: float, sigma: float, delta: float) -> float:
     """Classical RDP → DP conversion of the Gaussian mechanism (Δ = 2C):
     min over α > 1 of αρ + log(1/δ)/(α − 1), ρ = Δ²/(2σ²). The minimum is at α* = 1 + √(log(1/δ)/ρ)
     (the objective is convex in α), which gives ρ + 2√(ρ log 1/δ) — the paper bound."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), _check_delta(delta)
+    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
     rho = (2.0 * c) ** 2 / (2.0 * s * s)
@@ -172,7 +153,7 @@ def epsilon_rdp(clip: float, sigma: float, delta: float) -> float:
 def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
     """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; the one opacus uses):
     min over α > 1 of αρ + log((α−1)/α) − (log δ + log α)/(α − 1), floored at 0."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), _check_delta(delta)
+    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
     rho = (2.0 * c) ** 2 / (2.0 * s * s)
@@ -211,7 +192,7 @@ def _log_delta_gaussian(mu: float, epsilon: float) -> float:
 def delta_analytic_gaussian(clip: float, sigma: float, epsilon: float) -> float:
     """The exact δ at which the Gaussian mechanism (Δ = 2C, noise σ) is (ε, δ)-DP (Balle & Wang Thm 8)."""
     c, s = _check_clip(clip), _check_sigma(sigma)
-    e = _real(epsilon, "epsilon")
+    e = real(epsilon, "epsilon")
     if not (e >= 0 and math.isfinite(e)):
         raise BadInput(f"epsilon={epsilon!r}: must be a finite number >= 0")
     if math.isinf(s):
@@ -222,7 +203,7 @@ def delta_analytic_gaussian(clip: float, sigma: float, epsilon: float) -> float:
 def epsilon_analytic_gaussian(clip: float, sigma: float, delta: float) -> float:
     """The exact (smallest) ε of the Gaussian mechanism with Δ = 2C and noise σ at δ (Balle & Wang 2018):
     the root of δ(ε) = δ, found with brentq on log δ(ε) (decreasing in ε)."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), _check_delta(delta)
+    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
     mu = 2.0 * c / s
@@ -265,7 +246,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
            beta_schedule: str = "linear") -> Optional[int]:
     """The smallest 1-indexed t0 in [1, T] whose ε ≤ ``epsilon`` under ``method``; None if even t0 = T
     does not reach it. Binary search: ε decreases in t0 because ᾱ_{t0} decreases."""
-    c, e, d, m = _check_clip(clip), _check_epsilon(epsilon), _check_delta(delta), _check_method(method)
+    c, e, d, m = _check_clip(clip), positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     abar = _alpha_bars(T, bs, be, sch)
     f = _EPSILON_FUNCS[m]
@@ -293,10 +274,10 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
                 beta_start: float = 1e-4, beta_end: float = 0.02, beta_schedule: str = "linear") -> dict:
     """The ``privbench account ldp --json`` object (docs/cli.md §4.4). Extra top-level keys: epsilon_rdp_improved,
     alpha_bar, sensitivity, basis and, with a target, target_epsilon."""
-    c, d = _check_clip(clip), _check_delta(delta)
+    c, d = _check_clip(clip), open_unit(delta, "delta")
     T, bs, be, sch = _check_schedule(steps, beta_start, beta_end, beta_schedule)
     t0 = _check_t0(t0, T)
-    target = None if epsilon is None else _check_epsilon(epsilon)
+    target = None if epsilon is None else positive_finite(epsilon, "epsilon")
     ab = alpha_bar(t0, num_timesteps=T, beta_start=bs, beta_end=be, beta_schedule=sch)
     sigma = _sigma_from_alpha_bar(ab)
     out: dict = {
@@ -328,7 +309,7 @@ def pfdm_privacy(clip: float, t0: int, delta: float, *, num_timesteps: int = 100
                  beta_end: float = 0.02, beta_schedule: str = "linear") -> dict:
     """The ``privacy`` block of a PFDM result (shared model / pipeline): the exact analytic-Gaussian ε of one
     upload, plus the paper's Theorem 5.1 value for reproduction."""
-    c, d = _check_clip(clip), _check_delta(delta)
+    c, d = _check_clip(clip), open_unit(delta, "delta")
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
     return {

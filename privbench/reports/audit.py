@@ -38,6 +38,8 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..attacks.base import MEMBERSHIP
+from ..core.validation import confidence as check_confidence
+from ..core.validation import open_unit
 from .collect import Result, load_results, read_result
 from .order import attack_rank, method_rank, target_rank
 
@@ -48,22 +50,9 @@ def _check_delta(delta) -> float | None:
     if delta is None:
         return None
     try:
-        d = float(delta)
+        return open_unit(float(delta), "--delta")
     except (TypeError, ValueError):
-        raise BadInput(f"--delta {delta!r}: expected a number in (0, 1)") from None
-    if not 0.0 < d < 1.0:
-        raise BadInput(f"--delta {delta!r}: expected a number in (0, 1)")
-    return d
-
-
-def _check_confidence(c) -> float:
-    try:
-        c = float(c)
-    except (TypeError, ValueError):
-        raise BadInput(f"--confidence {c!r}: expected a number strictly between 0 and 1 (e.g. 0.95)") from None
-    if not 0.0 < c < 1.0:
-        raise BadInput(f"--confidence {c!r}: expected a number strictly between 0 and 1 (e.g. 0.95)")
-    return c
+        raise BadInput(f"--delta={delta!r}: must be in (0, 1)") from None
 
 
 def audit_result(res: Result, *, delta: float | None = None, confidence: float = 0.95, seed: int = 0,
@@ -218,7 +207,7 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
     non-membership attacks (memorization, reconstruction) are skipped. No auditable result at all → BadInput.
     """
     d = _check_delta(delta)
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence, "--confidence")
     explicit = {Path(p).resolve() for p in paths if Path(p).is_file()}
     for p in explicit:
         r = read_result(p)

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from privbench.errors import BadInput
+from privbench.core.errors import BadInput
 from privbench.privacy import dpsgd
 
 SMALL_EPS = (9.365, 0.00131, 3761, 1e-5)
