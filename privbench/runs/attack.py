@@ -86,6 +86,12 @@ class AttackResult:
     def get(self, key, default=None):
         return self.to_json().get(key, default)
 
+    def __iter__(self):
+        return iter(self.to_json())
+
+    def keys(self):
+        return self.to_json().keys()
+
     def summary(self) -> str:
         """One line for the run's log."""
         m = self.metrics or {}

@@ -124,7 +124,7 @@ def test_server_runs_with_raw_data_unreachable(runs_dir, monkeypatch):
     monkeypatch.setattr(RunContext, "dataset", property(no_raw))
     monkeypatch.setattr(RunContext, "records", no_raw)
     monkeypatch.setattr("privbench.models.method.load_dataset", no_raw)
-    monkeypatch.setattr("privbench.data.datasets.load_dataset", no_raw)
+    monkeypatch.setattr("privbench.data.base.load_dataset", no_raw)
     server = api.make_method(cfg, run_dir, "cpu")  # a fresh context: nothing cached
     server.server_phase()
     assert (server.ctx.ckpt_dir / "shared.safetensors").exists()
