@@ -230,6 +230,10 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
     return result
 
 
+#: public name of the result writer, for runs whose target privbench did not train (privbench.external_run)
+assemble_result = _assemble
+
+
 def _publish(run_dir: Path, out_dir: Path, result: dict) -> None:
     """Copy the latest result.json / scores.npz to the run directory's top level."""
     try:
