@@ -274,12 +274,13 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
 
 
 def attack_in_memory(target, members, nonmembers, attack: str = "pia", *, seed: int = 0, **settings) -> AttackResult:
-    """``privbench.attack``: run a registered attack on a Target (or anything ``privbench.wrap`` accepts) with
+    """``privbench.attack``: run a registered attack on a Target (anything ``privbench.wrap`` accepts, or a model
+    folder for :func:`~privbench.models.external.load_external`) with
     members / non-members given as tensors, (images, labels) pairs or SPEC paths; ``settings`` are attack
     settings (``t=100``, ``p=2``, ``bootstrap=200``, ``batch_size=64`` ...). Writes nothing."""
-    from .models.external import wrap
+    from .models.external import load_external, wrap
 
-    tgt = wrap(target)
+    tgt = load_external(target)[0] if isinstance(target, (str, Path)) else wrap(target)
     cfg = external_config("tiny", seed)
     for k, v in settings.items():
         set_key(cfg, k if "." in k else f"attack.{k}", v)

@@ -376,7 +376,8 @@ def _finish(unet, kind, sched, facts, root: Path, files, fmt, device, name, **ex
         raise BadInput(f"--model {root}: inconsistent schedule")
     prov = {"format": fmt, "path": str(root), "weights_files": [str(f.relative_to(root)) for f in files],
             "weights_sha256": _sha256_files(files, root), "class": "UNet2DModel", "ema": None,
-            "weights": "as saved (a diffusers folder does not record whether it holds EMA weights)", **extra}
+            "weights": "as saved", "ema_note": "a diffusers folder does not record whether it holds EMA weights",
+            **extra}
     prov["weights_note"] = "weights as saved"
     tgt = build_target(unet, kind, sched, facts, shape=shape, num_classes=num_classes, device=device,
                        provenance=prov, name=name)
