@@ -261,6 +261,9 @@ def load_unet_folder(folder: Path, where: str):
     if cls != "UNet2DModel":
         hint = " (text-conditional latent models are not supported)" if cls == "UNet2DConditionModel" else ""
         raise BadInput(f"{where}: {cfg_path.name} describes {cls!r}, not a diffusers UNet2DModel{hint}")
+    if cfg.get("time_embedding_type") == "fourier":
+        raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
+                       f"DDPM-family UNets are supported")
     safe, other = _weight_files(folder)
     if not safe:
         if other:

@@ -49,7 +49,7 @@ def test_image_folder_labels_like_imagefolder(tmp_path):
 
     ref = ImageFolder(str(tmp_path / "imgs"))
     assert y.tolist() == [t for _, t in ref.samples] and prov["classes"] == ref.class_to_idx
-    first = np.asarray(Image.open(ref.samples[0][0]))
+    first = np.array(Image.open(ref.samples[0][0]))
     assert torch.allclose(x[0], torch.from_numpy(first).permute(2, 0, 1).float() / 127.5 - 1)
     with pytest.raises(BadInput, match="colour image and the model has 1 channel"):
         load_records(tmp_path / "imgs", image_shape=(1, 8, 8))
