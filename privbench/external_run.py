@@ -96,9 +96,12 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
         if not dataset:
             raise BadInput(f"--split {split}: needs --dataset (e.g. cifar10) and --data-root")
         mem_idx, non_idx = read_split(split)
+        from .data.datasets import load_dataset
+
+        data = load_dataset(dataset, data_root or None)  # once for both sets
         sets = []
         for what, idx in (("members", mem_idx), ("non-members", non_idx)):
-            x, y, prov = dataset_records(idx, dataset, data_root, f"--split {split} ({what})")
+            x, y, prov = dataset_records(idx, dataset, data_root, f"--split {split} ({what})", data)
             prov = {"spec": f"{split} ({'mia_train_idxs' if what == 'members' else 'mia_eval_idxs'})", **prov,
                     "n": int(len(x)), "source_shape": list(x.shape[1:])}
             x = fit_to_model(x, image_shape, f"--split {split}", prov)
@@ -175,8 +178,9 @@ def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
              f"prediction ({prov.get('prediction_conversion')}); schedule: {prov['scheduler'].get('source')}"]
     for what, s in (("members", mem), ("non-members", non)):
         if s.provenance.get("resized") or s.provenance.get("resized_files"):
-            notes.append(f"{what} resized to the model's side ({s.provenance.get('resized') or str(s.provenance.get('resized_files')) + ' files'}); "
-                         f"scores assume the model was trained on images resized the same way")
+            how = s.provenance.get("resized") or f"{s.provenance.get('resized_files')} files"
+            notes.append(f"{what} resized to the model's side ({how}); scores assume the model was trained on "
+                         f"images resized the same way")
     notes.append("no formal guarantee is known for an external model (privacy: none)")
     return notes
 

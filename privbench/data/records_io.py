@@ -176,14 +176,15 @@ def _read_indices(path: Path, dataset: str | None, data_root):
     return dataset_records(idx, dataset, data_root, str(path))
 
 
-def dataset_records(idx, dataset: str, data_root, where: str):
-    """(x, y, provenance) of the given indices of a registered dataset (native size; fitted later)."""
+def dataset_records(idx, dataset: str, data_root, where: str, data=None):
+    """(x, y, provenance) of the given indices of a registered dataset (native size; fitted later).
+    ``data``: the dataset's (images, labels) when already loaded."""
     from .datasets import load_dataset
 
     idx = np.asarray(idx)
     if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
         raise BadInput(f"{where}: expected a 1-D array of integer dataset indices, got {idx.dtype} {idx.shape}")
-    x, y = load_dataset(dataset, data_root or None)
+    x, y = data if data is not None else load_dataset(dataset, data_root or None)
     if len(idx) and (idx.min() < 0 or idx.max() >= len(y)):
         raise BadInput(f"{where}: indices must lie in [0, {len(y)}) for dataset {dataset} "
                        f"(found {int(idx.min())}..{int(idx.max())})")

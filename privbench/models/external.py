@@ -215,7 +215,8 @@ def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, fa
         return to_epsilon(out, x_t, ac[t], pred)
 
     note = (f"external {provenance.get('format')} model, {pred} prediction"
-            + ("" if pred == "epsilon" else " converted to eps") + f"; {provenance.get('weights_note', '')}").rstrip("; ")
+            + ("" if pred == "epsilon" else " converted to eps")
+            + f"; {provenance.get('weights_note', '')}").rstrip("; ")
     prov = dict(provenance)
     prov.update(prediction_type=pred, prediction_conversion=CONVERSIONS[pred], scheduler=facts,
                 num_classes=num_classes, sample_shape=list(map(int, shape)),

@@ -224,7 +224,8 @@ def infer_config(sd: dict, base: PytorchDDPMConfig | None = None) -> PytorchDDPM
     ch_mult, attn = [], []
     for level, idx in enumerate(levels):
         if len(idx) != n_res:
-            raise BadInput(f"pytorch-ddpm state dict: level {level} has {len(idx)} residual blocks, level 0 has {n_res}")
+            raise BadInput(f"pytorch-ddpm state dict: level {level} has {len(idx)} residual blocks, "
+                           f"level 0 has {n_res}")
         out = int(sd[f"downblocks.{idx[-1]}.block1.2.weight"].shape[0])
         if out % ch:
             raise BadInput(f"pytorch-ddpm state dict: level {level} width {out} is not a multiple of ch={ch}")

@@ -19,4 +19,5 @@ def memorized(tmp_path_factory):
     # the untrained twin: the very initialisation the training started from (tiny_unet(0))
     DDPMPipeline(unet=tiny_unet(0), scheduler=sched).save_pretrained(str(root / "random"))
     return {"pipeline": root / "pipeline", "random": root / "random", "root": root,
-            "members": write_npz(root / "members.npz", xm, ym), "nonmembers": write_npz(root / "nonmembers.npz", xn, yn)}
+            "members": write_npz(root / "members.npz", xm, ym),
+            "nonmembers": write_npz(root / "nonmembers.npz", xn, yn)}

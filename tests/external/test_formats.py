@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from diffusers import DDIMPipeline, DDIMScheduler, DDPMPipeline, DDPMScheduler, UNet2DModel
+from diffusers import DDIMPipeline, DDIMScheduler, DDPMPipeline, DDPMScheduler
 
 from ext_helpers import tiny_unet
 from privbench.errors import BadInput
@@ -64,7 +64,8 @@ def _edit_json(path, **kv):
 
 @pytest.mark.parametrize("edit,needle", [
     (lambda p: _edit_json(p / "model_index.json", vae=["diffusers", "AutoencoderKL"]), "latent"),
-    (lambda p: _edit_json(p / "unet" / "config.json", _class_name="UNet2DConditionModel"), "not a diffusers UNet2DModel"),
+    (lambda p: _edit_json(p / "unet" / "config.json", _class_name="UNet2DConditionModel"),
+     "not a diffusers UNet2DModel"),
     (lambda p: _edit_json(p / "unet" / "config.json", time_embedding_type="fourier"), "Fourier"),
     (lambda p: _edit_json(p / "scheduler" / "scheduler_config.json", _class_name="ScoreSdeVeScheduler"),
      "no discrete beta schedule"),

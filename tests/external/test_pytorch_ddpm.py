@@ -138,3 +138,28 @@ def test_cli_attacks_a_pytorch_ddpm_ckpt(tmp_path):
     assert res["method"] == "external" and res["n_members"] == 12 and res["attack_config"]["t"] == 5
     assert res["provenance"]["model"]["weights"] == "ema_model"
     assert any("ema_model" in n for n in res["notes"])
+
+
+def test_secmi_split_file_on_cifar10_layout(tmp_path):
+    """The reproduction path: a pytorch-ddpm ckpt.pt, SecMI's CIFAR10_train_ratio0.5.npz, CIFAR-10 on disk."""
+    from ext_helpers import write_fake_cifar10
+
+    images = write_fake_cifar10(tmp_path / "data", per_batch=4)         # 20 training records
+    p = _ckpt(tmp_path / "ckpt.pt")
+    mem, non = np.array([0, 5, 9, 12, 19, 3]), np.array([1, 2, 8, 15, 17, 11])
+    np.savez(tmp_path / "CIFAR10_train_ratio0.5.npz", mia_train_idxs=mem, mia_eval_idxs=non, ratio=0.5)
+    code, out, err = cli("attack", "--model", p, "--arch", "pytorch-ddpm", "--split",
+                         tmp_path / "CIFAR10_train_ratio0.5.npz", "--dataset", "cifar10", "--data-root",
+                         tmp_path / "data", "--attack", "pia", "--set", "attack.t=5", "--preset", "test",
+                         "--runs-dir", tmp_path / "runs",
+                         "--device", "cpu", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    z = np.load(res["scores_path"])
+    assert z["index"].tolist() == mem.tolist() + non.tolist() and z["labels"].tolist() == [1] * 6 + [0] * 6
+    assert res["dataset"] == "cifar10" and res["provenance"]["members"]["kind"] == "dataset-indices"
+    # the records attacked are the files' pixels, x/127.5 − 1, in data_batch_1..5 order (torchvision's order)
+    from privbench import load_dataset
+
+    x, _ = load_dataset("cifar10", str(tmp_path / "data"))
+    assert torch.allclose(x[mem], torch.from_numpy(images[mem]).float() / 127.5 - 1)
