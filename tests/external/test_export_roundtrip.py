@@ -99,3 +99,15 @@ def test_export_refuses_to_overwrite(trained, tmp_path):
     assert files_under(out) == [out / "keep.txt"] and (out / "keep.txt").read_text() == "mine"
     code, stdout, err = cli("export", tmp_path, "--out", tmp_path / "x")
     assert code == 2 and "not a privbench run directory" in err and not (tmp_path / "x").exists()
+
+
+def test_networks_with_an_extra_condition_are_not_exported():
+    """PFDM client models add a clipped/unclipped flag embedding: diffusers' UNet2DModel has no such input."""
+    from privbench.errors import BadInput
+    from privbench.models.export import to_diffusers_unet
+    from privbench.models.unet import Denoiser
+
+    with pytest.raises(BadInput, match="extra condition"):
+        to_diffusers_unet(Denoiser(1, 8, (8, 16), norm_num_groups=4, num_classes=10, num_extra=2))
+    with pytest.raises(BadInput, match="not privbench's Denoiser"):
+        to_diffusers_unet(torch.nn.Linear(2, 2))
