@@ -6,6 +6,10 @@ device. PIA makes q = 2 (ε₀ at t = 0, then ε at t), SecMI_stat q = t_sec/k +
 (official), the loss attack q = n_draws = 1. Ratio = attack records/s ÷ bound; goal ≥ 0.9. No assertions.
 
     python benchmarks/attack_throughput.py [--preset tiny] [--n 2048] [--device cpu] [--repeats 3]
+    python benchmarks/attack_throughput.py --model DIR [--arch pytorch-ddpm] ...   # an external model
+
+With ``--model`` the target is ``privbench.models.external.load_external(DIR)`` (random records of its shape) and
+the bound is the bare network's forward (diffusers ``UNet2DModel`` / pytorch-ddpm UNet) at the same batch size.
 """
 from __future__ import annotations
 
@@ -43,6 +47,8 @@ def main():
     ap.add_argument("--batch", type=int, default=0, help="attack batch size (0 = the preset's attack.batch_size)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--model", default=None, help="an external model (diffusers folder or pytorch-ddpm ckpt.pt)")
+    ap.add_argument("--arch", default=None, choices=["pytorch-ddpm"])
     a = ap.parse_args()
     overrides = [("attack.batch_size", a.batch)] if a.batch else []
     cfg = build_config("centralized", preset=a.preset, overrides=overrides)
@@ -53,10 +59,14 @@ def main():
         x_all, y_all = ctx.dataset
         idx = torch.arange(a.n) % len(y_all)
         rec = Records(x_all[idx], y_all[idx].long(), (torch.arange(a.n) % 2).long(), idx)
-        model = ctx.new_denoiser().to(dev).eval()  # weights do not change throughput
-        from privbench.models.target import Target
+        if a.model:
+            tgt, rec, model = _external(a, dev, cfg)
+        else:
+            model = ctx.new_denoiser().to(dev).eval()  # weights do not change throughput
+            from privbench.models.target import Target
 
-        tgt = Target("bench", "centralized", model, ctx.schedule, dev, ctx.num_classes, meta={"shape": ctx.image_shape})
+            tgt = Target("bench", "centralized", model, ctx.schedule, dev, ctx.num_classes,
+                         meta={"shape": ctx.image_shape})
 
         xs = rec.x.to(dev)
         ys = rec.y.to(dev)
@@ -65,7 +75,7 @@ def main():
         @torch.no_grad()
         def raw():
             for lo in range(0, a.n, B):
-                model(xs[lo:lo + B], ts[lo:lo + B], ys[lo:lo + B] if ctx.num_classes else None)
+                model(xs[lo:lo + B], ts[lo:lo + B], ys[lo:lo + B] if tgt.num_classes else None)
 
         def once(fn):
             _sync(dev)
@@ -77,7 +87,8 @@ def main():
         raw()  # warm-up
         fwd = a.n / statistics.median(once(raw) for _ in range(a.repeats))
         print(f"preset={a.preset} records={a.n} batch={B} device={dev} threads={torch.get_num_threads()} "
-              f"image={tuple(ctx.image_shape)} params={sum(p.numel() for p in model.parameters())}")
+              f"image={tuple(tgt.meta['shape'])} params={sum(p.numel() for p in model.parameters())}"
+              + (f" model={a.model}" if a.model else ""))
         print(f"raw forward: {fwd:10.1f} records/s")
         print("(each ratio is the median over repeats of attack time vs. raw-forward time measured back to back, "
               "so that machine load cancels)")
@@ -100,6 +111,27 @@ def main():
             rps = statistics.median(rates)
             print(f"{name:24s} {rps:10.1f} records/s ({q} queries/record); bound = forward/{q} = {fwd / q:10.1f}; "
                   f"ratio = {statistics.median(ratios):.3f} (goal >= 0.9)")
+
+def _external(a, dev, cfg):
+    """(target, random records of its shape, the bare network as ``f(x, t, y)``) of ``--model``."""
+    from privbench.models.external import load_external
+
+    tgt, prov = load_external(a.model, arch=a.arch, device=dev)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand((a.n, *tgt.meta["shape"]), generator=g) * 2 - 1
+    y = torch.randint(0, tgt.num_classes or 1, (a.n,), generator=g)
+    rec = Records(x, y, (torch.arange(a.n) % 2).long(), torch.arange(a.n))
+    net = tgt.model
+
+    if prov["format"] == "pytorch-ddpm":
+        def bare(xb, tb, yb):
+            return net(xb, tb)
+    else:
+        def bare(xb, tb, yb):
+            return net(xb, tb, class_labels=yb, return_dict=False)[0]
+    bare.parameters = net.parameters
+    return tgt, rec, bare
+
 
 if __name__ == "__main__":
     main()

@@ -14,3 +14,21 @@ def load_target(run_dir, target: str | None = None, device: str = "auto"):
     from .runs.train import load_target as _lt
 
     return _lt(run_dir, target, device)
+
+
+def wrap(unet_or_pipeline, scheduler=None):
+    """A Target from a diffusers pipeline / ``UNet2DModel`` (or a pytorch-ddpm UNet) already in memory;
+    ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM)."""
+    from .models.external import wrap as _wrap
+
+    return _wrap(unet_or_pipeline, scheduler)
+
+
+def attack(target, members, nonmembers, attack: str = "pia", **settings):
+    """Run a registered attack → an object with ``metrics`` and ``scores`` (higher = member, members first).
+
+    ``members`` / ``nonmembers``: images N×C×H×W in [−1, 1], (images, labels), or a SPEC path; ``settings``:
+    attack settings such as ``t=200``, ``bootstrap=1000``, ``seed=0``. Writes nothing."""
+    from .runs.external import attack_in_memory
+
+    return attack_in_memory(target, members, nonmembers, attack, **settings)

@@ -130,17 +130,54 @@ def sample(method, dataset, n, out, target, klass, npz, preset, seed, device, ru
 
 
 @main.command()
-@click.option("--method", required=True)
-@click.option("--dataset", default="digits", show_default=True)
+@click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
+@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
+                                              "--members/--nonmembers .npy indices or --split refer to")
 @click.option("--attack", "attack_name", required=True)
-@click.option("--target", default=None)
+@click.option("--target", default=None, help="target of the method; with --model: the name results carry "
+                                             "[default: model]")
+@click.option("--model", "model_path", default=None, type=click.Path(),
+              help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, or a "
+                   "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm")
+@click.option("--members", default=None, help="with --model: member records (.npz, image folder, or .npy indices)")
+@click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)")
+@click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]), help="with --model: checkpoint format")
+@click.option("--scheduler-config", default=None, type=click.Path(),
+              help="with --model: a diffusers scheduler config (JSON or folder) overriding the model's own")
+@click.option("--split", default=None, type=click.Path(),
+              help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset")
+@click.option("--ema/--no-ema", default=True, show_default=True, help="pytorch-ddpm: ema_model or net_model weights")
 @common
-def attack(method, dataset, attack_name, target, preset, seed, device, runs_dir, sets, config_file, data_root,
-           download, as_json):
-    """Train the target if needed, run ATTACK on it, write scores and metrics."""
+def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
+           ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+    """Train the target if needed, run ATTACK on it, write scores and metrics.
+
+    With --model, attack that model on --members/--nonmembers instead (no training; writes
+    RUNS_DIR/external-<hash>/ that audit, report and check read)."""
     from .reports.text import format_table
     from .runs.attack import run_attack
 
+    external = (members, nonmembers, arch, scheduler_config, split)
+    if model_path is not None:
+        if method is not None:
+            raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
+                           "not both")
+        if config_file or download:
+            raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
+        from .reports.text import result_summary
+        from .runs.external import attack_external
+
+        res = attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
+                              seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
+                              use_ema=ema, dataset=dataset, data_root=data_root, split=split,
+                              target_name=target or "model")
+        _emit(res, as_json, result_summary(res))
+        return
+    if method is None:
+        raise BadInput("attack: give --method NAME (a privbench target) or --model PATH (your own model)")
+    if any(v is not None for v in external):
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+    dataset = dataset or "digits"
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     _emit(res, as_json, format_table([res]))
@@ -162,6 +199,19 @@ def run(method, attack_name, dataset, target, preset, seed, device, runs_dir, se
     res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     res["report"] = write_run_report(res)
     _emit(res, as_json, format_table([res], detailed=True))
+
+
+@main.command("export")
+@click.argument("run_dir")
+@click.option("--target", default=None, help="target of the run [default: the method's default target]")
+@click.option("--out", required=True, type=click.Path(), help="new folder to write (must not exist or be empty)")
+@click.option("--json", "as_json", is_flag=True)
+def export_cmd(run_dir, target, out, as_json):
+    """Write a trained target in diffusers format (pipeline folder; UNet + scheduler config if class-conditional)."""
+    from .runs.export import export_target
+
+    res = export_target(run_dir, target, out)
+    _emit(res, as_json, f"exported {res['method']}/{res['target']} as a diffusers {res['layout']} folder: {res['out']}")
 
 
 @main.group()

@@ -238,3 +238,14 @@ def write_bench_tables(res: dict) -> dict:
     res["tables"] = paths
     res["_rows"] = rows
     return res
+
+
+def result_summary(res: dict) -> str:
+    """The runner's table plus where the run and its provenance are."""
+    prov = (res.get("provenance") or {}).get("model") or {}
+    lines = [format_table([res]).rstrip("\n"),
+             f"model: {prov.get('path', '?')} ({prov.get('format')}; {prov.get('weights')}; "
+             f"{prov.get('prediction_type')} prediction; sha256 {str(prov.get('weights_sha256'))[:12]})",
+             f"schedule: {(prov.get('scheduler') or {}).get('source')}",
+             f"run: {res.get('run_dir')}"]
+    return "\n".join(lines)

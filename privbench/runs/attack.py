@@ -229,14 +229,14 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         if tgt.device.type == "cuda":
             torch.cuda.synchronize(tgt.device)
         attack_s = time.time() - t0
-        result = _assemble(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
+        result = assemble_result(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
                            timing={"train_s": train_s, "attack_s": round(attack_s, 3), "device": str(tgt.device)})
         method.ctx.log(f"[attack] {attack.name} on {target_name}: {AttackResult.from_json(result).summary()}")
     _publish(run_dir, out_dir, result)
     return AttackResult.from_json(result)
 
 
-def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
+def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
               run_dir: Path, timing: dict) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     n = len(records)
@@ -296,6 +296,9 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
             np.savez(fh, **arrays)
     atomic_write_json(out_dir / "result.json", result)  # written last: marks the attack complete
     return result
+
+
+#: public name of the result writer, for runs whose target privbench did not train (privbench.external_run)
 
 
 def _publish(run_dir: Path, out_dir: Path, result: dict) -> None:

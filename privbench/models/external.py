@@ -1,0 +1,486 @@
+"""Targets from models privbench did not train: diffusers folders, pytorch-ddpm checkpoints, objects in memory.
+
+``load_external(path)`` reads, without running any code from the files:
+
+* a diffusers pipeline folder (``DDPMPipeline.save_pretrained``: ``model_index.json``, ``unet/``, ``scheduler/``);
+* a diffusers ``UNet2DModel.save_pretrained`` folder (``config.json`` + safetensors weights). Its schedule comes
+  from ``scheduler_config`` (a diffusers scheduler config file), else from a ``scheduler_config.json`` next to the
+  weights (what ``privbench export`` writes for class-conditional models), else the standard DDPM schedule
+  (linear β 1e-4…0.02, T = 1000, ε-prediction) — the provenance says which;
+* a ``ckpt.pt`` of the pytorch-ddpm code base (``arch="pytorch-ddpm"``; see :mod:`privbench.models.pytorch_ddpm`).
+
+Safety: weights are read only from safetensors (diffusers ``use_safetensors=True``, local files only) or with
+``torch.load(weights_only=True)``; pickled ``.bin`` weights are refused; only the ``UNet2DModel`` class is ever
+instantiated (never a pipeline class named by ``model_index.json``, never remote code).
+
+Every prediction type is turned into ε exactly with the model's own ᾱ (float32, on the target's device):
+
+* ``epsilon``: ε = output;
+* ``v_prediction`` (v = √ᾱ·ε − √(1−ᾱ)·x₀): ε = √ᾱ·v + √(1−ᾱ)·x_t;
+* ``sample`` (x̂₀): ε = (x_t − √ᾱ·x̂₀) / √(1−ᾱ).
+
+A UNet with a learned variance (2·C output channels, ``variance_type`` learned / learned_range) gives ε in its first
+C channels, as diffusers' ``DDPMScheduler.step`` splits it. Class-conditional UNets (``num_class_embeds`` with
+``class_embed_type`` None) take the records' labels.
+
+Left out (refused with one line): latent models (a VAE/VQ-VAE in the pipeline), text-conditional UNets
+(``UNet2DConditionModel``), ``class_embed_type`` other than None, Fourier (continuous-σ, score-SDE) time
+embeddings, and schedulers without a discrete β schedule (score-SDE VE, Karras/EDM, flow matching).
+
+Convention: ᾱ is computed in float64 from (β_start, β_end, schedule) for ``linear`` / ``scaled_linear`` /
+``squaredcos_cap_v2`` (as privbench's own targets; diffusers computes β in float32, a difference below 1e-7), and
+taken from diffusers for ``trained_betas``, ``sigmoid`` and ``rescale_betas_zero_snr``.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..core.errors import BadInput
+from ..core.schedule import Schedule
+from .target import Target
+
+PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
+#: schedulers whose config is a discrete β schedule over num_train_timesteps (all share DDPM's ᾱ)
+DISCRETE_SCHEDULERS = ("DDPMScheduler", "DDIMScheduler", "DDIMInverseScheduler", "DDPMParallelScheduler",
+                       "DDIMParallelScheduler", "PNDMScheduler", "DPMSolverMultistepScheduler",
+                       "DPMSolverSinglestepScheduler", "DEISMultistepScheduler", "UniPCMultistepScheduler",
+                       "EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler", "HeunDiscreteScheduler",
+                       "LMSDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler")
+DEFAULT_SCHEDULE_NOTE = "default: linear beta 1e-4..0.02, T=1000, epsilon (no scheduler config given)"
+CONVERSIONS = {
+    "epsilon": "eps = output",
+    "v_prediction": "eps = sqrt(abar_t)*v + sqrt(1-abar_t)*x_t",
+    "sample": "eps = (x_t - sqrt(abar_t)*x0_hat) / sqrt(1-abar_t)",
+}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".msgpack", ".h5")
+
+
+# ---------------------------------------------------------------------- schedules
+
+@dataclass
+class ExternalSchedule(Schedule):
+    """A :class:`Schedule` read from a diffusers scheduler config; ``scheduler()`` is DDPM ancestral sampling with
+    the model's own β (and ε input, since every target predicts ε after conversion)."""
+    config: dict = field(default_factory=dict)
+
+    def _exact_betas(self) -> bool:
+        c = self.config
+        return (c.get("trained_betas") is None and not c.get("rescale_betas_zero_snr")
+                and self.beta_schedule in ("linear", "scaled_linear", "squaredcos_cap_v2"))
+
+    def alphas_cumprod(self, device=None) -> torch.Tensor:
+        if self._exact_betas():
+            return super().alphas_cumprod(device)
+        return self.scheduler().alphas_cumprod.to(torch.float32).to(device)
+
+    def scheduler(self, clip_sample: bool = True):
+        from diffusers import DDPMScheduler
+
+        allowed = set(inspect.signature(DDPMScheduler.__init__).parameters) - {"self"}
+        kw = {k: v for k, v in self.config.items() if k in allowed}
+        kw.update(prediction_type="epsilon", clip_sample=clip_sample, variance_type=self.variance_type)
+        return DDPMScheduler(**kw)
+
+
+def default_scheduler_config() -> dict:
+    """The standard DDPM schedule (Ho et al.; pytorch-ddpm; diffusers' DDPMScheduler defaults)."""
+    return {"_class_name": "DDPMScheduler", "num_train_timesteps": 1000, "beta_start": 1e-4, "beta_end": 0.02,
+            "beta_schedule": "linear", "variance_type": "fixed_small", "clip_sample": True,
+            "prediction_type": "epsilon"}
+
+
+def read_json(path: Path, what: str) -> dict:
+    try:
+        d = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{what} {path}: file not found") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise BadInput(f"{what} {path}: not a readable JSON file ({type(e).__name__})") from None
+    if not isinstance(d, dict):
+        raise BadInput(f"{what} {path}: expected a JSON object")
+    return d
+
+
+def read_scheduler_config(path) -> dict:
+    """A diffusers scheduler config: the JSON file itself, or a folder holding ``scheduler_config.json``."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "scheduler_config.json"
+    return read_json(p, "--scheduler-config")
+
+
+def schedule_from_config(cfg: dict, where: str = "scheduler config") -> tuple[ExternalSchedule, dict]:
+    """(schedule, facts) from a diffusers scheduler config; facts: class, prediction_type, clip_sample, ..."""
+    cls = cfg.get("_class_name", "DDPMScheduler")
+    if cls not in DISCRETE_SCHEDULERS:
+        raise BadInput(f"{where}: scheduler {cls!r} has no discrete beta schedule privbench can attack through "
+                       f"(supported: {', '.join(DISCRETE_SCHEDULERS[:4])}, ... the DDPM-family schedulers)")
+    T = cfg.get("num_train_timesteps", 1000)
+    if isinstance(T, bool) or not isinstance(T, int) or T < 2:
+        raise BadInput(f"{where}: num_train_timesteps={T!r} must be an integer >= 2")
+    pred = cfg.get("prediction_type", "epsilon")
+    if pred not in PREDICTION_TYPES:
+        raise BadInput(f"{where}: prediction_type={pred!r}; supported: {', '.join(PREDICTION_TYPES)}")
+    bs = cfg.get("beta_schedule", "linear")
+    if cfg.get("trained_betas") is None and bs not in ("linear", "scaled_linear", "squaredcos_cap_v2", "sigmoid"):
+        raise BadInput(f"{where}: beta_schedule={bs!r} is not one diffusers defines")
+    var = cfg.get("variance_type", "fixed_small")
+    learned = var in ("learned", "learned_range")
+    if var not in ("fixed_small", "fixed_large", "fixed_small_log", "fixed_large_log") and not learned:
+        var = "fixed_small"
+    full = dict(cfg)
+    full.setdefault("num_train_timesteps", T)
+    try:
+        sched = ExternalSchedule(T, float(cfg.get("beta_start", 1e-4)), float(cfg.get("beta_end", 0.02)), bs,
+                                 "fixed_small" if learned else var, config=full)
+        ac = sched.alphas_cumprod()
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise BadInput(f"{where}: not a usable beta schedule ({type(e).__name__}: {str(e)[:100]})") from None
+    if not bool(torch.isfinite(ac).all()) or not bool(((ac > 0) & (ac < 1)).all()):
+        raise BadInput(f"{where}: the schedule's alphas_cumprod leave (0, 1)")
+    facts = {"class": cls, "num_train_timesteps": T, "beta_schedule": bs if cfg.get("trained_betas") is None
+             else "trained_betas", "beta_start": sched.beta_start, "beta_end": sched.beta_end,
+             "variance_type": var, "prediction_type": pred, "clip_sample": bool(cfg.get("clip_sample", True)),
+             "rescale_betas_zero_snr": bool(cfg.get("rescale_betas_zero_snr", False))}
+    if learned:
+        facts["sampling_variance"] = "fixed_small (the learned variance channels are not used for sampling)"
+    return sched, facts
+
+
+def to_epsilon(out: torch.Tensor, x_t: torch.Tensor, abar_t: torch.Tensor, prediction_type: str) -> torch.Tensor:
+    """The ε a network's output stands for, given ᾱ at each record's timestep (exact, see the module doc)."""
+    if prediction_type == "epsilon":
+        return out
+    a = abar_t.to(out.dtype).view(-1, *([1] * (out.dim() - 1)))
+    if prediction_type == "v_prediction":
+        return a.sqrt() * out + (1 - a).sqrt() * x_t
+    if prediction_type == "sample":
+        return (x_t - a.sqrt() * out) / (1 - a).sqrt()
+    raise BadInput(f"prediction_type={prediction_type!r}; supported: {', '.join(PREDICTION_TYPES)}")
+
+
+# ---------------------------------------------------------------------- hashing
+
+def _sha256_files(files: list[Path], root: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def state_dict_sha256(module: torch.nn.Module) -> str:
+    """Content hash of a module's tensors (names, dtypes, shapes, bytes) — for models handed over in memory."""
+    h = hashlib.sha256()
+    for k, v in sorted(module.state_dict().items()):
+        t = v.detach().cpu().contiguous()
+        h.update(f"{k}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------- the target
+
+def _device(device):
+    from .method import resolve_device
+
+    return device if isinstance(device, torch.device) else resolve_device(device)
+
+
+def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, facts: dict, *, shape, num_classes,
+                 device, provenance: dict, name: str = "model") -> Target:
+    """A :class:`Target` whose ``predict_noise`` is ``net``'s output converted to ε (``eps_fn`` hook)."""
+    device = _device(device)
+    net = net.to(device).eval()
+    pred = facts["prediction_type"]
+    channels = int(shape[0])
+    ac = schedule.alphas_cumprod(device)
+
+    def eps_fn(x_t, t, y):
+        if kind == "diffusers":
+            out = net(x_t, t, class_labels=y if num_classes else None, return_dict=False)[0]
+        else:
+            out = net(x_t, t)
+        if out.shape[1] != channels:  # learned variance: ε first, then the variance channels
+            out = out[:, :channels]
+        return to_epsilon(out, x_t, ac[t], pred)
+
+    note = (f"external {provenance.get('format')} model, {pred} prediction"
+            + ("" if pred == "epsilon" else " converted to eps")
+            + f"; {provenance.get('weights_note', '')}").rstrip("; ")
+    prov = dict(provenance)
+    prov.update(prediction_type=pred, prediction_conversion=CONVERSIONS[pred], scheduler=facts,
+                num_classes=num_classes, sample_shape=list(map(int, shape)),
+                parameters=int(sum(p.numel() for p in net.parameters())))
+    tgt = Target(name, "external", net, schedule, device, num_classes, clip_sample=facts.get("clip_sample", True),
+                 note=note, eps_fn=eps_fn, meta={"shape": tuple(int(s) for s in shape), "provenance": prov})
+    return tgt
+
+
+def _unet_facts(unet, where: str) -> tuple[tuple[int, int, int], int | None]:
+    """(C, H, W) and the number of classes of a diffusers UNet2DModel; BadInput for what is left out."""
+    c = unet.config
+    if getattr(c, "time_embedding_type", "positional") == "fourier":
+        raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
+                       f"DDPM-family UNets are supported")
+    if c.class_embed_type is not None:
+        raise BadInput(f"{where}: class_embed_type={c.class_embed_type!r} takes a vector, not a class label; "
+                       f"only num_class_embeds (class_embed_type null) is supported")
+    if c.out_channels not in (c.in_channels, 2 * c.in_channels):
+        raise BadInput(f"{where}: out_channels={c.out_channels} is neither in_channels={c.in_channels} nor twice it "
+                       f"(learned variance); not a noise/v/x0 predictor")
+    ss = c.sample_size
+    if ss is None:
+        raise BadInput(f"{where}: config.json has no sample_size")
+    h, w = (ss, ss) if isinstance(ss, int) else (int(ss[0]), int(ss[1]))
+    return (int(c.in_channels), h, w), (int(c.num_class_embeds) if c.num_class_embeds else None)
+
+
+# ---------------------------------------------------------------------- files
+
+def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    files = [f for f in folder.iterdir() if f.is_file()]
+    safe = [f for f in files if f.name.endswith(".safetensors")]
+    other = [f for f in files if f.suffix in WEIGHT_SUFFIXES and not f.name.endswith(".safetensors")]
+    return safe, other
+
+
+def load_unet_folder(folder: Path, where: str):
+    """(UNet2DModel, the weight files read) from a ``save_pretrained`` folder, safetensors only."""
+    cfg_path = folder / "config.json"
+    cfg = read_json(cfg_path, "--model")
+    cls = cfg.get("_class_name")
+    if cls != "UNet2DModel":
+        hint = " (text-conditional latent models are not supported)" if cls == "UNet2DConditionModel" else ""
+        raise BadInput(f"{where}: {cfg_path.name} describes {cls!r}, not a diffusers UNet2DModel{hint}")
+    if cfg.get("time_embedding_type") == "fourier":
+        raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
+                       f"DDPM-family UNets are supported")
+    safe, other = _weight_files(folder)
+    if not safe:
+        if other:
+            raise BadInput(f"{where}: holds only pickled weights ({other[0].name}); privbench loads safetensors only "
+                           f"(a pickle can run code): re-save with save_pretrained(safe_serialization=True)")
+        raise BadInput(f"{where}: no .safetensors weights next to {cfg_path.name}")
+    from diffusers import UNet2DModel
+
+    kw: dict[str, Any] = {}
+    std = [f for f in safe if f.name.startswith("diffusion_pytorch_model") and f.name.count(".") == 1]
+    index = folder / "diffusion_pytorch_model.safetensors.index.json"
+    if not std and not index.exists():
+        variants = sorted({f.name.split(".")[1] for f in safe if f.name.count(".") == 2})
+        if variants:
+            kw["variant"] = variants[0]
+    try:
+        unet = UNet2DModel.from_pretrained(str(folder), use_safetensors=True, local_files_only=True,
+                                           torch_dtype=torch.float32, low_cpu_mem_usage=False, **kw)
+    except Exception as e:  # noqa: BLE001 - diffusers raises many types for corrupt / mismatched files
+        first = " ".join(str(e).split())[:160] or type(e).__name__
+        raise BadInput(f"{where}: diffusers could not load this UNet2DModel ({type(e).__name__}: {first})") from None
+    return unet.float(), sorted(safe) + [cfg_path]
+
+
+def _is_pickle(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return False
+    return head[:1] == b"\x80" or head[:2] == b"PK"  # pickle protocol >= 2, or torch's zip container
+
+
+def load_external(path, *, arch: str | None = None, scheduler_config=None, use_ema: bool = True,
+                  device="cpu", name: str = "model") -> tuple[Target, dict]:
+    """(Target, provenance) of a model privbench did not train; see the module doc for the formats.
+
+    ``scheduler_config``: a diffusers scheduler config (JSON file or folder), overriding the model's own.
+    ``use_ema``: pytorch-ddpm checkpoints only (``ema_model``, else ``net_model``)."""
+    if arch not in (None, "diffusers", "pytorch-ddpm"):
+        raise BadInput(f"--arch {arch!r}: choose pytorch-ddpm (or leave it out for diffusers folders)")
+    p = Path(path).expanduser()
+    where = f"--model {path}"
+    if not p.exists():
+        raise BadInput(f"{where}: no such file or directory")
+    p = p.resolve()
+    override = read_scheduler_config(scheduler_config) if scheduler_config is not None else None
+    if override is not None and not isinstance(scheduler_config, dict):
+        override_src = f"--scheduler-config {scheduler_config}"
+    else:
+        override_src = "scheduler_config argument"
+    if arch == "pytorch-ddpm":
+        return _load_pytorch_ddpm(p, where, override, override_src, use_ema, device, name)
+    if p.is_file():
+        kind = "a pickle" if _is_pickle(p) else "a file"
+        raise BadInput(f"{where}: is {kind}, not a model folder; privbench reads diffusers folders (save_pretrained) "
+                       f"or, with --arch pytorch-ddpm, a pytorch-ddpm ckpt.pt (never an arbitrary pickle)")
+    if (p / "model_index.json").is_file():
+        return _load_pipeline(p, where, override, override_src, device, name)
+    if (p / "config.json").is_file():
+        return _load_unet_only(p, where, override, override_src, device, name)
+    if (p / "ckpt.pt").is_file():
+        raise BadInput(f"{where}: holds a ckpt.pt; pass --arch pytorch-ddpm to read it as a pytorch-ddpm checkpoint")
+    raise BadInput(f"{where}: not a model folder (no model_index.json of a diffusers pipeline, no config.json of a "
+                   f"UNet2DModel)")
+
+
+def _scheduler_for(override, override_src, own: Path | None, where: str) -> tuple[ExternalSchedule, dict, str]:
+    if override is not None:
+        cfg, src = override, override_src
+    elif own is not None and own.is_file():
+        cfg, src = read_json(own, where), str(own)
+    else:
+        cfg, src = default_scheduler_config(), DEFAULT_SCHEDULE_NOTE
+    sched, facts = schedule_from_config(cfg, src if src != DEFAULT_SCHEDULE_NOTE else "default schedule")
+    facts["source"] = src
+    return sched, facts, src
+
+
+def _load_pipeline(p: Path, where, override, override_src, device, name):
+    index = read_json(p / "model_index.json", "--model")
+    for latent in ("vae", "vqvae", "text_encoder"):
+        if index.get(latent):
+            raise BadInput(f"{where}: a pipeline with a {latent} (latent / text-conditional diffusion) is not "
+                           f"supported; privbench attacks pixel-space UNet2DModel pipelines")
+    unet_entry = index.get("unet")
+    if not (isinstance(unet_entry, list) and len(unet_entry) == 2 and unet_entry[1] == "UNet2DModel"):
+        raise BadInput(f"{where}: model_index.json names unet {unet_entry!r}; only diffusers UNet2DModel is supported")
+    if not (p / "unet").is_dir():
+        raise BadInput(f"{where}: model_index.json names a unet but the folder has no unet/")
+    unet, files = load_unet_folder(p / "unet", f"{where} (unet/)")
+    sched_file = p / "scheduler" / "scheduler_config.json"
+    if override is None and not sched_file.is_file():
+        raise BadInput(f"{where}: a pipeline without scheduler/scheduler_config.json; pass --scheduler-config FILE")
+    sched, facts, _ = _scheduler_for(override, override_src, sched_file, where)
+    files = files + ([sched_file] if sched_file.is_file() else [])
+    return _finish(unet, "diffusers", sched, facts, p, files, "diffusers-pipeline", device, name,
+                   pipeline=index.get("_class_name"))
+
+
+def _load_unet_only(p: Path, where, override, override_src, device, name):
+    unet, files = load_unet_folder(p, where)
+    own = p / "scheduler_config.json"
+    sched, facts, _ = _scheduler_for(override, override_src, own, where)
+    if own.is_file() and override is None:
+        files = files + [own]
+    return _finish(unet, "diffusers", sched, facts, p, files, "diffusers-unet", device, name)
+
+
+def _finish(unet, kind, sched, facts, root: Path, files, fmt, device, name, **extra):
+    shape, num_classes = _unet_facts(unet, f"--model {root}")
+    if sched.num_timesteps != facts["num_train_timesteps"]:
+        raise BadInput(f"--model {root}: inconsistent schedule")
+    prov = {"format": fmt, "path": str(root), "weights_files": [str(f.relative_to(root)) for f in files],
+            "weights_sha256": _sha256_files(files, root), "class": "UNet2DModel", "ema": None,
+            "weights": "as saved", "ema_note": "a diffusers folder does not record whether it holds EMA weights",
+            **extra}
+    prov["weights_note"] = "weights as saved"
+    tgt = build_target(unet, kind, sched, facts, shape=shape, num_classes=num_classes, device=device,
+                       provenance=prov, name=name)
+    return tgt, tgt.meta["provenance"]
+
+
+def _load_pytorch_ddpm(p: Path, where, override, override_src, use_ema, device, name):
+    from .pytorch_ddpm import load_ckpt
+
+    if p.is_dir():
+        if not (p / "ckpt.pt").is_file():
+            raise BadInput(f"{where}: --arch pytorch-ddpm expects a ckpt.pt (or a folder holding one)")
+        p = p / "ckpt.pt"
+    net, info = load_ckpt(p, use_ema=use_ema)
+    cfg = info["config"]
+    if override is None:
+        sc = {"_class_name": "DDPMScheduler", "num_train_timesteps": cfg["T"], "beta_start": cfg["beta_1"],
+              "beta_end": cfg["beta_T"], "beta_schedule": "linear",
+              "variance_type": "fixed_large" if cfg["var_type"] == "fixedlarge" else "fixed_small",
+              "clip_sample": True, "prediction_type": "epsilon"}
+        src = "pytorch-ddpm defaults: linear beta 1e-4..0.02, T=1000, epsilon, var_type fixedlarge"
+    else:
+        sc, src = override, override_src
+    sched, facts = schedule_from_config(sc, src)
+    facts["source"] = src
+    if facts["num_train_timesteps"] != cfg["T"]:
+        raise BadInput(f"{where}: the checkpoint's time table has T={cfg['T']} rows, the schedule "
+                       f"{facts['num_train_timesteps']} steps")
+    used = info["weights"]
+    prov = {"format": "pytorch-ddpm", "path": str(p), "weights_files": [p.name],
+            "weights_sha256": _sha256_files([p], p.parent), "class": "pytorch-ddpm UNet", "ema": info["ema"],
+            "weights": used, "step": info["step"], "arch": {k: cfg[k] for k in
+                                                            ("T", "ch", "ch_mult", "attn", "num_res_blocks",
+                                                             "dropout", "in_channels")},
+            "weights_note": f"{used} weights" + (" (EMA)" if info["ema"] else " (not EMA)")}
+    shape = (cfg["in_channels"], cfg["img_size"], cfg["img_size"])
+    tgt = build_target(net, "pytorch-ddpm", sched, facts, shape=shape, num_classes=None, device=device,
+                       provenance=prov, name=name)
+    return tgt, tgt.meta["provenance"]
+
+
+# ---------------------------------------------------------------------- objects in memory
+
+def wrap(model, scheduler=None, *, device=None, name: str = "model") -> Target:
+    """``privbench.wrap(unet_or_pipeline, scheduler=None)`` → a Target of objects already in memory.
+
+    ``model``: a diffusers pipeline (anything with ``.unet`` and ``.scheduler``), a ``UNet2DModel``, a
+    :class:`~privbench.models.pytorch_ddpm.PytorchDDPMUNet`, or a Target (returned as is). ``scheduler``: a
+    diffusers scheduler, its config dict, or a config file; default the pipeline's own, else the standard DDPM
+    schedule. ``device``: default the model's own."""
+    if isinstance(model, Target):
+        return model
+    from diffusers import UNet2DModel
+
+    from .pytorch_ddpm import PytorchDDPMUNet
+
+    if not isinstance(model, torch.nn.Module) and hasattr(model, "unet"):
+        if scheduler is None:
+            scheduler = getattr(model, "scheduler", None)
+        model = model.unet
+    if isinstance(scheduler, (str, Path)):
+        cfg, src = read_scheduler_config(scheduler), str(scheduler)
+    elif isinstance(scheduler, dict):
+        cfg, src = dict(scheduler), "scheduler config given"
+    elif scheduler is not None and hasattr(scheduler, "config"):
+        cfg = dict(scheduler.config)
+        cfg.setdefault("_class_name", type(scheduler).__name__)
+        src = f"{type(scheduler).__name__} given"
+    elif scheduler is None:
+        cfg, src = None, None
+    else:
+        raise BadInput(f"wrap: scheduler must be a diffusers scheduler, its config dict or a file, not "
+                       f"{type(scheduler).__name__}")
+    try:
+        dev = next(model.parameters()).device if device is None else _device(device)
+    except (StopIteration, AttributeError):
+        dev = torch.device("cpu")
+    if isinstance(model, UNet2DModel):
+        if cfg is None:
+            cfg, src = default_scheduler_config(), DEFAULT_SCHEDULE_NOTE
+        sched, facts = schedule_from_config(cfg, src)
+        facts["source"] = src
+        shape, num_classes = _unet_facts(model, "wrap")
+        prov = {"format": "in-memory", "class": "UNet2DModel", "weights_sha256": state_dict_sha256(model),
+                "ema": None, "weights": "as given", "weights_note": "weights as given"}
+        return build_target(model, "diffusers", sched, facts, shape=shape, num_classes=num_classes, device=dev,
+                            provenance=prov, name=name)
+    if isinstance(model, PytorchDDPMUNet):
+        c = model.cfg
+        if cfg is None:
+            cfg = {"_class_name": "DDPMScheduler", "num_train_timesteps": c.T, "beta_start": c.beta_1,
+                   "beta_end": c.beta_T, "beta_schedule": "linear",
+                   "variance_type": "fixed_large" if c.var_type == "fixedlarge" else "fixed_small"}
+            src = "pytorch-ddpm defaults"
+        sched, facts = schedule_from_config(cfg, src)
+        facts["source"] = src
+        prov = {"format": "in-memory", "class": "pytorch-ddpm UNet", "weights_sha256": state_dict_sha256(model),
+                "ema": None, "weights": "as given", "weights_note": "weights as given"}
+        return build_target(model, "pytorch-ddpm", sched, facts, shape=(c.in_channels, c.img_size, c.img_size),
+                            num_classes=None, device=dev, provenance=prov, name=name)
+    raise BadInput(f"wrap: expected a diffusers pipeline or UNet2DModel, a pytorch-ddpm UNet or a Target, not "
+                   f"{type(model).__name__}")
