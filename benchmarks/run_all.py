@@ -52,9 +52,11 @@ def main() -> int:
     a = ap.parse_args()
     os.chdir(ROOT)
 
-    from privbench.bench import format_bench, load_suite, run_suite
+    from privbench.bench.runner import run_suite
+    from privbench.bench.suite import load_suite
     from privbench.core.errors import BadInput, WorkFailed
     from privbench.reports import render_report
+    from privbench.reports.text import format_bench, write_bench_tables
     from privbench.runs.store import default_runs_dir
 
     spec, _ = load_suite(a.suite)
@@ -67,8 +69,8 @@ def main() -> int:
     t0 = time.time()
     failed = 0
     try:
-        res = run_suite(a.suite, out=str(bench_dir), device=a.device, runs_dir=str(runs), preset=a.preset,
-                        sets=a.sets)
+        res = write_bench_tables(run_suite(a.suite, out=str(bench_dir), device=a.device, runs_dir=str(runs),
+                                           preset=a.preset, sets=a.sets))
     except BadInput as e:
         print(f"privbench: error: {e}", file=sys.stderr)
         return 2
