@@ -82,13 +82,17 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "method": res.method, "target": res.target, "attack": res.attack, "dataset": res.dataset,
         "preset": res.preset, "seed": res.seed, "result": str(res.path),
         "formal_delta": formal_delta, "formal_basis": p.get("basis"),
+        "conditional_epsilon": p.get("conditional_epsilon"),  # no guarantee: never compared, never flagged
         "ceiling": cp["ceiling"],
         "clopper_pearson": cp,
         "one_run": one,
         "exceeds_formal": None if formal is None else bool(lb > formal or one["epsilon_lower_bound"] > formal),
     }
     notes = []
-    if formal is None:
+    if formal is None and p.get("conditional_epsilon") is not None:
+        notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g} "
+                     f"(conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
+    elif formal is None:
         notes.append("non-private target: no formal epsilon to compare with")
     if formal_delta is not None and abs(float(formal_delta) - d) > 1e-15:
         notes.append(f"audited at delta={d:g} but the formal epsilon is stated at delta={formal_delta:g}: "
@@ -216,8 +220,10 @@ def format_audit(audits: list[dict]) -> str:
     out.write(f"One-run: {a0['one_run']['n_guesses_selection']}.\n  assumption: {a0['one_run']['assumption']}\n")
     bases = {(a["method"], a["target"]): a for a in audits if a.get("formal_basis")}
     for (m, t), a in bases.items():
+        cond = a.get("conditional_epsilon")
         out.write(f"formal epsilon of {m}/{t}: {_f(a['formal_epsilon'], 4)} at delta {a['formal_delta']} "
-                  f"({a['formal_basis']})\n")
+                  + (f"(conditional epsilon {_f(cond, 4)}, no guarantee) " if cond is not None else "")
+                  + f"({a['formal_basis']})\n")
     seen = set()
     for a in audits:
         ua = a.get("upload_mechanism")
