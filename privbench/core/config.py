@@ -96,6 +96,9 @@ class DPConfig:
     grad_sample: str = setting("hooks", choices=["hooks", "vmap"],
                           help="per-record gradient backend (models/per_sample.py); both exact")
     physical_batch: int = setting(0, lo=0, help="records per per-sample-gradient pass (memory); 0 = the whole batch")
+    noise_source: str = setting("seeded", choices=["seeded", "secure"],
+                                help="privacy randomness: seeded = from the run's seed (reproducible benchmark noise, "
+                                     "not a deployable release); secure = OS entropy, never stored")
 
 
 

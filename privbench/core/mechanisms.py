@@ -9,16 +9,108 @@ and the audits that test them.
 * **Per-record output sanitization** of DP-SAD's paper mode: each record's output gradient clipped to C plus its
   own N(0, σ²C²I) (not a sound DP guarantee for the parameters; docs/methods.md §6).
 
-The noise is drawn from the generator the caller passes (seeded: reproducible benchmark noise).
+**Noise source** (``dp.noise_source``). ``seeded``: the noise comes from the generator the caller passes, seeded
+from the run's seed, so anyone who knows the seed regenerates it and subtracts it (reproducible benchmark noise,
+not a deployable release). ``secure``: the caller passes :data:`SECURE` instead, and every Gaussian draw comes from
+the operating system's entropy (``os.urandom``, Box–Muller in float64): nothing seeds it, nothing stores it.
 """
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import os
+import secrets
+from typing import Sequence, Union
 
+import numpy as np
 import torch
 
 from .errors import BadInput
+
+NOISE_SOURCES = ("seeded", "secure")
+#: the label every result with seeded privacy noise carries (privacy block, report text and tables)
+SEEDED_NOISE_LABEL = "reproducible benchmark noise, not a deployable release"
+
+
+# ------------------------------------------------------------------ noise source
+
+class SecureNoise:
+    """Passed where a ``torch.Generator`` is expected: the draw comes from OS entropy (``os.urandom``), so it can
+    neither be regenerated from the run's seed nor from any stored state."""
+
+    def __repr__(self) -> str:
+        return "SECURE"
+
+
+SECURE = SecureNoise()
+Source = Union[torch.Generator, SecureNoise, None]
+
+
+def check_noise_source(source: str) -> str:
+    if source not in NOISE_SOURCES:
+        raise BadInput(f"dp.noise_source={source!r}: choose seeded or secure")
+    return source
+
+
+def noise_generator(source: str, seeded: torch.Generator | None) -> Source:
+    """What the privacy noise is drawn from: the caller's seeded generator, or :data:`SECURE`."""
+    return seeded if check_noise_source(source) == "seeded" else SECURE
+
+
+def noise_source_basis(source: str) -> str:
+    """The clause every ε basis ends with: where the privacy randomness came from."""
+    if check_noise_source(source) == "seeded":
+        return (f"noise source: seeded from the run's seed ({SEEDED_NOISE_LABEL}: anyone who knows the seed can "
+                "regenerate and subtract the noise, and the epsilon assumes it secret)")
+    return "noise source: secure (OS entropy, never stored)"
+
+
+def secure_generator(device) -> torch.Generator:
+    """A torch generator seeded with 63 bits from ``secrets`` (OS entropy), never stored: for the draws of a
+    private step other than the Gaussian noise (DP-SGD's timesteps and diffusion draws). Which record gets which
+    draw depends on who was sampled, so with a public seed these would reveal more than the analysis allows."""
+    g = torch.Generator(device=device)
+    g.manual_seed(secrets.randbits(63))
+    return g
+
+
+def _urandom_unit(n: int) -> np.ndarray:
+    """n uniform doubles in [0, 1) with 53 random bits each, from os.urandom."""
+    raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+    return (raw >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def secure_uniform(n: int, device=None) -> torch.Tensor:
+    """n uniforms in [0, 1) (float64) from OS entropy."""
+    return torch.from_numpy(_urandom_unit(n)).to(device)
+
+
+def secure_normal(shape, *, device=None, dtype=torch.float32) -> torch.Tensor:
+    """N(0, I) of ``shape`` from OS entropy: Box–Muller on os.urandom uniforms, in float64, then cast."""
+    n = math.prod(shape)
+    half = (n + 1) // 2
+    u1 = 1.0 - _urandom_unit(half)  # (0, 1]: log is finite
+    u2 = _urandom_unit(half)
+    r = np.sqrt(-2.0 * np.log(u1))
+    z = np.concatenate([r * np.cos(2.0 * np.pi * u2), r * np.sin(2.0 * np.pi * u2)])[:n]
+    return torch.from_numpy(z.reshape(tuple(shape))).to(device=device, dtype=dtype)
+
+
+def poisson_sample(n: int, rate: float, generator: Source, device=None) -> torch.Tensor:
+    """Indices of the records that join a Poisson sample: each of ``n`` independently with probability ``rate``,
+    from ``generator`` (seeded) or from OS entropy (:data:`SECURE`: amplification by subsampling assumes nobody
+    knows who was sampled)."""
+    if isinstance(generator, SecureNoise):
+        u = secure_uniform(n, device)
+    else:
+        u = torch.rand(n, generator=generator, device=device)
+    return (u < rate).nonzero().squeeze(1)
+
+
+def gaussian(shape, generator: Source, *, device=None, dtype=torch.float32) -> torch.Tensor:
+    """N(0, I) privacy noise from ``generator`` (seeded) or from OS entropy (:data:`SECURE`)."""
+    if isinstance(generator, SecureNoise):
+        return secure_normal(shape, device=device, dtype=dtype)
+    return torch.randn(shape, generator=generator, device=device, dtype=dtype)
 
 
 # ------------------------------------------------------------------ clipping
@@ -73,19 +165,19 @@ def clipped_sum(per_sample: Sequence[torch.Tensor], max_norm: float) -> tuple[li
     return [torch.tensordot(f, gs, dims=([0], [0])) for gs in per_sample], norms
 
 
-def add_noise(summed: Sequence[torch.Tensor], noise_std: float, generator: torch.Generator | None) -> list[torch.Tensor]:
+def add_noise(summed: Sequence[torch.Tensor], noise_std: float, generator: Source) -> list[torch.Tensor]:
     """summed + N(0, noise_std² I) (noise_std = σ·C for DP-SGD), drawn from ``generator``."""
     out = []
     for s in summed:
         if noise_std > 0:
-            z = torch.randn(s.shape, generator=generator, device=s.device, dtype=s.dtype)
+            z = gaussian(s.shape, generator, device=s.device, dtype=s.dtype)
             s = s + noise_std * z
         out.append(s)
     return out
 
 
 def noisy_mean(summed: Sequence[torch.Tensor], noise_std: float, expected_batch: float,
-               generator: torch.Generator | None) -> list[torch.Tensor]:
+               generator: Source) -> list[torch.Tensor]:
     """(Σᵢ clip_C(gᵢ) + N(0, noise_std² I)) / E[B]: the released DP-SGD gradient from the clipped sum."""
     return [g / expected_batch for g in add_noise(summed, noise_std, generator)]
 
@@ -99,13 +191,13 @@ def privatize(per_sample: Sequence[torch.Tensor], max_norm: float, noise_multipl
 
 # ------------------------------------------------------------------ per-record output sanitization
 
-def sanitize_per_record(g: torch.Tensor, max_norm: float, noise_std: float, generator: torch.Generator | None
+def sanitize_per_record(g: torch.Tensor, max_norm: float, noise_std: float, generator: Source
                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per record: clip_C(g_i) + N(0, noise_std² I) (noise_std = σ·C). Returns (noisy rows, unclipped norms)."""
     norms = g.flatten(1).norm(dim=1)
     f = clip_factors(norms, max_norm)
     clipped = g * f.view(-1, *([1] * (g.dim() - 1)))
     if noise_std > 0:
-        z = torch.randn(clipped.shape, generator=generator, device=clipped.device, dtype=clipped.dtype)
+        z = gaussian(clipped.shape, generator, device=clipped.device, dtype=clipped.dtype)
         clipped = clipped + noise_std * z
     return clipped, norms

@@ -2,10 +2,18 @@
 gradients, Gaussian noise on their sum (``privbench.core.mechanisms``), Adam, EMA, checkpoints, accounting.
 
 Per step: each of the N records joins independently with probability q (``dp.sample_rate``, or
-``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it. All
-randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by (seed, step),
-so the same config and seed give the same weights and a resumed run follows the uninterrupted trajectory; the
-noise is therefore reproducible from the run's seed (docs/methods.md §5).
+``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it.
+
+Randomness (``dp.noise_source``, docs/methods.md §0). ``seeded``: all of a step (the Poisson sample, the draws, the
+DP noise) comes from a generator seeded by (seed, step), so the same config and seed give the same weights and a
+resumed run follows the uninterrupted trajectory — and anyone who knows the seed can regenerate the noise
+(reproducible benchmark noise, not a deployable release). ``secure``: the Poisson sample and the DP noise come from
+OS entropy and the step's other draws from a generator seeded from OS entropy; nothing is stored, so a resumed run
+continues from its checkpoint with fresh randomness (never the noise of a step already taken) and is not
+bit-identical to an uninterrupted one.
+
+The loop's statistics (un-noised mean loss, clipped fraction, batch size) are data-dependent and outside every ε:
+they go to ``debug/<name>.log`` (privbench.models.debug), never to ``log.txt`` or the progress bar.
 """
 from __future__ import annotations
 
@@ -22,10 +30,12 @@ from ..core import progress
 from ..core.errors import BadInput, WorkFailed
 from ..core.io import append_log as log
 from ..core.io import atomic_write_json, read_json_or_none
-from ..core.mechanisms import clipped_sum, noisy_mean
+from ..core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, clipped_sum, noise_generator, noise_source_basis,
+                               noisy_mean, poisson_sample, secure_generator)
 from ..core.seeding import step_generator
 from .checkpoint import (checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer,
                          write_state)
+from .debug import debug_log, debug_path
 from .per_sample import PerSampleGrads
 from .training import EMA
 
@@ -45,6 +55,7 @@ class DPPlan:
     accountant: str
     max_grad_norm: float
     noise_multiplicity: int
+    noise_source: str = "seeded"  # dp.noise_source: where the privacy randomness comes from
 
     @property
     def expected_batch(self) -> float:
@@ -103,7 +114,7 @@ def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
         sigma, calibrated = float(res["noise_multiplier"]), True
     k = dp.noise_multiplicity if noise_multiplicity is None else noise_multiplicity
     return DPPlan(n_records, q, int(steps), float(dp.epsilon), float(delta), sigma, calibrated, res["accountant"],
-                  float(dp.max_grad_norm), int(k))
+                  float(dp.max_grad_norm), int(k), str(dp.noise_source))
 
 
 def account(plan: DPPlan, accountant: str | None = None) -> dict:
@@ -143,9 +154,11 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
 
     Each step draws the Poisson sample (indices into the N records) from the step's generator and calls
     ``step_fn(step, idx, generator)``, which returns the gradient to apply to each trainable parameter of
-    ``model`` (already privatized) and a dict of statistics for the log (``loss``, ``clipped``…). The loop
-    then does the Adam step and the EMA update, logs, checkpoints ``<name>.*`` (with ``extra_modules`` and
-    ``extra_optims``, e.g. a discriminator) and resumes from an existing checkpoint.
+    ``model`` (already privatized) and a dict of statistics (``loss``, ``clipped``…: data-dependent, written to
+    ``debug/<name>.log`` only). The loop then does the Adam step and the EMA update, logs, checkpoints
+    ``<name>.*`` (with ``extra_modules`` and ``extra_optims``, e.g. a discriminator) and resumes from an existing
+    checkpoint. Under ``plan.noise_source == "secure"`` the step's generator is seeded from OS entropy and the
+    Poisson sample is drawn from OS entropy (the subsampling analysis assumes nobody knows who was sampled).
     """
     device = torch.device(device)
     steps = plan.steps
@@ -185,9 +198,10 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     stats_acc: dict[str, float] = {}
     n_acc = 0
     bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name} (DP-SGD)", unit="step")
+    secure = plan.noise_source == "secure"
     for step in range(start, steps):
-        g = step_generator(seed, step, device)
-        idx = (torch.rand(n, generator=g, device=device) < plan.sample_rate).nonzero().squeeze(1)
+        g = secure_generator(device) if secure else step_generator(seed, step, device)
+        idx = poisson_sample(n, plan.sample_rate, SECURE if secure else g, device)
         lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
         for group in opt.param_groups:
             group["lr"] = lr
@@ -203,12 +217,15 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
         if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
             avg = {k: v / n_acc for k, v in stats_acc.items()}
             loss = avg.get("loss", 0.0)
+            # the statistics are un-noised functions of the private records: debug output only (never log.txt,
+            # never the progress bar); log.txt gets the step and the learning rate
+            debug_log(run_dir, name, f"[{name}] step {step + 1}/{steps} "
+                      + " ".join(f"{k} {v:.4g}" for k, v in avg.items()))
             if not math.isfinite(loss):
-                log(run_dir, f"[{name}] loss diverged to {loss} at step {step + 1}; stopping")
-                raise WorkFailed(f"training {name} diverged (loss {loss}) at step {step + 1}; see {run_dir}/log.txt")
-            log(run_dir, f"[{name}] step {step + 1}/{steps} " + " ".join(f"{k} {v:.4g}" for k, v in avg.items())
-                + f" lr {lr:.2e}")
-            bar.set_postfix(loss=f"{loss:.4f}")
+                log(run_dir, f"[{name}] training diverged (non-finite loss) at step {step + 1}; stopping")
+                raise WorkFailed(f"training {name} diverged (non-finite loss) at step {step + 1}; see "
+                                 f"{debug_path(run_dir, name)}")
+            log(run_dir, f"[{name}] step {step + 1}/{steps} lr {lr:.2e}")
             stats_acc, n_acc = {}, 0
         bar.update(1)
         if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
@@ -222,7 +239,9 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
     """(Σᵢ clip_C(∇ℓᵢ) + N(0, σ²C² I)) / (q·N) for the records of this step, in physical chunks of
     ``physical_batch`` records (0 = all at once; chunking is exact since clipping is per record).
 
-    Returns the gradients (one per ``ps.params``) and stats: mean loss, fraction of clipped records, batch size.
+    The noise comes from ``generator`` (``plan.noise_source == "seeded"``) or from OS entropy (``secure``).
+    Returns the gradients (one per ``ps.params``) and stats — mean loss, fraction of clipped records, batch size:
+    un-noised, data-dependent, for ``debug/`` only.
     """
     n = records[0].shape[0]
     summed = [torch.zeros_like(p) for p in ps.params]
@@ -237,7 +256,7 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
         loss_sum += float(losses.sum())
         n_clipped += int((norms > plan.max_grad_norm).sum())
         del per_sample
-    grads = noisy_mean(summed, plan.noise_std, plan.expected_batch, generator)
+    grads = noisy_mean(summed, plan.noise_std, plan.expected_batch, noise_generator(plan.noise_source, generator))
     stats = {"loss": loss_sum / n if n else float("nan"), "clipped": n_clipped / n if n else 0.0, "batch": n}
     if n == 0:
         stats.pop("loss")
@@ -256,21 +275,27 @@ def read_privacy(path: Path) -> dict | None:
 
 
 def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
-    """The ``privacy`` object of a DP-SGD target from its stored accounting."""
+    """The ``privacy`` object of a DP-SGD target from its stored accounting. Every basis ends with the noise
+    source; seeded noise adds ``noise_label`` (docs/methods.md §0)."""
     from ..privacy.dpsgd import dpsgd_basis
 
     d = read_privacy(path)
     if d is None:
         raise BadInput(f"{path}: no privacy accounting; train the target first")
     plan, res = d["plan"], d["accounting"]
+    source = plan.get("noise_source", "seeded")  # accounting written before dp.noise_source: seeded
     out = {
         "epsilon": float(res["epsilon"]), "delta": float(res["delta"]),
-        "basis": basis or f"{dpsgd_basis(res['accountant'], res['delta'])}; scope: {covers}",
+        "basis": (basis or f"{dpsgd_basis(res['accountant'], res['delta'])}; scope: {covers}")
+                 + f"; {noise_source_basis(source)}",
         "noise_multiplier": float(plan["noise_multiplier"]), "accountant": res["accountant"],
         "sample_rate": float(plan["sample_rate"]), "steps": int(plan["steps"]),
         "max_grad_norm": float(plan["max_grad_norm"]), "epsilon_budget": float(plan["epsilon_budget"]),
         "noise_calibrated": bool(plan["calibrated"]),
+        "noise_source": source,
     }
+    if source == "seeded":
+        out["noise_label"] = SEEDED_NOISE_LABEL
     if res.get("fallback"):
         out["fallback"] = res["fallback"]
     return out

@@ -390,5 +390,7 @@ def account_dpsgd(noise_multiplier: Optional[float], sample_rate: float, steps: 
         if noise_multiplier is None:
             raise BadInput("noise_multiplier: required unless a target epsilon is given")
         out = dpsgd_epsilon(noise_multiplier, sample_rate, steps, delta, accountant=accountant, rdp_orders=rdp_orders)
-    out["basis"] = dpsgd_basis(out["accountant"], out["delta"])
+    out["basis"] = (dpsgd_basis(out["accountant"], out["delta"]) + "; assumes the noise and the Poisson sample are "
+                    "secret (a run's basis states its dp.noise_source: seeded randomness can be regenerated from the "
+                    "run's seed)")
     return out

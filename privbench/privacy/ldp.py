@@ -43,7 +43,8 @@ ACCOUNT_LDP_BASIS = ("local DP per record, per single upload x̃ = √ᾱ·CLIP(
                      "mechanism with σ² = (1−ᾱ_{t0})/ᾱ_{t0}; replace-one neighbouring relation, L2 sensitivity "
                      "Δ = 2C; paper_bound = Theorem 5.1 (= classical RDP conversion), analytic_gaussian = exact "
                      "(Balle & Wang 2018); labels, class counts, the client's local model and re-uploads "
-                     "(composition) are not covered")
+                     "(composition) are not covered; assumes z is secret (a run's basis states its "
+                     "dp.noise_source: seeded noise can be regenerated from the run's seed)")
 
 METHODS = ("paper_bound", "rdp", "rdp_improved", "analytic_gaussian")
 _ALIASES = {"thm51": "paper_bound", "paper": "paper_bound", "rdp_classical": "rdp", "agm": "analytic_gaussian",
@@ -306,16 +307,23 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
 
 
 def pfdm_privacy(clip: float, t0: int, delta: float, *, num_timesteps: int = 1000, beta_start: float = 1e-4,
-                 beta_end: float = 0.02, beta_schedule: str = "linear") -> dict:
+                 beta_end: float = 0.02, beta_schedule: str = "linear", noise_source: str = "seeded") -> dict:
     """The ``privacy`` block of a PFDM result (shared model / pipeline): the exact analytic-Gaussian ε of one
-    upload, plus the paper's Theorem 5.1 value for reproduction."""
+    upload, plus the paper's Theorem 5.1 value for reproduction. The basis ends with the noise source
+    (``dp.noise_source``); seeded noise adds ``noise_label``."""
+    from ..core.mechanisms import SEEDED_NOISE_LABEL, noise_source_basis  # torch: only when a run asks
+
     c, d = _check_clip(clip), open_unit(delta, "delta")
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
-    return {
+    out = {
         "epsilon": epsilon_analytic_gaussian(c, sigma, d),
         "delta": d,
-        "basis": LDP_BASIS,
+        "basis": f"{LDP_BASIS}; {noise_source_basis(noise_source)}",
         "epsilon_paper_bound": epsilon_paper_bound(c, sigma, d),
         "accountant": "analytic_gaussian",
+        "noise_source": noise_source,
     }
+    if noise_source == "seeded":
+        out["noise_label"] = SEEDED_NOISE_LABEL
+    return out

@@ -86,13 +86,17 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "method": res.method, "target": res.target, "attack": res.attack, "dataset": res.dataset,
         "preset": res.preset, "seed": res.seed, "result": str(res.path),
         "formal_delta": formal_delta, "formal_basis": p.get("basis"),
+        "conditional_epsilon": p.get("conditional_epsilon"),  # no guarantee: never compared, never flagged
         "ceiling": cp["ceiling"],
         "clopper_pearson": cp,
         "one_run": one,
         "exceeds_formal": None,
     }
     notes = []
-    if formal is None:
+    if formal is None and p.get("conditional_epsilon") is not None:
+        notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g} "
+                     f"(conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
+    elif formal is None:
         notes.append("non-private target: no formal epsilon to compare with")
         out["notes"] = notes
         return out
@@ -264,8 +268,10 @@ def format_audit(audits: list[dict]) -> str:
               f"compared with the formal epsilon expressed in the membership game's relation.\n")
     bases = {(a["method"], a["target"]): a for a in audits if a.get("formal_basis")}
     for (m, t), a in bases.items():
+        cond = a.get("conditional_epsilon")
         out.write(f"formal epsilon of {m}/{t}: {_f(a['formal_epsilon'], 4)} at delta {a['formal_delta']} "
-                  f"({a['formal_basis']})\n")
+                  + (f"(conditional epsilon {_f(cond, 4)}, no guarantee) " if cond is not None else "")
+                  + f"({a['formal_basis']})\n")
         nr, ff = a.get("neighbouring_relation"), a.get("flag_family")
         if nr and ff:
             out.write(f"  neighbouring relation: formal {nr['formal']}; membership game {nr['empirical']} "

@@ -26,7 +26,7 @@ import torch
 
 from ..attacks.base import MEMBERSHIP, AttackEnv, Records
 from .attack import assemble_result, make_attack, membership_section
-from ..core.config import Config, config_hash, parse_set_args, set_key
+from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..core.errors import BadInput
 from ..core.registry import PRESETS
@@ -43,8 +43,9 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     overrides of those two sections (the model's own sections come from the model, never from a preset)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
+    PRESETS.get(preset)  # an unknown preset is bad input
     cfg = Config(method="external", dataset="external", preset=preset, seed=seed)
-    PRESETS.create(preset, cfg)
+    apply_preset(cfg, preset)
     cfg.dataset = dataset or "external"
     for k, v in parse_set_args(list(sets or ())):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:

@@ -45,6 +45,47 @@ def test_dpdm_trains_and_reports_privacy(dpdm_run):
     assert "DP-SGD on 64 members" in log and "K=4" in log
 
 
+def test_un_noised_statistics_are_debug_output_only(dpdm_run, tmp_path, monkeypatch):
+    """Issue 11 item 6: the mean loss, clipped fraction and Poisson batch size of a step are computed from the
+    records without noise — outside the DP-SGD ε. They go to debug/model.log (first line: releasing it breaks the
+    guarantee), never to log.txt, the progress bar or the privacy block."""
+    from privbench.core.mechanisms import SEEDED_NOISE_LABEL
+    from privbench.models import dp_sgd
+    from privbench.models.debug import DEBUG_HEADER
+    from privbench.runs import train as api
+
+    m = dpdm_run
+    steps = [line for line in (m.ctx.run_dir / "log.txt").read_text().splitlines() if "[model] step" in line]
+    assert len(steps) == 4 and all(line.endswith("lr 2.00e-03") for line in steps)
+    assert not any(w in line for line in steps for w in ("loss", "clipped", "batch"))
+    debug = (m.ctx.run_dir / "debug" / "model.log").read_text().splitlines()
+    assert debug[0] == DEBUG_HEADER
+    assert len(debug) == 5 and all(w in debug[-1] for w in ("step 20/20", "loss", "clipped", "batch"))
+    p = m.privacy("model")
+    assert not {"loss", "clipped", "batch"} & set(p)
+    assert p["noise_source"] == "seeded" and p["noise_label"] == SEEDED_NOISE_LABEL and SEEDED_NOISE_LABEL in p["basis"]
+
+    postfix = []
+
+    class Bar:
+        def __init__(self, **kw):
+            pass
+
+        def set_postfix(self, *a, **kw):
+            postfix.append((a, kw))
+
+        def update(self, n):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(dp_sgd.progress, "bar", Bar)
+    api.train(train_cfg("dpdm", "test", dp__accountant="rdp", train__steps=5, dp__noise_multiplicity=1), tmp_path,
+              "cpu")
+    assert postfix == []  # the progress bar shows no un-noised loss
+
+
 def test_noise_multiplicity_leaves_epsilon_unchanged():
     """K is not an input of the accountant: same σ, q, steps → same ε, for any K."""
     from privbench.models.dp_sgd import account, make_plan

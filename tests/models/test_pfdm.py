@@ -94,9 +94,31 @@ def test_run_uploads_and_clipped_count(pfdm_test_run, capsys):
     z = (up.x - np.sqrt(a) * xc) / np.sqrt(1 - a)  # the noise actually added
     assert abs(z.mean().item()) < 0.05 and z.std().item() == pytest.approx(1.0, abs=0.05)
     info = json.loads((ctx.run_dir / "uploads.json").read_text())
-    assert info["n_clipped"] == int(mask.sum()) == m.n_clipped()
-    assert info["n_uploads"] == len(members) and info["t0"] == 690
-    assert "clipped" in (ctx.run_dir / "log.txt").read_text()
+    assert info["n_uploads"] == len(members) and info["t0"] == 690 and info["noise_source"] == "seeded"
+    assert m.n_clipped() == int(mask.sum())
+
+
+def test_clip_counts_are_debug_output_only(runs_dir):
+    """Issue 11 item 6: how many records were clipped is an un-noised function of the records, outside the LDP
+    guarantee: it is in no artefact a user would export (uploads, their summary, pfdm.json, log.txt, privacy) —
+    only in debug/pfdm-uploads.log, whose first line says that releasing it breaks the guarantee."""
+    from safetensors import safe_open
+    from privbench.models.debug import DEBUG_HEADER
+
+    cfg = train_cfg("pfdm", "test", pfdm__clip=3.0, pfdm__local_steps=2, pfdm__server_steps=2)  # all 64 clipped
+    m = api.train(cfg, runs_dir, "cpu")
+    rd = m.ctx.run_dir
+    assert m.n_clipped() == cfg.data.n_members == 64
+    exported = {name: (rd / name).read_text() for name in ("uploads.json", "pfdm.json", "log.txt")}
+    with safe_open(str(m.uploads_path), framework="pt") as f:
+        exported["uploads.safetensors metadata"] = json.dumps(f.metadata())
+    exported["privacy"] = json.dumps(m.privacy("shared"))
+    for name, text in exported.items():
+        assert "clipped" not in text and "n_clipped" not in text, name
+    assert [c.keys() for c in json.loads(exported["uploads.json"])["clients"]] == [{"client", "n_records"}] * 4
+    debug = (rd / "debug" / "pfdm-uploads.log").read_text().splitlines()
+    assert debug[0] == DEBUG_HEADER
+    assert "64 of 64 records were clipped" in debug[1] and "per client: 22, 18, 14, 10" in debug[1]
 
 
 def test_uploads_are_seeded_and_differ_between_seeds(runs_dir, pfdm_test_run):

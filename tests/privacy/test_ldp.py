@@ -217,13 +217,21 @@ def test_account_ldp_schedule_options():
 
 
 def test_pfdm_privacy_block():
+    from privbench.core.mechanisms import SEEDED_NOISE_LABEL
+
     p = pfdm_privacy(10, 690, 1e-5)
-    assert set(p) == {"epsilon", "delta", "basis", "epsilon_paper_bound", "accountant"}
+    assert set(p) == {"epsilon", "delta", "basis", "epsilon_paper_bound", "accountant", "noise_source", "noise_label"}
     assert p["epsilon"] == pytest.approx(8.774, abs=1e-3)
     assert p["epsilon_paper_bound"] == pytest.approx(10.243, abs=1e-3)
     assert p["delta"] == 1e-5 and p["accountant"] == "analytic_gaussian"
-    assert p["basis"] == ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, "
-                          "class counts and the client's local model are not covered")
+    base = ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, class counts and the "
+            "client's local model are not covered")
+    # the default is the benchmark's seeded noise: the basis says so and the result carries the label
+    assert p["basis"].startswith(base + "; noise source: seeded") and SEEDED_NOISE_LABEL in p["basis"]
+    assert p["noise_source"] == "seeded" and p["noise_label"] == SEEDED_NOISE_LABEL
+    s = pfdm_privacy(10, 690, 1e-5, noise_source="secure")
+    assert s["basis"] == base + "; noise source: secure (OS entropy, never stored)"
+    assert s["noise_source"] == "secure" and "noise_label" not in s and s["epsilon"] == p["epsilon"]
 
 
 # ---------------------------------------------------------------- validation

@@ -1,7 +1,8 @@
 """``dpsad``: DP-SAD, stochastic adversarial distillation of a private diffusion student (docs/methods.md §6).
 
-1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM on the members (``train_denoiser``,
-   ``dpsad.teacher_steps`` steps). Never released.
+1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM (``train_denoiser``, ``dpsad.teacher_steps``
+   steps) on the records ``dpsad.teacher_data`` names: ``members`` (the paper's setting) or ``public`` (records of
+   the dataset outside the member and non-member splits, ``dpsad.n_public`` of them, seeded). Never released.
 2. **Student** ε_θ (same architecture and initialization), ``train.steps`` steps on Poisson samples of the
    members (rate q as in dpdm). Per record one random timestep r ~ U{0..T−1} and x_r = √ᾱ_r·x₀ + √(1−ᾱ_r)·ε
    (forward process, no reverse rollout). The "outputs" are the denoised estimates
@@ -16,18 +17,26 @@
 
    - ``sound`` (default): DP-SGD on the student's full parameter gradient — per-record gradients of ℓ
      (per_sample), flat clipping to C, N(0, σ²C²) on the sum, / q·N, Adam; σ calibrated with
-     ``dp.accountant``. The formal statement covers the student's own per-record gradient accesses with
-     the teacher and the discriminator treated as fixed functions. They are not: both are trained
-     without DP on the same members and enter every record's loss, so a record also reaches the student
-     through them. That channel is outside the DP-SGD analysis (its sensitivity is not bounded by C), and
-     the basis says so.
+     ``dp.accountant``. With ``teacher_data=members`` the DP-SGD ε holds only if the teacher and the
+     discriminator were fixed functions independent of the members. They are not: both are trained without
+     DP on the same members and enter every record's loss, so removing record k changes the clipped gradient
+     sum of batches that do not contain k — neither the sensitivity C nor the subsampling argument holds.
+     ``privacy`` then has no formal ε (``epsilon: null``) and gives the DP-SGD number as
+     ``conditional_epsilon`` (``conditional_on``: teacher, discriminator). With ``teacher_data=public`` the
+     teacher never sees a member and the discriminator's updates use only public records (teacher and
+     student outputs on a seeded public batch of fixed size): it is a function of public data and of the
+     student's earlier DP-SGD iterates, so each step is a DP-SGD step with an adaptively chosen loss and the
+     DP-SGD ε is an end-to-end ε for the members.
    - ``paper``: the paper's sanitization (docs/methods.md §6): the gradient of each record's loss with respect to the
      student's **output** x̂_θ is clipped to C and gets its own N(0, σ²C² I); the noisy output gradients
      (/ q·N) are back-propagated through the student. ε is the paper's claim: the RDP accountant of the
      Poisson-subsampled Gaussian. Not a DP guarantee: the Jacobian ∂x̂_θ/∂θ is evaluated at the private x_r
      (docs/methods.md §6), so the parameter update is not post-processing of the noised output gradients.
 3. **Discriminator** step after each student step: cross-entropy of D on teacher (label 1) vs student
-   (label 0) outputs of the same batch; Adam ``dpsad.disc_lr``; not noised, not released.
+   (label 0) outputs; Adam ``dpsad.disc_lr``; not noised, not released. ``members``: the outputs on the
+   student's member batch (as the paper). ``public``: the outputs on a public batch of ``train.batch_size``
+   records drawn by a generator of its own (seeded by (seed, step)), taken every step whatever the member
+   batch was (its size is private).
 
 One timestep per record (K = 1) as in the paper: ``dp.noise_multiplicity`` applies to dpdm only.
 Targets: ``student`` (default; EMA weights) and ``teacher`` (never released; attacking it shows what the
@@ -37,14 +46,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...core.config import register_section, setting
 from ...core.errors import BadInput, WorkFailed
-from ...core.mechanisms import add_noise, sanitize_per_record
+from ...core.io import atomic_write_json
+from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, sanitize_per_record
 from ...core.registry import METHODS
+from ...core.seeding import sub_seed
 from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
                       read_privacy, resolve_sample_rate, write_privacy)
 from ..method import Method
@@ -60,6 +72,12 @@ class DPSADConfig:
     adv_weight: float = setting(1.0, lo=0.0, help="lambda of the adversarial loss")
     disc_lr: float = setting(2e-4, lo=0.0, lo_open=True, help="discriminator Adam learning rate")
     disc_width: int = setting(32, lo=1, help="channels of the discriminator's first conv")
+    teacher_data: str = setting("members", choices=["members", "public"],
+                                help="what the teacher and discriminator train on: members (the paper; the student's "
+                                     "epsilon is then only conditional) or public (a disjoint public split; the "
+                                     "student's epsilon is end to end)")
+    n_public: int = setting(0, lo=0, help="public records for teacher_data=public (outside the member and non-member "
+                                          "splits, seeded); 0 = as many as data.n_members")
 
 
 register_section("dpsad", DPSADConfig, presets={"test": {"teacher_steps": 10}, "small": {"teacher_steps": 10000},
@@ -67,8 +85,26 @@ register_section("dpsad", DPSADConfig, presets={"test": {"teacher_steps": 10}, "
 
 PAPER_BASIS = ("as claimed by the paper (output-gradient sanitization; not a sound DP guarantee: the student's "
                "Jacobian depends on private data — docs/methods.md §6): RDP accountant of a Poisson-subsampled "
-               "Gaussian on per-record output gradients clipped to C, delta={delta:g}; the non-private teacher "
-               "and discriminator are not covered either")
+               "Gaussian on per-record output gradients clipped to C, delta={delta:g}; {teacher}")
+PAPER_TEACHER = {"members": "the non-private teacher and discriminator are not covered either",
+                 "public": "teacher and discriminator trained on public records only"}
+
+NO_FORMAL_BASIS = ("none: no formal guarantee. DP-SAD sound mode with dpsad.teacher_data=members: the teacher and the "
+                   "discriminator are trained without DP on the same members and enter every record's loss, so "
+                   "removing one record changes the clipped gradient sums of batches that do not contain it; neither "
+                   "the sensitivity bound C nor the subsampling argument holds. conditional_epsilon is the DP-SGD "
+                   "epsilon of the student's updates, valid only if the teacher and the discriminator were fixed "
+                   "functions independent of the members (set dpsad.teacher_data=public for an end-to-end epsilon)")
+CONDITIONAL_SCOPE = ("the released student (EMA of its DP-SGD iterates), CONDITIONAL on the teacher and the "
+                     "discriminator being fixed functions independent of the members — they are not (trained "
+                     "without DP on the same members), so this is not a guarantee")
+PUBLIC_SCOPE = ("the released student (EMA of its DP-SGD iterates), end to end for the members: the teacher was "
+                "trained only on {n} public records (dataset records outside the member and non-member splits) and "
+                "the discriminator's updates use only those public records, the teacher's outputs on them and the "
+                "student's outputs on them (the student's parameters are the DP-SGD iterates already accounted); "
+                "the public records themselves are not protected")
+
+_TAG_PUBLIC = 0x9B11C  # the public split and the discriminator's public batches
 
 
 class Discriminator(nn.Module):
@@ -115,7 +151,8 @@ def paper_gradient(params: list[torch.Tensor], xs: torch.Tensor, losses: torch.T
     """The paper's sanitization: per record, g_i = ∂ℓ_i/∂x̂_θ,i clipped to C plus N(0, σ²C² I), then
     back-propagated through the student: Σᵢ J_iᵀ(clip(g_i) + z_i) / (q·N)."""
     g_out = torch.autograd.grad(losses.sum(), xs, retain_graph=True)[0]
-    noisy, norms = sanitize_per_record(g_out, plan.max_grad_norm, plan.noise_std, generator)
+    noisy, norms = sanitize_per_record(g_out, plan.max_grad_norm, plan.noise_std,
+                                       noise_generator(plan.noise_source, generator))
     grads = torch.autograd.grad(xs, params, grad_outputs=noisy / plan.expected_batch, allow_unused=True)
     grads = [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, params)]
     return grads, {"loss": float(losses.detach().mean()),
@@ -149,7 +186,45 @@ class DPSAD(Method):
         resolve_sample_rate(self.cfg, self.cfg.data.n_members)
         if self.mode not in ("sound", "paper"):
             raise BadInput(f"dpsad.mode={self.mode!r}: choose sound or paper")
+        if self.teacher_data == "public":
+            self._check_public_fits()
         self.plan()
+
+    @property
+    def teacher_data(self) -> str:
+        return self.cfg.dpsad.teacher_data
+
+    def n_public(self) -> int:
+        return self.cfg.dpsad.n_public or self.cfg.data.n_members
+
+    def _check_public_fits(self) -> int:
+        """BadInput (one line, nothing written) when the dataset has too few records outside the two splits."""
+        d = self.cfg.data
+        n_total = len(self.ctx.dataset[1])
+        want = self.n_public()
+        if d.n_members + d.n_nonmembers + want > n_total:
+            raise BadInput(f"dpsad.teacher_data=public: {want} public records do not fit beside data.n_members + "
+                           f"data.n_nonmembers = {d.n_members + d.n_nonmembers} in the dataset's {n_total} records; "
+                           f"lower dpsad.n_public or the split sizes")
+        return n_total
+
+    def public_indices(self) -> list[int]:
+        """The public split of ``teacher_data=public``: ``n_public`` dataset records outside the member and
+        non-member splits, a seeded choice (disjoint from both, so no member reaches the teacher)."""
+        n_total = self._check_public_fits()
+        want = self.n_public()
+        split = self.ctx.split
+        used = np.zeros(n_total, dtype=bool)
+        used[np.asarray(split.members + split.nonmembers, dtype=np.int64)] = True
+        rest = np.flatnonzero(~used)
+        rng = np.random.default_rng([int(self.cfg.seed), _TAG_PUBLIC])
+        return sorted(rest[rng.permutation(len(rest))[:want]].tolist())
+
+    def teacher_records(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """(x, y, dataset indices) the teacher and the discriminator are trained on."""
+        idx = list(self.ctx.split.members) if self.teacher_data == "members" else self.public_indices()
+        x, y = self.ctx.records(idx)
+        return x, y, idx
 
     def plan(self) -> DPPlan:
         if self._plan is None:
@@ -171,9 +246,20 @@ class DPSAD(Method):
         dev = ctx.device
         ac = ctx.schedule.alphas_cumprod(dev)
         cond = ctx.num_classes is not None
+        public = self.teacher_data == "public"
+        if public:
+            # the teacher and the discriminator never see a member: a seeded public split outside both splits
+            xp, yp, pidx = self.teacher_records()
+            atomic_write_json(ctx.run_dir / "public.json",
+                              {"indices": pidx, "seed": cfg.seed,
+                               "note": "dataset records outside the member and non-member splits; the DP-SAD teacher "
+                                       "and discriminator are trained on these only (dpsad.teacher_data=public)"})
+            tx, ty, what = xp, yp, "public records (no member)"
+        else:
+            tx, ty, what = x, y, "members"
         if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
-            ctx.log(f"[teacher] non-private DDPM on {len(x)} members, {cfg.dpsad.teacher_steps} steps")
-        teacher = train_denoiser(ctx.new_denoiser(), TrainData(x.to(dev), y.to(dev) if cond else None), ac,
+            ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
+        teacher = train_denoiser(ctx.new_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
                                  cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
                                  steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
         teacher.eval()
@@ -202,7 +288,24 @@ class DPSAD(Method):
             xs = denoised(x_r, model(x_r, r, yb if cond else None), a)
             return student_losses(xs, x0, x_teacher, yb if cond else None, disc, lam)
 
+        def disc_step(x_teacher, xs, yd) -> float:
+            """One discriminator step: teacher outputs = 1, student outputs = 0 (not noised, never released)."""
+            d_loss = (F.softplus(-disc(x_teacher.clamp(-1, 1), yd)).mean()
+                      + F.softplus(disc(xs.detach().clamp(-1, 1), yd)).mean())
+            opt_d.zero_grad(set_to_none=True)
+            d_loss.backward()
+            opt_d.step()
+            return float(d_loss.detach())
+
         def step_fn(step, idx, g):
+            grads, stats = student_step(step, idx, g)
+            if public and lam > 0:
+                # every step, whatever the member batch was (its size is private): a public batch of fixed size
+                # from a generator of its own, the teacher's and the current student's outputs on it
+                stats["d_loss"] = self._public_disc_step(step, xp, yp, teacher, student, ac, disc_step)
+            return grads, stats
+
+        def student_step(step, idx, g):
             m = idx.shape[0]
             r = torch.randint(0, T, (m,), generator=g, device=dev)
             noise = torch.randn((m, *x.shape[1:]), generator=g, device=dev)
@@ -213,7 +316,8 @@ class DPSAD(Method):
             if m == 0:  # DP-SGD still releases noise on an empty Poisson sample; the paper's noise is per record
                 zeros = [torch.zeros_like(p) for p in params]
                 if mode == "sound":
-                    zeros = [z / plan.expected_batch for z in add_noise(zeros, plan.noise_std, g)]
+                    zeros = [z / plan.expected_batch
+                             for z in add_noise(zeros, plan.noise_std, noise_generator(plan.noise_source, g))]
                 return zeros, {"batch": 0}
             with torch.no_grad():
                 x_teacher = denoised(x_r, teacher(x_r, r, yb if cond else None), a)
@@ -227,56 +331,89 @@ class DPSAD(Method):
                     xs = denoised(x_r, student(x_r, r, yb if cond else None), a)
                     losses = student_losses(xs, x0, x_teacher, yb if cond else None, disc, lam)
                     grads, stats = paper_gradient(params, xs, losses, plan, g)
-            # discriminator step: teacher outputs = 1, student outputs = 0 (not noised, never released)
-            if lam > 0:
-                yd = yb if cond else None
-                d_loss = (F.softplus(-disc(x_teacher.clamp(-1, 1), yd)).mean()
-                          + F.softplus(disc(xs.detach().clamp(-1, 1), yd)).mean())
-                opt_d.zero_grad(set_to_none=True)
-                d_loss.backward()
-                opt_d.step()
-                stats["d_loss"] = float(d_loss.detach())
+            if not public and lam > 0:  # the paper's discriminator step: on the member batch (not covered)
+                stats["d_loss"] = disc_step(x_teacher, xs, yb if cond else None)
             return grads, stats
 
-        ctx.log(f"[student] DP-SAD ({mode} mode) on {plan.n_records} members: q={plan.sample_rate:g}, "
-                f"{plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({plan.accountant}), C={plan.max_grad_norm:g}, "
-                f"lambda={lam:g}, delta={plan.delta:g}")
+        ctx.log(f"[student] DP-SAD ({mode} mode, teacher_data={self.teacher_data}) on {plan.n_records} members: "
+                f"q={plan.sample_rate:g}, {plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({plan.accountant}), "
+                f"C={plan.max_grad_norm:g}, lambda={lam:g}, delta={plan.delta:g}, noise {plan.noise_source}")
         dp_sgd_train(student, plan, cfg.train, ctx.ckpt_dir, name="student", seed=cfg.seed, device=dev,
                      step_fn=step_fn, extra_modules={"disc": disc}, extra_optims={"disc": opt_d},
-                     desc=f"train dpsad student ({mode})", meta={"mode": mode})
-        write_privacy(ppath, plan, mode=mode)
+                     desc=f"train dpsad student ({mode})", meta={"mode": mode, "teacher_data": self.teacher_data})
+        write_privacy(ppath, plan, mode=mode, teacher_data=self.teacher_data,
+                      n_public=self.n_public() if public else 0)
+
+    def _public_disc_step(self, step: int, xp: torch.Tensor, yp: torch.Tensor, teacher: nn.Module,
+                          student: nn.Module, ac: torch.Tensor, disc_step) -> float:
+        """The discriminator step of ``teacher_data=public``: ``train.batch_size`` public records (with
+        replacement), their timesteps and noise from a generator seeded by (seed, step) alone — nothing here
+        depends on the members except through the student's parameters, which are DP-SGD iterates."""
+        dev = self.ctx.device
+        cond = self.ctx.num_classes is not None
+        gp = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_PUBLIC, step))
+        b = self.cfg.train.batch_size
+        pick = torch.randint(0, len(xp), (b,), generator=gp)
+        r = torch.randint(0, ac.shape[0], (b,), generator=gp).to(dev)
+        noise = torch.randn((b, *xp.shape[1:]), generator=gp).to(dev)
+        x0 = xp[pick].to(dev)
+        yd = yp[pick].to(dev) if cond else None
+        a = ac[r].view(-1, 1, 1, 1)
+        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        with torch.no_grad():
+            x_teacher = denoised(x_r, teacher(x_r, r, yd), a)
+            xs = denoised(x_r, student(x_r, r, yd), a)
+        return disc_step(x_teacher, xs, yd)
 
     # ------------------------------------------------------------------------------------ targets
     def load_target(self, name=None):
         name = self.check_target(name)
         model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, name, self.ctx.device)
         if name == "teacher":
+            what = ("the members" if self.teacher_data == "members"
+                    else f"{self.n_public()} public records outside the member and non-member splits (no member)")
             return self.make_target(name, model,
-                                    note="never released; non-private (the teacher DDPM, trained without DP on "
-                                         "the members)")
+                                    note=f"never released; non-private (the teacher DDPM, trained without DP on "
+                                         f"{what})")
         p = self.privacy(name)
-        claim = "as claimed by the paper, not a sound guarantee" if self.mode == "paper" else \
-            "DP-SGD on the student, teacher/discriminator not covered"
-        return self.make_target(name, model,
-                                note=f"DP-SAD student, {self.mode} mode (epsilon={p['epsilon']:.3g}, {claim})")
+        if self.mode == "paper":
+            claim = f"epsilon={p['epsilon']:.3g} as claimed by the paper, not a sound guarantee"
+        elif p["epsilon"] is None:
+            claim = (f"no formal epsilon; conditional epsilon={p['conditional_epsilon']:.3g}, conditional on the "
+                     f"non-private teacher and discriminator")
+        else:
+            claim = f"epsilon={p['epsilon']:.3g}, end to end (public teacher and discriminator)"
+        return self.make_target(name, model, note=f"DP-SAD student, {self.mode} mode ({claim})")
 
     def privacy(self, target: str | None = None) -> dict | None:
         target = self.check_target(target)
         if target == "teacher":
             return None  # never released; trained without DP
         path = self.ctx.ckpt_dir / "privacy-student.json"
+        public = self.teacher_data == "public"
         if self.mode == "paper":
             d = read_privacy(path)
             delta = d["accounting"]["delta"] if d else self.cfg.dp.delta
-            out = privacy_dict(path, "", basis=PAPER_BASIS.format(delta=delta))
+            out = privacy_dict(path, "", basis=PAPER_BASIS.format(delta=delta,
+                                                                  teacher=PAPER_TEACHER[self.teacher_data]))
             out["claimed_by_paper"] = True
             out["end_to_end"] = False
+            out["teacher_data"] = self.teacher_data
             return out
-        out = privacy_dict(
-            path, "the released student only (EMA of its DP-SGD iterates), with the teacher and discriminator "
-                  "treated as fixed: both are never released but are trained without DP on the same members and "
-                  "enter every record's gradient, so a record's influence through them is NOT bounded by this "
-                  "epsilon (not an end-to-end guarantee)")
+        if public:
+            out = privacy_dict(path, PUBLIC_SCOPE.format(n=self.n_public()))
+            out["end_to_end"] = True
+            out["teacher_data"] = "public"
+            out["n_public"] = self.n_public()
+            return out
+        # teacher_data=members: the DP-SGD number is conditional, not a formal epsilon (docs/methods.md §6)
+        dpsgd = privacy_dict(path, CONDITIONAL_SCOPE)
+        out = {"epsilon": None, "delta": dpsgd["delta"],
+               "basis": f"{NO_FORMAL_BASIS}; {noise_source_basis(dpsgd['noise_source'])}",
+               "conditional_epsilon": dpsgd["epsilon"],
+               "conditional_on": ["teacher", "discriminator"],
+               "conditional_basis": dpsgd["basis"]}
+        out.update({k: v for k, v in dpsgd.items() if k not in ("epsilon", "delta", "basis")})
         out["end_to_end"] = False
-        out["conditional_on"] = ["teacher", "discriminator"]
+        out["teacher_data"] = "members"
         return out

@@ -7,8 +7,11 @@ Algorithm 1 (training), every client m in parallel:
    clip flag (extra condition: 0 = unclipped, 1 = clipped; share of clipped copies ``pfdm.clip_mix``).
    This model never leaves the client and is trained **without DP**;
 2. clips every record, CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image, and forward-noises it **once** to
-   the upload level t0 with fresh seeded noise: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} =
-   ``alphas_cumprod[t0 − 1]`` (schedule.t0_to_model_t);
+   the upload level t0: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = ``alphas_cumprod[t0 − 1]``
+   (schedule.t0_to_model_t); z comes from ``dp.noise_source``: ``seeded`` (per client from the run's seed:
+   reproducible benchmark noise, not a deployable release — the seed regenerates z and CLIP(x, C) with it) or
+   ``secure`` (OS entropy, never stored). How many records were clipped is data-dependent and outside the
+   guarantee: it goes to ``debug/pfdm-uploads.log`` only, never to the uploads or their summary;
 3. uploads (x̃, label) — the only thing that leaves the client.
 
 The server (:func:`train_server`, which receives the uploads and nothing else) trains the shared denoiser z_w as
@@ -37,10 +40,11 @@ from torch import nn
 from ...core.config import register_section, setting
 from ...core.errors import BadInput
 from ...core.io import atomic_write_json, load_weights, save_weights
-from ...core.mechanisms import clip_l2, ldp_upload
+from ...core.mechanisms import Source, clip_l2, gaussian, ldp_upload, noise_generator
 from ...core.registry import METHODS
 from ...core.schedule import t0_to_model_t
 from ...core.seeding import sub_seed
+from ..debug import debug_log
 from ..federated import FederatedMethod, ema_capped, parse_client_target
 from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
@@ -76,13 +80,14 @@ _TAG_LOCAL, _TAG_UPLOAD, _TAG_SERVER = 0x10CA1, 0x0B10AD, 0x5E17E
 # ------------------------------------------------------------------ the LDP upload mechanism
 
 def make_uploads(x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, client: torch.Tensor, *, clip: float,
-                 t0: int, alphas_cumprod: torch.Tensor, generator: torch.Generator) -> tuple[Uploads, int]:
-    """One noised copy per record: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = alphas_cumprod[t0−1].
+                 t0: int, alphas_cumprod: torch.Tensor, generator: Source) -> tuple[Uploads, int]:
+    """One noised copy per record: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = alphas_cumprod[t0−1], z from
+    ``generator`` (seeded) or from OS entropy (``core.mechanisms.SECURE``).
 
-    Returns (uploads, number of records that were actually clipped)."""
+    Returns (uploads, number of records that were actually clipped — data-dependent: debug output only)."""
     T = alphas_cumprod.shape[0]
     a = float(alphas_cumprod[t0_to_model_t(t0, T)])
-    z = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+    z = gaussian(x.shape, generator, dtype=torch.float64)
     xt, was_clipped = ldp_upload(x.double(), clip, a, z)
     xt = xt.float()
     up = Uploads(xt, y.clone().long(), index.clone().long(), client.clone().long(), int(t0), float(clip))
@@ -144,7 +149,7 @@ class PFDM(FederatedMethod):
     private = True
     report_order = 10
     target_order = ("shared", "pipeline", "client")
-    config_keys = ("pfdm", "dp.delta")  # delta: the (ε, δ) each upload is reported with
+    config_keys = ("pfdm", "dp.delta", "dp.noise_source")  # delta: the (ε, δ) each upload is reported with
     provenance_keys = ("pfdm.n_clients", "pfdm.clip", "pfdm.t0")
 
     @classmethod
@@ -221,25 +226,30 @@ class PFDM(FederatedMethod):
     def _make_all_uploads(self) -> None:
         ctx, p = self.ctx, self.cfg.pfdm
         ac = ctx.schedule.alphas_cumprod().double()
-        parts, per_client = [], []
+        parts, per_client, clip_counts = [], [], []
+        source = self.cfg.dp.noise_source
         for m, idx in enumerate(ctx.clients.clients):
             x, y = ctx.records(idx)
-            g = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_UPLOAD, m))
+            g = noise_generator(source, torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_UPLOAD, m)))
             up, n_clipped = make_uploads(x, y, torch.as_tensor(idx), torch.full((len(idx),), m), clip=p.clip,
                                          t0=p.t0, alphas_cumprod=ac, generator=g)
             parts.append(up)
-            per_client.append({"client": m, "n_records": len(idx), "n_clipped": n_clipped})
+            per_client.append({"client": m, "n_records": len(idx)})
+            clip_counts.append(n_clipped)
         up = Uploads(torch.cat([u.x for u in parts]), torch.cat([u.y for u in parts]),
                      torch.cat([u.index for u in parts]), torch.cat([u.client for u in parts]), p.t0, p.clip)
-        n_clipped = sum(c["n_clipped"] for c in per_client)
-        msg = (f"pfdm: {n_clipped} of {len(up.x)} records were clipped to L2 norm C={p.clip:g} before upload "
-               f"(per client: {', '.join(str(c['n_clipped']) for c in per_client)}); each uploaded once at "
-               f"t0={p.t0} (alphas_cumprod[{p.t0 - 1}] = {float(ac[self.t_model]):.6f})")
+        # clip counts are un-noised functions of the records, outside the LDP guarantee: debug output only
+        dbg = debug_log(ctx.run_dir, "pfdm-uploads",
+                        f"pfdm: {sum(clip_counts)} of {len(up.x)} records were clipped to L2 norm C={p.clip:g} "
+                        f"before upload (per client: {', '.join(str(c) for c in clip_counts)})")
+        msg = (f"pfdm: {len(up.x)} records uploaded once each at t0={p.t0} (alphas_cumprod[{p.t0 - 1}] = "
+               f"{float(ac[self.t_model]):.6f}), C={p.clip:g}, noise {source}; clip counts (debug output, outside "
+               f"the guarantee): {dbg}")
         ctx.log(msg)
         print(msg, file=sys.stderr)
         atomic_write_json(ctx.run_dir / "uploads.json", {"t0": p.t0, "clip": p.clip, "n_uploads": len(up.x),
-                                                          "n_clipped": n_clipped, "clients": per_client})
-        save_uploads(self.uploads_path, up, {"n_clipped": n_clipped})  # written last: marks the uploads done
+                                                          "noise_source": source, "clients": per_client})
+        save_uploads(self.uploads_path, up, {"noise_source": source})  # written last: marks the uploads done
 
     def server_phase(self) -> None:
         """The server: reads the uploads file (what the clients sent) and trains z_w on it alone."""
@@ -273,9 +283,11 @@ class PFDM(FederatedMethod):
             raise BadInput(f"{self.uploads_path}: no uploads; train the run first")
         return load_uploads(self.uploads_path)
 
-    def n_clipped(self) -> int | None:
-        path = self.ctx.run_dir / "uploads.json"
-        return json.loads(path.read_text())["n_clipped"] if path.exists() else None
+    def n_clipped(self) -> int:
+        """How many members exceed L2 norm C (clipped before upload): recomputed from the records, for debugging
+        and tests only — data-dependent and outside the guarantee, so it is stored nowhere but debug/."""
+        x, _ = self.training_data()
+        return int(clip_l2(x, self.cfg.pfdm.clip)[1].sum())
 
     def _shared_target(self) -> Target:
         ctx = self.ctx
@@ -358,4 +370,5 @@ class PFDM(FederatedMethod):
 
         d, p = self.cfg.diffusion, self.cfg.pfdm
         return pfdm_privacy(p.clip, p.t0, self.cfg.dp.delta, num_timesteps=d.num_timesteps,
-                            beta_start=d.beta_start, beta_end=d.beta_end, beta_schedule=d.beta_schedule)
+                            beta_start=d.beta_start, beta_end=d.beta_end, beta_schedule=d.beta_schedule,
+                            noise_source=self.cfg.dp.noise_source)

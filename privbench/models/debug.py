@@ -1,0 +1,32 @@
+"""Debugging output of the private methods: data-dependent values that no ε accounts for.
+
+Un-noised training losses, the fraction of per-record gradients that were clipped, Poisson batch sizes and the
+number of records clipped before upload are computed from the private records without noise. Releasing any of them
+breaks the run's guarantee, so they never enter ``log.txt``, ``result.json``, ``privacy``, ``uploads.*`` or the
+reports: they go to ``<run_dir>/debug/<name>.log``, whose first line says so (docs/methods.md §0).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+DEBUG_DIR = "debug"
+DEBUG_HEADER = ("# DEBUG OUTPUT - NOT COVERED BY ANY PRIVACY GUARANTEE: data-dependent values computed from the "
+                "private records without noise (un-noised losses, clipped fractions, batch sizes, clip counts). "
+                "Releasing this file breaks the run's epsilon; never export it.")
+
+
+def debug_path(run_dir: Path, name: str) -> Path:
+    return Path(run_dir) / DEBUG_DIR / f"{name}.log"
+
+
+def debug_log(run_dir: Path, name: str, msg: str) -> Path:
+    """Append one timestamped line to ``<run_dir>/debug/<name>.log`` (created with the warning as its first line)."""
+    path = debug_path(run_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    with open(path, "a") as f:
+        if f.tell() == 0:
+            f.write(DEBUG_HEADER + "\n")
+        f.write(f"{stamp} {msg}\n")
+    return path
