@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, AttackEnv, Records
+from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records
 from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
@@ -66,7 +66,7 @@ def _schedule_into(cfg: Config, tgt) -> None:
 def _check_attack(cfg: Config, attack_name: str, tgt):
     _schedule_into(cfg, tgt)
     attack = make_attack(cfg, attack_name)
-    if attack.kind == "reconstruction":
+    if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
     return attack
@@ -186,7 +186,7 @@ def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
     return notes
 
 
-def attack_external(model_path, members_spec, nonmembers_spec, attack: str = "pia", *, runs_dir=None,
+def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
                     split=None, target_name: str = "model") -> dict:
@@ -278,7 +278,7 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
     return RecordSet(x, y, None, prov)
 
 
-def attack_in_memory(target, members, nonmembers, attack: str = "pia", *, seed: int = 0, **settings) -> InMemoryResult:
+def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0, **settings) -> InMemoryResult:
     """``privbench.attack``: run a registered attack on a Target (anything ``privbench.wrap`` accepts, or a model
     folder for :func:`~privbench.models.external.load_external`) with
     members / non-members given as tensors, (images, labels) pairs or SPEC paths; ``settings`` are attack

@@ -18,6 +18,8 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/attacks/base.py", "memorization"), ("privbench/attacks/base.py", "reconstruction"),
     # the config section of the client split is called "pfdm" (stable keys pfdm.n_clients, ...)
     ("privbench/data/splits.py", "pfdm"),
+    # the public Python API's documented default attack: privbench.attack(target, members, nonmembers, attack="pia")
+    ("privbench/__init__.py", "pia"),
     # the training loss statistic of the DP-SGD loop shares its word with the loss attack
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
 }
