@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -12,15 +13,13 @@ import torch
 
 from ..core.config import MAX_PARAMETERS, Config
 from ..core.errors import BadInput
-from ..core.io import atomic_path, atomic_write_json, safe_name
+from ..core.io import atomic_path, safe_name
 from ..core.registry import METHODS
 from ..data.base import load_dataset as _load_dataset
 from ..data.splits import client_settings, client_split, member_split
 from ..models import checkpoint as ckpt
 from ..models.method import Method, RunContext, resolve_device
-from .store import (DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, verified_done,
-                    write_config, write_done)
-
+from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
 
 #: most samples one ``sample`` call draws (64 is the default; the grid of 100 000 images is already unreadable)
 MAX_SAMPLES = 100_000
@@ -114,6 +113,8 @@ def _repair(method: Method, done: dict | None) -> dict[str, str]:
         for p in folder.glob(".*") if folder.is_dir() else ():
             if p.is_file() and not p.name.endswith(".lock") and not p.name.startswith((".result.", ".scores.")):
                 p.unlink(missing_ok=True)  # a temporary file of a write that was killed
+            elif p.is_dir() and ".tmp-" in p.name and folder == ckpt_dir:
+                shutil.rmtree(p, ignore_errors=True)  # a checkpoint save that was killed before its commit
     _check_splits(method)
     return kept
 
@@ -141,11 +142,6 @@ def _check_splits(method: Method) -> None:
         if not same:
             _say(f"{p}: damaged (differs from the split of this config and seed); rewriting it")
             p.unlink()
-
-
-def run_is_done(run_dir: Path) -> bool:
-    """Training finished and every recorded artefact is intact."""
-    return verified_done(run_dir) is not None
 
 
 def train(cfg: Config, runs_dir=None, device="auto") -> Method:
