@@ -1,17 +1,28 @@
 """The ``privbench`` command line: a thin click shell; every command calls one library function.
 
-Exit codes (docs/cli.md §3): 0 done, 1 a ``check`` gate breached, 2 bad input (one line, no traceback), 3 the
-work itself failed.
+Exit codes (docs/cli.md §3): 0 done, 1 a ``check`` gate breached and nothing else, 2 bad input, 3 the work itself
+failed, 130 interrupted (Ctrl-C). Every failure is one line on stderr, never a traceback (set PRIVBENCH_DEBUG=1 to
+see the traceback of an unexpected error); :class:`_Group` does the final mapping.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 
 import click
 
 from . import __version__
+from .core.config import MAX_SEED, MAX_TIMESTEPS
 from .core.errors import BadInput, WorkFailed
+
+#: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
+#: file belongs, a read-only or forbidden place): bad input, exit 2. Any other (a full disk, an I/O error) is the
+#: work failing, exit 3.
+BAD_INPUT_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS,
+                    errno.ENAMETOOLONG, errno.EEXIST, errno.ELOOP}
+EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 3, 130
 
 
 def _emit(obj, as_json: bool, human: str | None = None) -> None:
@@ -28,7 +39,7 @@ def common(f):
     opts = [
         click.option("--preset", default="tiny", show_default=True,
                      help="size/settings preset (privbench list presets)"),
-        click.option("--seed", default=0, type=click.IntRange(min=0), show_default=True),
+        click.option("--seed", default=0, type=click.IntRange(0, MAX_SEED), show_default=True),
         click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]), show_default=True),
         click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
                      help="run store (default ./runs or $PRIVBENCH_HOME)"),
@@ -55,16 +66,66 @@ def _config(method, dataset, preset, seed, sets, config_file, data_root, downloa
     return build_config(method, dataset, preset, seed, overrides, config_file)
 
 
+def _one_line(e: BaseException | str) -> str:
+    text = " ".join(str(e).split("\n")).strip()
+    return text or type(e).__name__
+
+
+def _os_error(e: OSError) -> str:
+    what = e.strerror or type(e).__name__
+    return f"{what}: {e.filename}" if e.filename else _one_line(e)
+
+
+def _is_out_of_memory(e: BaseException) -> bool:
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or "out of memory" in text or "can't allocate memory" in text
+
+
+def _exit(code: int, label: str, msg: str) -> None:
+    click.echo(f"privbench: {label}: {msg}", err=True)
+    sys.exit(code)
+
+
+def _interrupted() -> None:
+    _exit(EXIT_INTERRUPTED, "interrupted", "stopped by Ctrl-C; finished checkpoints and results are kept and a "
+                                           "rerun resumes")
+
+
 class _Group(click.Group):
+    """Maps every way a command can end to one exit code and one line (docs/cli.md §3)."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:  # click would print "Aborted!" and exit 1, the code of a breached gate
+            _interrupted()
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: usage errors exit 2 with the usage line
         except BadInput as e:
-            click.echo(f"privbench: error: {e}", err=True)
-            sys.exit(2)
+            _exit(EXIT_BAD_INPUT, "error", _one_line(e))
         except WorkFailed as e:
-            click.echo(f"privbench: failed: {e}", err=True)
-            sys.exit(3)
+            _exit(EXIT_FAILED, "failed", _one_line(e))
+        except KeyboardInterrupt:
+            _interrupted()
+        except OSError as e:
+            if e.errno in BAD_INPUT_ERRNOS:
+                _exit(EXIT_BAD_INPUT, "error", _os_error(e))
+            _exit(EXIT_FAILED, "failed", _os_error(e))
+        except Exception as e:  # noqa: BLE001 - the last resort: an unexpected error is the work failing
+            if _is_out_of_memory(e):
+                _exit(EXIT_FAILED, "failed", f"out of memory ({_one_line(e)[:200]}); lower the batch or model sizes")
+            if os.environ.get("PRIVBENCH_DEBUG") == "1":
+                import traceback
+
+                traceback.print_exc()
+                hint = ""
+            else:
+                hint = " (PRIVBENCH_DEBUG=1 shows the traceback)"
+            _exit(EXIT_FAILED, "failed", f"unexpected {type(e).__name__}: {_one_line(e)[:300]}{hint}")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -224,7 +285,8 @@ def account():
 @click.option("--t0", type=int, required=True, help="upload level, 1-indexed (alphas_cumprod[t0-1])")
 @click.option("--delta", type=float, default=1e-5, show_default=True)
 @click.option("--epsilon", type=float, default=None, help="also report the smallest t0 reaching this ε")
-@click.option("--steps", type=int, default=1000, show_default=True, help="diffusion steps T")
+@click.option("--steps", type=click.IntRange(1, MAX_TIMESTEPS), default=1000, show_default=True,
+              help="diffusion steps T")
 @click.option("--beta-start", type=float, default=1e-4, show_default=True)
 @click.option("--beta-end", type=float, default=0.02, show_default=True)
 @click.option("--json", "as_json", is_flag=True)

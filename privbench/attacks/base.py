@@ -121,7 +121,7 @@ MEMBERSHIP, MEMORIZATION, RECONSTRUCTION = "membership", "memorization", "recons
 class CommonSettings:
     """Settings of every attack (``attack.*`` keys; an attack adds its own with a ``Settings`` subclass)."""
     batch_size: int = setting(256, lo=1, help="records per batched model query of every attack")
-    bootstrap: int = setting(1000, lo=0, help="bootstrap resamples for CIs")
+    bootstrap: int = setting(1000, lo=0, hi=100_000, help="bootstrap resamples for CIs")
 
 
 register_section("attack", CommonSettings, training=False, presets={"test": {"bootstrap": 50}})
@@ -134,8 +134,9 @@ class TimestepSettings(CommonSettings):
                                    "oracle choice")
 
 
-#: settings the runner uses around the attack (metrics), not the attack itself
-RUNNER_SETTINGS = ("bootstrap",)
+#: settings of the attack section that do not change its result (none: ``bootstrap`` changes the CIs, so it is
+#: hashed and recorded like every other setting)
+RUNNER_SETTINGS: tuple[str, ...] = ()
 
 
 class Attack:
@@ -145,7 +146,7 @@ class Attack:
     * ``name``, ``description``, ``kind`` (membership | memorization | reconstruction), ``report_order``;
     * ``Settings``: a dataclass (subclass of :class:`CommonSettings`) of its ``attack.*`` keys, registered in the
       config when the class is defined (``settings_presets`` gives per-preset values); only these keys may be set
-      for it, and they (minus the runner's ``bootstrap``) enter its cache hash;
+      for it, and they all (``bootstrap`` included) enter its cache hash;
     * ``extra_config_keys``: other config keys (``section.key``) that change its result;
     * ``applies_to``: the target kinds it can attack (None = every target);
     * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6).

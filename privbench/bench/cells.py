@@ -27,16 +27,13 @@ def summary(res: dict) -> dict:
 
 
 def run_attack_cell(c: Cell, runs_dir, device) -> None:
-    from ..runs.attack import run_attack
+    from ..runs.attack import cached_result, run_attack
 
-    if c.result_path and Path(c.result_path).is_file() and (Path(c.run_dir) / "train_done.json").is_file():
-        try:
-            res = json.loads(Path(c.result_path).read_text())
-            c.summary = summary(res)
-            c.status, c.reason = "done", "cached"
-            return
-        except (OSError, ValueError):
-            pass
+    res = cached_result(Path(c.run_dir), Path(c.result_path).parent) if c.result_path else None
+    if res is not None:  # intact, and computed from the run's current training artefacts
+        c.summary = summary(res)
+        c.status, c.reason = "done", "cached"
+        return
     res = run_attack(c.cfg, c.attack, c.target, runs_dir=runs_dir, device=device).to_json()
     c.result_path = str(Path(res["scores_path"]).parent / "result.json")
     c.summary = summary(res)

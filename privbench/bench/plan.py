@@ -156,15 +156,16 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
 
 
 def samples_settings_hash(cfg, suite: dict) -> str:
+    # sample.batch_size too: each batch of the chain draws its noise from its own generator
     return config_hash({"n": samples_n(suite), "seed": cfg.seed, "sampler": cfg.sample.sampler,
-                        "ddim_steps": cfg.sample.ddim_steps})
+                        "ddim_steps": cfg.sample.ddim_steps, "batch_size": cfg.sample.batch_size})
 
 
 def fid_settings_hash(c: Cell, fcfg: dict) -> str:
     return config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
                                                                                       "n_overall")},
                         "sampler": fcfg.get("sampler") or c.cfg.sample.sampler,
-                        "ddim_steps": c.cfg.sample.ddim_steps, "version": 1})
+                        "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1})
 
 
 def fid_record_path(c: Cell, fcfg: dict) -> Path:

@@ -52,6 +52,17 @@ from .plan import plan
 from .suite import fid_settings, load_suite, samples_n
 
 
+def _still_valid(c, result_path: Path) -> bool:
+    """A finished cell of an earlier run is kept only if its result can still be reused: an attack result must be
+    intact and computed from the run's current training artefacts (runs/attack.py ``cached_result``)."""
+    if c.kind != "attack":
+        return result_path.is_file()
+    from ..runs.attack import cached_result
+
+    return result_path.resolve() == Path(c.result_path).resolve() and \
+        cached_result(Path(c.run_dir), result_path.parent, say=False) is not None
+
+
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
               preset: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``)."""
@@ -77,7 +88,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     for c in cells:
         p = prev.get(c.id)
         if c.status == "pending" and p and p.get("status") == "done" and p.get("result_path") \
-                and Path(p["result_path"]).is_file():
+                and _still_valid(c, Path(p["result_path"])):
             c.status, c.reason = "done", "finished in an earlier run of this bench"
             c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
     out_dir.mkdir(parents=True, exist_ok=True)

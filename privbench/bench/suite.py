@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+import re
 
 from ..core.errors import BadInput
+from ..core.yamlio import read_yaml
 
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
               "samples"}
@@ -56,14 +57,22 @@ def as_sets(v, what: str) -> list[tuple[str, Any]]:
     return [(str(k), val) for k, val in v.items()]
 
 
+#: a suite name becomes a folder name (``<runs-dir>/bench-<name>``): one path component, no traversal
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_name(name, what: str) -> str:
+    """A name that becomes a file or folder name: letters, digits, ``_ . -``, not starting with a dot (so never
+    ``..``, never a path separator)."""
+    if not isinstance(name, (str, int)) or isinstance(name, bool) or not NAME_RE.fullmatch(str(name)):
+        raise BadInput(f"{what}: {name!r} is not a valid name (letters, digits, _ . -, starting with a letter or "
+                       f"digit, at most 100 characters): it names a folder")
+    return str(name)
+
+
 def load_suite(suite: str) -> tuple[dict, Path]:
     path = find_suite(suite)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        raise BadInput(f"--suite {path}: malformed YAML") from None
-    except OSError as e:
-        raise BadInput(f"--suite {path}: unreadable ({e.strerror})") from None
+    data = read_yaml(path, f"--suite {path}")
     if not isinstance(data, dict):
         raise BadInput(f"--suite {path}: expected a mapping (name, preset, datasets, seeds, methods, ...)")
     unknown = sorted(set(data) - SUITE_KEYS)
@@ -79,6 +88,7 @@ def load_suite(suite: str) -> tuple[dict, Path]:
             raise BadInput(f"--suite {path}: methods.{m}: unknown key(s) {', '.join(bad)}; allowed: "
                            f"{', '.join(sorted(METHOD_KEYS))}")
     data.setdefault("name", path.stem)
+    data["name"] = check_name(data["name"], f"--suite {path}: name")
     return data, path
 
 

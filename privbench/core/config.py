@@ -21,16 +21,27 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import BadInput
 from .registry import METHODS, PRESETS, load_builtins
+from .yamlio import load_yaml, read_yaml
+
+#: seeds are non-negative integers below 2**32 (torch, numpy and every seeded stream accept them)
+MAX_SEED = 2 ** 32 - 1
+#: upper bounds of sizes: far above every preset (paper: 800k steps, batch 128, 1000 timesteps), low enough that
+#: a typo is refused (exit 2) instead of exhausting memory in an allocation
+MAX_BATCH = 65_536
+MAX_TIMESTEPS = 100_000
+MAX_CHANNELS = 4096
+MAX_PARAMETERS = 1_000_000_000
 
 
-def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True):
+def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True,
+            item=None, item_lo=None, item_hi=None, min_len=None, max_len=None):
     """A dataclass field with range/choice metadata used by ``--set`` validation (``training=False``: the field
-    never changes what is trained, so it stays out of the run's config hash)."""
-    meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training)
+    never changes what is trained, so it stays out of the run's config hash). For a list: ``item`` (the type of
+    every element), ``item_lo``/``item_hi`` (their inclusive range) and ``min_len``/``max_len``."""
+    meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training,
+                item=item, item_lo=item_lo, item_hi=item_hi, min_len=min_len, max_len=max_len)
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
     return field(default=default, metadata=meta)
@@ -38,28 +49,31 @@ def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=
 
 @dataclass
 class DataConfig:
-    n_members: int = setting(256, lo=2, help="records in the member split (the training data)")
-    n_nonmembers: int = setting(256, lo=2, help="records in the held-out non-member split")
-    resolution: int = setting(0, lo=0, help="image side after padding/resizing; 0 = the dataset's native size")
+    n_members: int = setting(256, lo=2, hi=100_000_000, help="records in the member split (the training data)")
+    n_nonmembers: int = setting(256, lo=2, hi=100_000_000, help="records in the held-out non-member split")
+    resolution: int = setting(0, lo=0, hi=1024, help="image side after padding/resizing; 0 = the dataset's native size")
     data_root: str = setting("", training=False, help="folder with torchvision-format datasets (mnist, cifar10, celeba)")
     download: bool = setting(False, training=False, help="allow torchvision to download the dataset into data_root")
 
 
 @dataclass
 class ModelConfig:
-    block_out_channels: list = setting([16, 32], help="channels per UNet level (diffusers UNet2DModel)")
-    layers_per_block: int = setting(1, lo=1)
-    attention_levels: list = setting([], help="indices of UNet levels with self-attention")
+    block_out_channels: list = setting([16, 32], item=int, item_lo=1, item_hi=MAX_CHANNELS, min_len=1, max_len=8,
+                                       help="channels per UNet level (diffusers UNet2DModel)")
+    layers_per_block: int = setting(1, lo=1, hi=16)
+    attention_levels: list = setting([], item=int, item_lo=0, item_hi=7, max_len=8,
+                                     help="indices of UNet levels with self-attention")
     dropout: float = setting(0.0, lo=0.0, hi=1.0, hi_open=True)
-    norm_num_groups: int = setting(8, lo=1)
+    norm_num_groups: int = setting(8, lo=1, hi=MAX_CHANNELS, help="GroupNorm groups; must divide every level's channels")
     class_conditional: bool = setting(True)
 
 
 @dataclass
 class DiffusionConfig:
-    num_timesteps: int = setting(1000, lo=2)
+    num_timesteps: int = setting(1000, lo=2, hi=MAX_TIMESTEPS)
     beta_start: float = setting(1e-4, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    beta_end: float = setting(0.02, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    beta_end: float = setting(0.02, lo=0.0, hi=1.0, lo_open=True, hi_open=True,
+                              help="> beta_start (linear and scaled_linear schedules)")
     beta_schedule: str = setting("linear", choices=["linear", "scaled_linear", "squaredcos_cap_v2"])
     variance_type: str = setting("fixed_small", choices=["fixed_small", "fixed_large"])
 
@@ -67,7 +81,7 @@ class DiffusionConfig:
 @dataclass
 class TrainConfig:
     steps: int = setting(4000, lo=1, help="optimizer steps")
-    batch_size: int = setting(64, lo=1)
+    batch_size: int = setting(64, lo=1, hi=MAX_BATCH)
     lr: float = setting(2e-3, lo=0.0, lo_open=True)
     weight_decay: float = setting(0.0, lo=0.0)
     warmup: int = setting(100, lo=0, help="linear LR warm-up steps")
@@ -80,8 +94,8 @@ class TrainConfig:
 @dataclass
 class SampleConfig:
     sampler: str = setting("ddpm", choices=["ddpm", "ddim"])
-    ddim_steps: int = setting(100, lo=1)
-    batch_size: int = setting(500, lo=1)
+    ddim_steps: int = setting(100, lo=1, hi=MAX_TIMESTEPS, help="<= diffusion.num_timesteps")
+    batch_size: int = setting(500, lo=1, hi=MAX_BATCH)
 
 
 @dataclass
@@ -90,12 +104,13 @@ class DPConfig:
     delta: float = setting(1e-5, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
     max_grad_norm: float = setting(1.0, lo=0.0, lo_open=True)
     noise_multiplier: float = setting(0.0, lo=0.0, help="0 = calibrate to dp.epsilon; >0 = use it as given")
-    noise_multiplicity: int = setting(4, lo=1, help="K noise draws averaged per record before clipping")
+    noise_multiplicity: int = setting(4, lo=1, hi=1024, help="K noise draws averaged per record before clipping")
     accountant: str = setting("prv", choices=["prv", "pld", "rdp"])
     sample_rate: float = setting(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
     grad_sample: str = setting("hooks", choices=["hooks", "vmap"],
                           help="per-record gradient backend (models/per_sample.py); both exact")
-    physical_batch: int = setting(0, lo=0, help="records per per-sample-gradient pass (memory); 0 = the whole batch")
+    physical_batch: int = setting(0, lo=0, hi=MAX_BATCH,
+                                  help="records per per-sample-gradient pass (memory); 0 = the whole batch")
     noise_source: str = setting("seeded", choices=["seeded", "secure"],
                                 help="privacy randomness: seeded = from the run's seed (reproducible benchmark noise, "
                                      "not a deployable release); secure = OS entropy, never stored")
@@ -336,9 +351,9 @@ def parse_value(key: str, raw: Any, typ: type, meta: dict) -> Any:
                 raise bad("expected a number") from None
         elif typ is list:
             try:
-                val = yaml.safe_load(text if text.startswith("[") else f"[{text}]")
-            except yaml.YAMLError:
-                raise bad("expected a list like [1,2] or 1,2") from None
+                val = load_yaml(text if text.startswith("[") else f"[{text}]", f"--set {key}")
+            except BadInput:
+                raise bad("expected a list like [1,2] or 1,2 (no YAML anchors or aliases)") from None
             if val is None:
                 val = []
         else:
@@ -363,7 +378,28 @@ def parse_value(key: str, raw: Any, typ: type, meta: dict) -> Any:
         raise bad(f"choose one of {', '.join(meta['choices'])}")
     if typ is list and not isinstance(val, list):
         raise bad("expected a list")
+    if typ is list:
+        _check_list(val, meta, bad)
     return val
+
+
+def _check_list(val: list, meta: dict, bad) -> None:
+    """Length and element checks of a list setting (``item``, ``item_lo``, ``item_hi``, ``min_len``, ``max_len``)."""
+    n_min, n_max = meta.get("min_len"), meta.get("max_len")
+    if n_min is not None and len(val) < n_min:
+        raise bad(f"expected at least {n_min} element{'s' if n_min > 1 else ''}")
+    if n_max is not None and len(val) > n_max:
+        raise bad(f"expected at most {n_max} elements")
+    item = meta.get("item")
+    if item is None:
+        return
+    lo, hi = meta.get("item_lo"), meta.get("item_hi")
+    for v in val:
+        if not isinstance(v, item) or (item is int and isinstance(v, bool)):
+            raise bad(f"expected a list of {item.__name__}s, got {v!r}")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            rng = f"in [{lo}, {hi}]" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+            raise bad(f"every element must be {rng}, got {v!r}")
 
 
 
@@ -405,13 +441,7 @@ def parse_set_args(pairs: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def load_yaml_overrides(path: str | Path) -> list[tuple[str, Any]]:
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"--config {path}: file not found") from None
-    except (OSError, yaml.YAMLError) as e:
-        raise BadInput(f"--config {path}: not readable YAML ({type(e).__name__})") from None
+    data = read_yaml(path, f"--config {path}")
     if data is None:
         return []
     if not isinstance(data, dict):
@@ -427,6 +457,38 @@ def load_yaml_overrides(path: str | Path) -> list[tuple[str, Any]]:
     return out
 
 
+def check_seed(v: Any, what: str = "seed") -> int:
+    """A seed: an integer in [0, MAX_SEED] (a YAML 1.9 or true is refused, never truncated); text is parsed."""
+    if isinstance(v, str):
+        try:
+            v = int(v.strip())
+        except ValueError:
+            raise BadInput(f"{what}={v!r}: expected an integer in [0, {MAX_SEED}]") from None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED:
+        raise BadInput(f"{what}={v!r}: expected an integer in [0, {MAX_SEED}]")
+    return v
+
+
+def check_config(cfg: Config) -> None:
+    """The checks that involve several keys (BadInput, one line); single keys are checked by :func:`parse_value`."""
+    m, d = cfg.model, cfg.diffusion
+    for c in m.block_out_channels:
+        if c % m.norm_num_groups:
+            raise BadInput(f"model.norm_num_groups={m.norm_num_groups}: must divide every level's channels "
+                           f"(model.block_out_channels={m.block_out_channels})")
+    levels = len(m.block_out_channels)
+    bad = [a for a in m.attention_levels if not 0 <= a < levels]
+    if bad or len(set(m.attention_levels)) != len(m.attention_levels):
+        raise BadInput(f"model.attention_levels={m.attention_levels}: distinct UNet level indices in "
+                       f"[0, {levels}) (model.block_out_channels has {levels} levels)")
+    if d.beta_schedule in ("linear", "scaled_linear") and not d.beta_start < d.beta_end:
+        raise BadInput(f"diffusion.beta_start={d.beta_start:g} must be < diffusion.beta_end={d.beta_end:g} "
+                       f"(the {d.beta_schedule} schedule increases the noise)")
+    if cfg.sample.ddim_steps > d.num_timesteps:
+        raise BadInput(f"sample.ddim_steps={cfg.sample.ddim_steps}: must be <= diffusion.num_timesteps="
+                       f"{d.num_timesteps}")
+
+
 def build_config(method: str, dataset: str = "digits", preset: str = "tiny", seed: int = 0,
                  overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
     """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins)."""
@@ -434,8 +496,7 @@ def build_config(method: str, dataset: str = "digits", preset: str = "tiny", see
 
     METHODS.get(method)
     PRESETS.get(preset)
-    if not isinstance(seed, int) or seed < 0:
-        raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
+    seed = check_seed(seed, "--seed")
     cfg = Config(method=method, dataset=dataset, preset=preset, seed=seed)
     apply_preset(cfg, preset)
     if dataset != "digits":
@@ -445,25 +506,47 @@ def build_config(method: str, dataset: str = "digits", preset: str = "tiny", see
     for k, v in items:
         if k in TOP_LEVEL:
             if k == "seed":
+                cfg.seed = check_seed(v)
+            elif k == "preset":
+                # the preset's values were applied from --preset; a different name here would only mislabel them
                 try:
-                    cfg.seed = int(v)
-                except (TypeError, ValueError):
-                    raise BadInput(f"seed {v!r}: expected an integer") from None
+                    PRESETS.get(str(v))
+                except BadInput as e:
+                    raise BadInput(f"preset: {v!r} (config file): {e}") from None
+                if str(v) != preset:
+                    raise BadInput(f"preset: {v!r} differs from --preset {preset}: a config file cannot change the "
+                                   f"preset (its values come from --preset); give --preset {v} or drop 'preset:'")
+            elif not isinstance(v, str):
+                raise BadInput(f"{k}: {v!r}: expected a name")
             else:
-                setattr(cfg, k, str(v))
+                setattr(cfg, k, v)
             continue
         set_key(cfg, k, v)
     DATASETS.get(cfg.dataset)
     METHODS.get(cfg.method)
+    check_config(cfg)
     return cfg
 
 
 def config_from_dict(d: dict) -> Config:
-    cfg = Config(method=d["method"], dataset=d["dataset"], preset=d.get("preset", "tiny"), seed=d["seed"])
+    """The config stored in a run's ``config.yaml``: every known key is type- and range-checked as ``--set`` would
+    check it (unknown keys, e.g. from an older version, are ignored); BadInput when the content is not a config."""
+    if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("method", "dataset")):
+        raise BadInput("not a privbench config (method and dataset names missing)")
+    preset = d.get("preset", "tiny")
+    cfg = Config(method=d["method"], dataset=d["dataset"], preset=preset if isinstance(preset, str) else "tiny",
+                 seed=check_seed(d.get("seed")))
+    secs = sections()
     for sec in cfg.section_names():
         body = d.get(sec, {}) or {}
+        if not isinstance(body, dict):
+            raise BadInput(f"section {sec!r} is not a mapping")
+        cls = secs[sec]
+        hints = typing.get_type_hints(cls)
+        known = {f.name: f for f in fields(cls)}
         obj = getattr(cfg, sec)
         for k, v in body.items():
-            if hasattr(obj, k):
-                setattr(obj, k, v)
+            if k in known:
+                setattr(obj, k, parse_value(f"{sec}.{k}", v, hints[k], dict(known[k].metadata)))
+    check_config(cfg)
     return cfg

@@ -86,19 +86,58 @@ def safe_name(name: str) -> str:
 @contextlib.contextmanager
 def path_lock(folder: Path, what: str, busy: str) -> Iterator[None]:
     """An exclusive lock ``<folder>/.<what>.lock`` (``filelock``): a second process waits, saying ``busy``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / f".{what}.lock", busy):
+        yield
+
+
+@contextlib.contextmanager
+def file_lock(lock_file: Path, busy: str) -> Iterator[None]:
+    """An exclusive lock on ``lock_file`` (created in its existing folder; no folder is made for it): a second
+    process waits, saying ``<folder> <busy>`` on stderr."""
     from filelock import FileLock, Timeout
 
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(folder / f".{what}.lock"))
+    lock = FileLock(str(lock_file))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        print(f"privbench: {folder} {busy}; waiting for it", file=sys.stderr)
+        print(f"privbench: {lock_file.parent} {busy}; waiting for it", file=sys.stderr)
         lock.acquire()
     try:
         yield
     finally:
         lock.release()
+
+
+_HASHES: dict[tuple, str] = {}
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex). Remembered per process by (device, inode, size, mtime, ctime): a file
+    rewritten, truncated or replaced gets a new ctime, so a changed file is always hashed again."""
+    import hashlib
+
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _HASHES.get(key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename inside ``path`` durable (POSIX: the directory entry reaches the disk)."""
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def append_log(folder: Path, msg: str) -> None:
@@ -111,11 +150,20 @@ def append_log(folder: Path, msg: str) -> None:
 
 def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
     """Tensors to a safetensors file (atomically), with string metadata."""
+    import re
+
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp),
-                  metadata={k: str(v) for k, v in (meta or {}).items()})
+        try:
+            save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp),
+                      metadata={k: str(v) for k, v in (meta or {}).items()})
+        except SafetensorError as e:  # an I/O failure (a full disk) as the OSError it is, so its cause is reported
+            code = re.search(r"os error (\d+)", str(e))
+            if code is None:
+                raise
+            raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) from None
 
 
 def load_weights(path: Path, device="cpu") -> dict:

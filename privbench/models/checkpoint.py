@@ -1,17 +1,46 @@
-"""Checkpoints that never run code on load: safetensors for weights, weights_only torch.load for the optimizer."""
+"""Checkpoints: one atomic unit per name, never running code on load (safetensors for weights, ``weights_only``
+torch.load for the optimizer).
+
+A checkpoint ``<name>`` is up to three files in the checkpoint folder: ``<name>.safetensors`` (the weights of
+every module, prefixed ``model.``, ``ema.``, …), ``<name>.optim.pt`` (optimizer state) and ``<name>.state.json``,
+the manifest: the step and everything a resume needs, plus the SHA-256 of the other two files (``sha256``).
+
+Saving is a small journal, so that a kill at any instant leaves either the previous checkpoint or the new one,
+never weights of one step with the state of another:
+
+1. every file is written (and fsynced) into a fresh temporary folder ``.<name>.tmp-XXXX/``;
+2. that folder is renamed to ``.<name>.commit`` — the single atomic step: from here on the new checkpoint exists;
+3. its files are moved into place (the manifest last) and the folder is removed.
+
+Every reader first finishes an interrupted step 3 (:func:`recover`), then checks the files against the
+manifest's hashes; a writer also removes the temporary folders an interrupted step 1 left behind (:func:`clean`).
+A manifest without ``sha256`` (written before checkpoints recorded hashes) is read without the hash check.
+"""
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
 from ..core.errors import BadInput
-from ..core.io import atomic_path, atomic_write_json, load_weights, read_json_or_none, save_weights
+from ..core.io import (atomic_path, atomic_write_json, fsync_dir, load_weights, read_json_or_none, save_weights,
+                       sha256_file)
+
+RETRAIN = "`privbench train` retrains it"
 
 
 def save_optimizer(path: Path, state: dict) -> None:
+    # serialised in memory, written by us: torch.save straight to a full disk raises an opaque RuntimeError
+    # ("unexpected pos"), a write of the bytes raises OSError(ENOSPC), which says what happened
+    buf = io.BytesIO()
+    torch.save(state, buf)
     with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+        tmp.write_bytes(buf.getbuffer())
 
 
 def load_optimizer(path: Path) -> dict:
@@ -22,14 +51,6 @@ def load_optimizer(path: Path) -> dict:
                        f"delete it to retrain") from None
 
 
-def read_state(path: Path) -> dict | None:
-    return read_json_or_none(path, "checkpoint state corrupt; delete it to retrain")
-
-
-def write_state(path: Path, state: dict) -> None:
-    atomic_write_json(path, state)
-
-
 def load_into(module: torch.nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:
     try:
         module.load_state_dict(tensors, strict=True)
@@ -38,18 +59,158 @@ def load_into(module: torch.nn.Module, tensors: dict[str, torch.Tensor], path: P
 
 
 def checkpoint_paths(ckpt_dir: Path, name: str) -> tuple[Path, Path, Path]:
-    """A training checkpoint's files: weights (safetensors), optimizer state, and the state JSON written last."""
+    """A training checkpoint's files: weights (safetensors), optimizer state, and the manifest JSON."""
     return ckpt_dir / f"{name}.safetensors", ckpt_dir / f"{name}.optim.pt", ckpt_dir / f"{name}.state.json"
+
+
+def module_tensors(modules: dict[str, torch.nn.Module]) -> dict[str, torch.Tensor]:
+    """Several modules' state dicts as one flat dict, each key prefixed by ``<name>.``."""
+    return {f"{pre}.{k}": v for pre, m in modules.items() for k, v in m.state_dict().items()}
 
 
 def save_modules(path: Path, modules: dict[str, torch.nn.Module], meta: dict | None = None) -> None:
     """Several modules in one safetensors file, each state-dict key prefixed by ``<name>.``."""
-    save_weights(path, {f"{pre}.{k}": v for pre, m in modules.items() for k, v in m.state_dict().items()}, meta)
+    save_weights(path, module_tensors(modules), meta)
 
 
 def load_modules(path: Path, modules: dict[str, torch.nn.Module], device) -> None:
     """The inverse of :func:`save_modules` for the given names (other prefixes in the file are ignored)."""
-    tensors = load_weights(path, device)
+    split_into(load_weights(path, device), modules, path)
+
+
+def split_into(tensors: dict[str, torch.Tensor], modules: dict[str, torch.nn.Module], path: Path) -> None:
     for pre, m in modules.items():
         n = len(pre) + 1
         load_into(m, {k[n:]: v for k, v in tensors.items() if k.startswith(pre + ".")}, path)
+
+
+# ------------------------------------------------------------------------------------------- the unit
+
+def _commit_dir(ckpt_dir: Path, name: str) -> Path:
+    return ckpt_dir / f".{name}.commit"
+
+
+def recover(ckpt_dir: Path, name: str) -> None:
+    """Finish installing a committed checkpoint whose installation was interrupted (idempotent)."""
+    commit = _commit_dir(ckpt_dir, name)
+    if not commit.is_dir():
+        return
+    files = sorted((p.name for p in commit.iterdir()), key=lambda f: f.endswith(".state.json"))  # manifest last
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):  # another reader installed it first
+            os.replace(commit / f, ckpt_dir / f)
+    fsync_dir(ckpt_dir)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        commit.rmdir()
+
+
+def clean(ckpt_dir: Path, name: str) -> None:
+    """Writer side, before training ``name``: finish an interrupted commit and remove the temporary folders a
+    kill during a save left behind."""
+    if not ckpt_dir.is_dir():
+        return
+    recover(ckpt_dir, name)
+    for p in ckpt_dir.glob(f".{name}.tmp-*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def save_checkpoint(ckpt_dir: Path, name: str, tensors: dict[str, torch.Tensor], state: dict, *,
+                    optim_state: dict | None = None, meta: dict | None = None) -> None:
+    """Write checkpoint ``name`` as one unit: weights ``tensors``, optional optimizer state, and the manifest
+    ``state`` (+ the files' SHA-256). See the module docstring for why a kill cannot leave a mix."""
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    recover(ckpt_dir, name)
+    tmp = Path(tempfile.mkdtemp(dir=ckpt_dir, prefix=f".{name}.tmp-"))
+    try:
+        wpath, opath, spath = checkpoint_paths(tmp, name)
+        save_weights(wpath, tensors, meta)
+        hashes = {"weights": sha256_file(wpath)}
+        if optim_state is not None:
+            save_optimizer(opath, optim_state)
+            hashes["optim"] = sha256_file(opath)
+        atomic_write_json(spath, {**state, "sha256": hashes})
+        fsync_dir(tmp)
+        os.rename(tmp, _commit_dir(ckpt_dir, name))  # the commit point
+        fsync_dir(ckpt_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    recover(ckpt_dir, name)
+
+
+def read_state(ckpt_dir: Path, name: str) -> dict | None:
+    """The manifest of checkpoint ``name`` (None when there is none); a corrupt one is BadInput."""
+    recover(ckpt_dir, name)
+    spath = checkpoint_paths(ckpt_dir, name)[2]
+    state = read_json_or_none(spath, f"checkpoint state corrupt; {RETRAIN}")
+    if state is None:
+        return None
+    step = state.get("step") if isinstance(state, dict) else None
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or not isinstance(state.get("sha256", {}), dict):
+        raise BadInput(f"{spath}: checkpoint state corrupt (no valid step); {RETRAIN}")
+    return state
+
+
+def verify(ckpt_dir: Path, name: str, state: dict, which: tuple[str, ...] = ("weights",)) -> None:
+    """BadInput unless each file in ``which`` (weights, optim) exists and has the manifest's SHA-256."""
+    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
+    recorded = state.get("sha256") or {}
+    for key in which:
+        path = wpath if key == "weights" else opath
+        if not path.is_file():
+            raise BadInput(f"checkpoint {path}: missing (listed by {spath.name}); {RETRAIN}")
+        expected = recorded.get(key)
+        if expected is not None and sha256_file(path) != expected:
+            raise BadInput(f"checkpoint {path}: damaged (its content hash differs from the one in {spath.name}); "
+                           f"{RETRAIN}")
+
+
+def load_tensors(ckpt_dir: Path, name: str, device, state: dict | None = None) -> dict[str, torch.Tensor]:
+    """The verified weights of checkpoint ``name``."""
+    state = read_state(ckpt_dir, name) if state is None else state
+    wpath = checkpoint_paths(ckpt_dir, name)[0]
+    if state is None:
+        raise BadInput(f"{wpath}: no checkpoint; train the target first")
+    verify(ckpt_dir, name, state)
+    return load_weights(wpath, device)
+
+
+def load_checkpoint_modules(ckpt_dir: Path, name: str, modules: dict[str, torch.nn.Module], device,
+                            state: dict | None = None) -> None:
+    split_into(load_tensors(ckpt_dir, name, device, state), modules, checkpoint_paths(ckpt_dir, name)[0])
+
+
+def load_checkpoint_optimizer(ckpt_dir: Path, name: str, state: dict) -> dict:
+    verify(ckpt_dir, name, state, ("optim",))
+    return load_optimizer(checkpoint_paths(ckpt_dir, name)[1])
+
+
+def problem(ckpt_dir: Path, name: str) -> str | None:
+    """Why checkpoint ``name`` cannot be used (corrupt manifest, a missing or damaged weights file), else None.
+    The optimizer state is checked only when a training resumes from it."""
+    try:
+        state = read_state(ckpt_dir, name)
+        if state is not None:
+            verify(ckpt_dir, name, state)
+    except BadInput as e:
+        return str(e)
+    return None
+
+
+def names(ckpt_dir: Path) -> list[str]:
+    """The checkpoints in a folder (those with a manifest, or with a commit to finish)."""
+    if not ckpt_dir.is_dir():
+        return []
+    out = {p.name[:-len(".state.json")] for p in ckpt_dir.glob("*.state.json")}
+    out |= {p.name[1:-len(".commit")] for p in ckpt_dir.glob(".*.commit")}
+    return sorted(out)
+
+
+def discard(ckpt_dir: Path, name: str) -> None:
+    """Remove checkpoint ``name`` (the manifest first, so a kill midway leaves no manifest without its files)."""
+    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
+    shutil.rmtree(_commit_dir(ckpt_dir, name), ignore_errors=True)
+    for p in (spath, wpath, opath):
+        p.unlink(missing_ok=True)
+    for p in ckpt_dir.glob(f".{name}.tmp-*"):
+        shutil.rmtree(p, ignore_errors=True)

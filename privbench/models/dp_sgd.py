@@ -33,8 +33,7 @@ from ..core.io import atomic_write_json, read_json_or_none
 from ..core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, clipped_sum, noise_generator, noise_source_basis,
                                noisy_mean, poisson_sample, secure_generator)
 from ..core.seeding import step_generator
-from .checkpoint import (checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer,
-                         write_state)
+from . import checkpoint as ckpt
 from .debug import debug_log, debug_path
 from .per_sample import PerSampleGrads
 from .training import EMA
@@ -164,7 +163,8 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     steps = plan.steps
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
-    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
+    ckpt.clean(ckpt_dir, name)
+    spath = ckpt.checkpoint_paths(ckpt_dir, name)[2]
     extra_modules = extra_modules or {}
     extra_optims = extra_optims or {}
     model.to(device)
@@ -173,25 +173,28 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     opt = torch.optim.Adam(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     plan_json = asdict(plan)
     start = 0
-    state = read_state(spath)
+    state = ckpt.read_state(ckpt_dir, name)
     if state is not None:
         if state.get("plan") != json.loads(json.dumps(plan_json)):
             raise BadInput(f"checkpoint {spath}: was trained under another DP plan ({state.get('plan')}); "
                            f"delete it to retrain")
-        load_modules(wpath, {"model": model, "ema": ema.model, **extra_modules}, device)
+        ckpt.load_checkpoint_modules(ckpt_dir, name, {"model": model, "ema": ema.model, **extra_modules}, device,
+                                     state)
         start = int(state["step"])
         if start >= steps:
             return ema.model.eval()
-        optims = load_optimizer(opath)
+        optims = ckpt.load_checkpoint_optimizer(ckpt_dir, name, state)
         opt.load_state_dict(optims["model"])
         for oname, o in extra_optims.items():
             o.load_state_dict(optims[oname])
         log(run_dir, f"[{name}] resumed from checkpoint at step {start}/{steps}")
 
-    def checkpoint(step):
-        save_modules(wpath, {"model": model, "ema": ema.model, **extra_modules}, {"step": step})
-        save_optimizer(opath, {"model": opt.state_dict(), **{k: o.state_dict() for k, o in extra_optims.items()}})
-        write_state(spath, {"step": step, "steps": steps, "plan": plan_json, **(meta or {})})  # last: complete
+    def checkpoint(step):  # weights, optimizers and step as one unit (models/checkpoint.py)
+        ckpt.save_checkpoint(ckpt_dir, name, ckpt.module_tensors({"model": model, "ema": ema.model, **extra_modules}),
+                             {"step": step, "steps": steps, "plan": plan_json, **(meta or {})},
+                             optim_state={"model": opt.state_dict(),
+                                          **{k: o.state_dict() for k, o in extra_optims.items()}},
+                             meta={"step": step})
 
     n = plan.n_records
     model.train()

@@ -16,10 +16,10 @@ import torch
 from torch import nn
 
 from ..core import progress
-from ..core.errors import WorkFailed
+from ..core.errors import BadInput, WorkFailed
 from ..core.io import append_log as log
 from ..core.seeding import step_generator
-from .checkpoint import checkpoint_paths, load_modules, load_optimizer, read_state, save_modules, save_optimizer, write_state
+from . import checkpoint as ckpt
 
 
 @dataclass
@@ -74,18 +74,18 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     T = alphas_cumprod.shape[0]
     lo, hi = t_range if t_range is not None else (0, T - 1)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
+    ckpt.clean(ckpt_dir, name)
     model.to(device)
     ema = EMA(model, tcfg.ema_decay)
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     start = 0
-    state = read_state(spath)
+    state = ckpt.read_state(ckpt_dir, name)
     if state is not None:
-        load_modules(wpath, {"model": model, "ema": ema.model}, device)
+        ckpt.load_checkpoint_modules(ckpt_dir, name, {"model": model, "ema": ema.model}, device, state)
         start = int(state["step"])
         if start >= steps:
             return ema.model
-        opt.load_state_dict(load_optimizer(opath))
+        opt.load_state_dict(ckpt.load_checkpoint_optimizer(ckpt_dir, name, state))
         log(ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir,
             f"[{name}] resumed from checkpoint at step {start}/{steps}")
     run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
@@ -96,10 +96,9 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     running, n_run = 0.0, 0
     bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name}", unit="step")
 
-    def checkpoint(step):
-        save_modules(wpath, {"model": model, "ema": ema.model}, {"step": step})
-        save_optimizer(opath, opt.state_dict())
-        write_state(spath, {"step": step, "steps": steps})  # written last: marks the checkpoint complete
+    def checkpoint(step):  # weights, optimizer and step as one unit (models/checkpoint.py)
+        ckpt.save_checkpoint(ckpt_dir, name, ckpt.module_tensors({"model": model, "ema": ema.model}),
+                             {"step": step, "steps": steps}, optim_state=opt.state_dict(), meta={"step": step})
 
     for step in range(start, steps):
         g = step_generator(seed, step, device)
@@ -141,19 +140,18 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
 
 
 def load_ema(model: nn.Module, ckpt_dir: Path, name: str, device) -> nn.Module:
-    """Load the EMA weights of a finished training into ``model``."""
-    wpath = ckpt_dir / f"{name}.safetensors"
-    if not wpath.exists():
-        from ..core.errors import BadInput
-
-        raise BadInput(f"{wpath}: no checkpoint; train the target first")
-    load_modules(wpath, {"ema": model}, device)
+    """Load the EMA weights of a finished training into ``model`` (checked against the checkpoint's manifest)."""
+    ckpt.load_checkpoint_modules(ckpt_dir, name, {"ema": model}, device)
     return model.to(device).eval()
 
 
 def is_trained(ckpt_dir: Path, name: str, steps: int) -> bool:
+    """Checkpoint ``name`` exists, reached ``steps`` and its weights match its manifest."""
     try:
-        st = read_state(ckpt_dir / f"{name}.state.json")
-    except Exception:  # noqa: BLE001
+        st = ckpt.read_state(ckpt_dir, name)
+        if st is None or int(st.get("step", 0)) < steps:
+            return False
+        ckpt.verify(ckpt_dir, name, st)
+    except BadInput:
         return False
-    return st is not None and int(st.get("step", 0)) >= steps
+    return True

@@ -171,12 +171,13 @@ class Result:
         p = self.run_dir / "config.yaml"
         if not p.is_file():
             return {}
-        import yaml
+        from ..core.yamlio import read_yaml  # no anchors/aliases: a results folder is user input
 
         try:
-            return yaml.safe_load(p.read_text()) or {}
-        except (OSError, yaml.YAMLError):
+            d = read_yaml(p, str(p))
+        except BadInput:
             return {}
+        return d if isinstance(d, dict) else {}
 
     @cached_property
     def config_hash(self) -> str | None:

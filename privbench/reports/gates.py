@@ -30,9 +30,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
-
 from ..core.errors import BadInput
+from ..core.yamlio import read_yaml
 from .collect import Result, load_results
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
@@ -41,19 +40,7 @@ _CI_SUFFIXES = {"_ci95_low": 0, "_ci95_high": 1}
 
 
 def load_gates(path: str | Path) -> list[dict]:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise BadInput(f"--gates {path}: file not found") from None
-    except OSError as e:
-        raise BadInput(f"--gates {path}: unreadable ({type(e).__name__})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where is not None else ""
-        raise BadInput(f"--gates {path}: malformed YAML{at}") from None
+    data = read_yaml(path, f"--gates {path}")  # no anchors/aliases, size-capped (core/yamlio.py)
     if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
         raise BadInput(f"--gates {path}: expected a mapping with a list under 'gates:' (see docs/cli.md §10)")
     if not data["gates"]:

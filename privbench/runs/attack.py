@@ -8,7 +8,7 @@ order, with their dataset index), runs the attack and writes under
 
 * ``result.json`` — docs/cli.md §5's keys (method, target, attack, dataset, preset, seed, run_dir, n_members,
   n_nonmembers, metrics, privacy, scores_path) plus kind, attack_config, attack_hash, calibrated, sweep, figures,
-  warnings, notes, timing, artifacts;
+  warnings, notes, timing, artifacts, sha256 (of scores.npz) and trained_from (which training artefacts it used);
 * ``scores.npz`` — membership attacks: ``scores`` (higher = member), ``labels`` (1 = member), ``index`` (dataset
   order), aligned, plus ``y`` and one ``sweep_t<T>`` array per swept timestep; memorization/reconstruction: their
   own per-sample arrays (no ``labels``: they are not membership tests);
@@ -16,7 +16,8 @@ order, with their dataset index), runs the attack and writes under
 
 The latest result.json and scores.npz are also copied to the run directory's top level (docs/cli.md §7: the run directory
 holds them); the copy carries ``copy_of`` so tools that collect result.json files recursively can skip it.
-An existing result with the same attack hash is reused.
+An existing result with the same attack hash is reused only when it was computed from the run's current, intact
+training artefacts and its scores.npz still has the recorded content hash; otherwise the attack runs again.
 """
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ import torch
 from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records
 from ..core.config import config_hash
 from ..core.errors import BadInput
-from ..core.io import atomic_path, atomic_write_json, safe_name
+from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
-from .store import run_dir_for, run_lock
+from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
 
 ORACLE = "oracle (chosen on evaluation labels)"
 
@@ -66,6 +67,8 @@ class AttackResult:
     notes: list = field(default_factory=list)
     timing: dict = field(default_factory=dict)
     artifacts: dict = field(default_factory=dict)
+    sha256: dict = field(default_factory=dict)  # file in the attack folder -> content hash (checked on a cache hit)
+    trained_from: str | None = None             # digest of the training artefacts' hashes (train_done.json)
     extra: dict = field(default_factory=dict)   # keys written by other tools (copy_of, report, ...)
 
     @classmethod
@@ -154,6 +157,35 @@ def _load_cached(path: Path) -> dict | None:
     return res if isinstance(res, dict) and "metrics" in res else None
 
 
+def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | None:
+    """The stored result of ``out_dir`` when it may be reused: the run's training finished and its artefacts are
+    intact, the result was computed from exactly those artefacts (``trained_from``) and its own files still have
+    the content hashes it recorded (``sha256``). Otherwise None, saying why on stderr when a result exists."""
+    res_path = Path(out_dir) / "result.json"
+    if not res_path.exists():
+        return None
+    done = verified_done(Path(run_dir))
+    if done is None:
+        return None  # training retrains first (and says why); the result is then checked against it
+    res = _load_cached(res_path)
+    why = None
+    if res is None:
+        why = "result.json unreadable"
+    elif res.get("trained_from") != done_digest(done) or not isinstance(res.get("sha256"), dict):
+        why = "computed from other training artefacts (or before results recorded them)"
+    else:
+        for name, digest in res["sha256"].items():
+            p = Path(out_dir) / name
+            if not p.is_file() or sha256_file(p) != digest:
+                why = f"{name} missing or damaged"
+                break
+    if why is None:
+        return res
+    if say:
+        print(f"privbench: {out_dir}: {why}; re-running the attack", file=sys.stderr)
+    return None
+
+
 # ---------------------------------------------------------------------- metrics
 
 def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, np.ndarray], *, bootstrap: int,
@@ -199,38 +231,43 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         raise BadInput(f"--attack {attack_name}: does not apply to target {target_name} (it attacks: "
                        f"{', '.join(attack.applies_to)})")
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
-    res_path = out_dir / "result.json"
-    if res_path.exists() and (run_dir / "train_done.json").exists():
-        cached = _load_cached(res_path)
-        if cached is not None:
-            print(f"privbench: attack cache hit: {out_dir}", file=sys.stderr)
-            _publish(run_dir, out_dir, cached)
-            return AttackResult.from_json(cached)
+    cached = cached_result(run_dir, out_dir)
+    if cached is not None:
+        print(f"privbench: attack cache hit: {out_dir}", file=sys.stderr)
+        _publish(run_dir, out_dir, cached)
+        return AttackResult.from_json(cached)
 
     t_train = time.time()
-    trained_before = (run_dir / "train_done.json").exists()
-    method = train(cfg, runs_dir, device)
+    trained_before = verified_done(run_dir) is not None
+    method = train(cfg, runs_dir, device)                  # validates the training config before writing
     train_s = None if trained_before else round(time.time() - t_train, 1)
 
-    with run_lock(out_dir, "attack"):
-        if res_path.exists():
-            cached = _load_cached(res_path)
-            if cached is not None:
-                _publish(run_dir, out_dir, cached)
-                return AttackResult.from_json(cached)
-        tgt = method.load_target(target_name)
-        records = build_records(method, target_name)
-        env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
-        # the target's own training records (a client model's: its client's) are what it can memorize
-        mem = records.index[records.labels == 1].tolist()
-        env.train_data, env.train_index = method.ctx.records(mem), mem
-        t0 = time.time()
-        out = attack.run(tgt, records, env)
-        if tgt.device.type == "cuda":
-            torch.cuda.synchronize(tgt.device)
-        attack_s = time.time() - t0
-        result = assemble_result(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
-                           timing={"train_s": train_s, "attack_s": round(attack_s, 3), "device": str(tgt.device)})
+    # the lock lives in the run directory: a refused or failed attack leaves no folder behind
+    with run_lock(run_dir, "attack", lock_name=f"attack-{out_dir.name}"):
+        cached = cached_result(run_dir, out_dir, say=False)
+        if cached is not None:  # another process finished it while we waited
+            _publish(run_dir, out_dir, cached)
+            return AttackResult.from_json(cached)
+        created = not out_dir.exists()
+        try:
+            tgt = method.load_target(target_name)
+            records = build_records(method, target_name)
+            env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
+            # the target's own training records (a client model's: its client's) are what it can memorize
+            mem = records.index[records.labels == 1].tolist()
+            env.train_data, env.train_index = method.ctx.records(mem), mem
+            t0 = time.time()
+            out = attack.run(tgt, records, env)
+            if tgt.device.type == "cuda":
+                torch.cuda.synchronize(tgt.device)
+            attack_s = time.time() - t0
+            result = assemble_result(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
+                               timing={"train_s": train_s, "attack_s": round(attack_s, 3),
+                                       "device": str(tgt.device)})
+        except BaseException:
+            if created and out_dir.is_dir() and not (out_dir / "result.json").exists():
+                shutil.rmtree(out_dir, ignore_errors=True)  # no half-written attack folder
+            raise
         method.ctx.log(f"[attack] {attack.name} on {target_name}: {AttackResult.from_json(result).summary()}")
     _publish(run_dir, out_dir, result)
     return AttackResult.from_json(result)
@@ -294,6 +331,10 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
     with atomic_path(out_dir / "scores.npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
+    # what a cache hit checks: the scores' content, and the training artefacts the result was computed from
+    result["sha256"] = {"scores.npz": sha256_file(out_dir / "scores.npz")}
+    done = read_done(run_dir)
+    result["trained_from"] = done_digest(done) if done is not None else None
     atomic_write_json(out_dir / "result.json", result)  # written last: marks the attack complete
     return result
 

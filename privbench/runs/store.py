@@ -1,21 +1,30 @@
-"""The run store: run directories named by config hash, their config.yaml, log and lock, and result discovery.
+"""The run store: run directories named by config hash, their config.yaml, log and lock, the content hashes of
+their artefacts, and result discovery.
 
 A run directory ``<runs-dir>/<method>-<dataset>-<hash>`` holds ``config.yaml`` (the full resolved config),
 safetensors checkpoints, ``log.txt``, the persisted data splits, and attack results. Equal training configs
-share a run; different ones never overwrite each other (docs/cli.md §7).
+share a run; different ones never overwrite each other (docs/cli.md §7). ``train_done.json`` marks a finished
+training and records the SHA-256 of every training artefact (:func:`training_artefacts`); a run whose artefacts
+no longer match is not reused as it is (runs/train.py retrains what is missing or damaged).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 from pathlib import Path
 from typing import Iterator
 
-import yaml
-
 from ..core.config import config_from_dict
 from ..core.errors import BadInput
-from ..core.io import append_log, atomic_write_text, path_lock
+from ..core.io import append_log, atomic_write_json, atomic_write_text, file_lock, sha256_file
+from ..core.yamlio import dump_yaml, load_yaml
+
+DONE = "train_done.json"
+#: what training does not produce: bookkeeping, and what attacks, sampling, reports and bench cells add later
+NOT_TRAINING = {"log.txt", DONE, "result.json", "scores.npz", "report.md"}
+NOT_TRAINING_DIRS = {"attacks", "report", "fid"}
 
 
 def default_runs_dir() -> Path:
@@ -27,12 +36,31 @@ def run_dir_for(cfg, runs_dir: str | Path | None = None) -> Path:
     return base / f"{cfg.method}-{cfg.dataset}-{cfg.training_hash()}"
 
 
+#: a run store that cannot be written for these reasons is the user's input to fix (exit 2); others (a full disk,
+#: an I/O error) are the work failing (exit 3)
+BAD_STORE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.ENAMETOOLONG}
+
+_BUSY = {"train": "is being trained by another process", "attack": "is being attacked by another process"}
+
+
 @contextlib.contextmanager
-def run_lock(run_dir: Path, what: str = "train") -> Iterator[None]:
-    """An exclusive lock on the run: a second process waits instead of doing the same work twice."""
-    busy = "is being trained by another process" if what == "train" else f"is locked by another process ({what})"
-    with path_lock(run_dir, what, busy):
+def run_lock(run_dir: Path, what: str = "train", *, lock_name: str | None = None) -> Iterator[None]:
+    """An exclusive lock ``<run_dir>/.<lock_name or what>.lock``: a second process waits instead of doing the same
+    work twice. Called only for work that was validated: it creates the run directory (a run store that cannot
+    be written is BadInput naming it)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = file_lock(run_dir / f".{lock_name or what}.lock", _BUSY.get(what, f"is locked by another process "
+                                                                                 f"({what})"))
+        lock.__enter__()
+    except OSError as e:
+        if e.errno not in BAD_STORE_ERRNOS:
+            raise
+        raise BadInput(f"run store {run_dir.parent}: cannot write {run_dir.name} ({e.strerror or e})") from None
+    try:
         yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def log(run_dir: Path, msg: str) -> None:
@@ -43,16 +71,15 @@ def log(run_dir: Path, msg: str) -> None:
 def write_config(run_dir: Path, cfg) -> None:
     """Write config.yaml once; a run dir whose config disagrees with ours is refused, never overwritten."""
     path = run_dir / "config.yaml"
-    text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
     if path.exists():
         try:
-            old = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:
+            old = config_from_dict(load_yaml(path.read_text(), str(path)))
+        except (BadInput, OSError, UnicodeDecodeError):
             raise BadInput(f"{path}: unreadable config.yaml; remove the run directory to retrain") from None
-        if config_from_dict(old).training_hash() != cfg.training_hash():
+        if old.training_hash() != cfg.training_hash():
             raise BadInput(f"{path}: belongs to a different config (hash mismatch); refusing to overwrite")
         return
-    atomic_write_text(path, text)
+    atomic_write_text(path, dump_yaml(cfg.to_dict()))
 
 
 def read_config(run_dir: str | Path):
@@ -60,9 +87,87 @@ def read_config(run_dir: str | Path):
     if not path.is_file():
         raise BadInput(f"{run_dir}: not a privbench run directory (no config.yaml)")
     try:
-        return config_from_dict(yaml.safe_load(path.read_text()))
-    except (yaml.YAMLError, KeyError, TypeError) as e:
+        return config_from_dict(load_yaml(path.read_text(), str(path)))
+    except BadInput as e:
+        msg = str(e)
+        raise BadInput(msg if msg.startswith(str(path)) else f"{path}: unreadable config ({msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: unreadable config ({type(e).__name__})") from None
+
+
+# ------------------------------------------------------------------------------------------- artefact hashes
+
+def training_artefacts(run_dir: Path) -> list[Path]:
+    """The files training left in ``run_dir``: everything but bookkeeping (log, locks, temporaries: names starting
+    with a dot), optimizer states (only needed to resume an unfinished training; each checkpoint's manifest holds
+    their hash) and what attacks, samples, reports and FID cells write."""
+    out = []
+    for p in sorted(run_dir.rglob("*")):
+        rel = p.relative_to(run_dir)
+        if not p.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        if rel.parts[0] in NOT_TRAINING_DIRS or (len(rel.parts) == 1 and (rel.name in NOT_TRAINING
+                                                                          or rel.name.startswith("samples-"))):
+            continue
+        if rel.name.endswith(".optim.pt"):
+            continue
+        out.append(p)
+    return out
+
+
+def artefact_hashes(run_dir: Path) -> dict[str, str]:
+    """``{relative path: SHA-256}`` of the run's training artefacts."""
+    return {p.relative_to(run_dir).as_posix(): sha256_file(p) for p in training_artefacts(run_dir)}
+
+
+def write_done(run_dir: Path, info: dict) -> dict:
+    d = {**info, "sha256": artefact_hashes(run_dir)}
+    atomic_write_json(run_dir / DONE, d)
+    return d
+
+
+def read_done(run_dir: Path) -> dict | None:
+    """train_done.json, or None when training has not finished (or the file is not a valid record)."""
+    path = run_dir / DONE
+    try:
+        d = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"sha256": None}  # exists but unreadable: every artefact counts as unverified
+    return d if isinstance(d, dict) else {"sha256": None}
+
+
+def damaged_artefacts(run_dir: Path, done: dict | None = None) -> list[str]:
+    """Relative paths of the recorded training artefacts that are missing or whose content changed; ``["*"]`` when
+    the record has no hashes (an unreadable train_done.json, or one written before hashes were recorded)."""
+    done = read_done(run_dir) if done is None else done
+    if done is None:
+        return []
+    recorded = done.get("sha256")
+    if not isinstance(recorded, dict):
+        return ["*"]
+    bad = []
+    for rel, digest in recorded.items():
+        p = run_dir / rel
+        if not p.is_file() or sha256_file(p) != digest:
+            bad.append(rel)
+    return bad
+
+
+def done_digest(done: dict) -> str:
+    """One hash of a finished training's artefact record: results computed from the run carry it (``trained_from``)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(done.get("sha256"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def verified_done(run_dir: Path) -> dict | None:
+    """train_done.json when training finished and every recorded artefact is intact, else None."""
+    done = read_done(run_dir)
+    if done is None or damaged_artefacts(run_dir, done):
+        return None
+    return done
 
 
 def find_results(paths: list[str | Path]) -> list[Path]:

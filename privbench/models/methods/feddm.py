@@ -18,10 +18,9 @@ import dataclasses
 
 import torch
 
-from ...core.io import atomic_write_json, load_weights, save_weights
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
-from ..checkpoint import load_into, read_state
+from .. import checkpoint as ckpt
 from ..federated import FederatedMethod, ema_capped
 from ..training import TrainData, diffusion_loss, load_ema, train_denoiser
 
@@ -65,13 +64,9 @@ class FedDM(FederatedMethod):
     def target_names(self) -> list[str]:
         return ["global"]
 
-    def _paths(self):
-        d = self.ctx.ckpt_dir
-        return d / "global.safetensors", d / "global.state.json"
-
     def train(self) -> None:
         ctx, f = self.ctx, self.cfg.fed
-        wpath, spath = self._paths()
+        wpath = ckpt.checkpoint_paths(ctx.ckpt_dir, "global")[0]
         ac = ctx.schedule.alphas_cumprod()
         clients = ctx.clients.clients
         sizes = [len(c) for c in clients]
@@ -83,10 +78,11 @@ class FedDM(FederatedMethod):
         model = ctx.new_denoiser().to(ctx.device)
         ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
         start = 0
-        state = read_state(spath)
+        ckpt.clean(ctx.ckpt_dir, "global")
+        state = ckpt.read_state(ctx.ckpt_dir, "global")
         if state is not None:
-            t = load_weights(wpath, ctx.device)
-            load_into(model, {k[6:]: v for k, v in t.items() if k.startswith("model.")}, wpath)
+            t = ckpt.load_tensors(ctx.ckpt_dir, "global", ctx.device, state)
+            ckpt.load_into(model, {k[6:]: v for k, v in t.items() if k.startswith("model.")}, wpath)
             ema = {k[4:]: v for k, v in t.items() if k.startswith("ema.")}
             start = int(state["round"])
             if start >= f.rounds:
@@ -114,8 +110,8 @@ class FedDM(FederatedMethod):
                     ema[k] = v.clone()
             tensors = {f"model.{k}": v for k, v in avg.items()}
             tensors.update({f"ema.{k}": v for k, v in ema.items()})
-            save_weights(wpath, tensors, {"round": r + 1})
-            atomic_write_json(spath, {"round": r + 1, "rounds": f.rounds, "step": r + 1})
+            ckpt.save_checkpoint(ctx.ckpt_dir, "global", tensors, {"round": r + 1, "rounds": f.rounds, "step": r + 1},
+                                 meta={"round": r + 1})  # weights and round as one unit
             for m in range(len(clients)):
                 for suffix in (".safetensors", ".optim.pt", ".state.json"):
                     (ctx.ckpt_dir / f"fed_r{r:03d}_c{m}{suffix}").unlink(missing_ok=True)

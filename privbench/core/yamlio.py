@@ -1,0 +1,102 @@
+"""The one YAML reader and writer for files privbench reads from users: ``--config``, suites, gates, a run's
+``config.yaml`` and ``--set`` list values.
+
+YAML's anchors and aliases (``&a`` / ``*a``) let a few hundred bytes expand to gigabytes when the document is
+turned into Python objects (the "billion laughs" alias bomb: a 531-byte ``--config`` took 92 s and 1 GB). No
+privbench file needs them, so the loader refuses both when it meets them, before anything is expanded; it also
+refuses a document over :data:`MAX_BYTES` or nested deeper than :data:`MAX_DEPTH`. Tags other than YAML's own are
+refused as before (safe loading never builds Python objects). Every refusal is :class:`BadInput` with one line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import BadInput
+
+#: larger than any config, suite or gates file privbench ships (a few KB); a file beyond it is not one of them
+MAX_BYTES = 1 << 20
+#: nesting depth of sequences/mappings (privbench's files use at most 4)
+MAX_DEPTH = 32
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors, aliases and deep nesting while composing (before any expansion)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(f"YAML aliases (*{event.anchor}) are not accepted (line {line})")
+        if getattr(event, "anchor", None):
+            raise _Refused(f"YAML anchors (&{event.anchor}) are not accepted (line {line})")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels (line {line})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Dumper(yaml.SafeDumper):
+    """Never writes anchors/aliases (an object referenced twice is written twice), so our own files load back."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def load_yaml(text: str | bytes, what: str) -> Any:
+    """Parse one YAML document; ``what`` names the input in the one-line BadInput (e.g. ``--config a.yaml``)."""
+    if len(text) > MAX_BYTES:
+        raise BadInput(f"{what}: {len(text)} bytes; YAML inputs are limited to {MAX_BYTES} bytes")
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    except _Refused as e:
+        raise BadInput(f"{what}: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise BadInput(f"{what}: malformed YAML{at} ({problem})") from None
+    except RecursionError:
+        raise BadInput(f"{what}: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """:func:`load_yaml` of a file; a missing or unreadable file (or one over the size limit) is BadInput."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_BYTES:
+            raise BadInput(f"{what}: {size} bytes; YAML inputs are limited to {MAX_BYTES} bytes")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{what}: file not found") from None
+    except IsADirectoryError:
+        raise BadInput(f"{what}: is a directory, not a YAML file") from None
+    except OSError as e:
+        raise BadInput(f"{what}: unreadable ({e.strerror or type(e).__name__})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{what}: not UTF-8 text") from None
+    return load_yaml(text, what)
+
+
+def dump_yaml(obj: Any) -> str:
+    """YAML text of ``obj`` (safe types only, insertion order kept, no anchors)."""
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False)
