@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
+from ..core.extras import require
 
 ACCOUNTANT_NAMES = ("prv", "pld", "rdp")
 _FALLBACK_ORDER = ("prv", "pld", "rdp")
@@ -99,6 +100,7 @@ def _check_tol(tol) -> float:
 
 def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """opacus PRV accountant (upper end of the estimate, eps_error 0.01). No fallback; may raise or return inf."""
+    require("opacus", "the PRV accountant")
     from opacus.accountants import PRVAccountant
 
     acc = PRVAccountant()
@@ -117,6 +119,7 @@ def pld_value_discretization(steps: int) -> float:
 
 def pld_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """dp_accounting PLD accountant on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), add/remove-one."""
+    require("dp_accounting", "the PLD accountant")
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -129,6 +132,7 @@ def pld_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
 
 def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """opacus RDP accountant (default orders, improved RDP → DP conversion)."""
+    require("opacus", "the RDP accountant")
     from opacus.accountants import RDPAccountant
 
     acc = RDPAccountant()
@@ -205,6 +209,8 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     for name in _chain(req):
         try:
             eps = _run(name, sigma, q, n, d)
+        except BadInput:  # a missing extra (privbench.core.extras) is not an accountant failure
+            raise
         except Exception as err:  # noqa: BLE001 - any accountant failure triggers the fallback
             reasons.append(_reason(name, err))
             continue

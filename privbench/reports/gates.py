@@ -41,7 +41,10 @@ _CI_SUFFIXES = {"_ci95_low": 0, "_ci95_high": 1}
 
 
 def load_gates(path: str | Path) -> list[dict]:
-    p = Path(path)
+    """A gates file: a YAML path, or the NAME of a shipped one (``tiny``: privbench/bench/gates/tiny.yaml)."""
+    from ..bench.suite import find_gates
+
+    p = find_gates(str(path))
     try:
         text = p.read_text()
     except FileNotFoundError:
