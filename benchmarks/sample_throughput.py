@@ -19,7 +19,7 @@ Times are CPU seconds of the measuring process (of the child for end to end), wi
 they do not move with the load of other processes on a shared machine. Wall seconds are printed beside them.
 
     python benchmarks/sample_throughput.py [--preset tiny] [--n 64] [--sampler ddpm ddim] [--steps 100]
-                                           [--repeats 3] [--no-cli]
+                                           [--repeats 2] [--no-cli]
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def main():
     ap.add_argument("--n", type=int, default=64, help="samples per timed run (one batch)")
     ap.add_argument("--sampler", nargs="+", default=["ddpm", "ddim"], choices=["ddpm", "ddim"])
     ap.add_argument("--steps", type=int, default=None, help="DDIM steps (default: sample.ddim_steps of the preset)")
-    ap.add_argument("--repeats", type=int, default=3, help="back-to-back bound/sampler pairs (median ratio)")
+    ap.add_argument("--repeats", type=int, default=2, help="timed sampler runs (median ratio)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end `privbench sample` measurement")
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
