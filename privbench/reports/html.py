@@ -144,8 +144,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     toc = [("table", "Side by side")] + ([("seeds", "Across seeds")] if seeds else []) + [
         ("audit", "Empirical ε audit")] + ([("roc-attacks", "ROC by attack, across targets")] if rocs_by_attack
                                            else []) + [
-        ("roc", "ROC per target"), ("samples", "Samples"), ("memorization", "Memorization")] + (
-        [("reconstruction", "Reconstruction from uploads")] if recon else []) + [
+        ("roc", "ROC per target"), ("samples", "Samples"), (MEMORIZATION, "Memorization")] + (
+        [(RECONSTRUCTION, "Reconstruction from uploads")] if recon else []) + [
         ("accountant", "Accountant summary")] + ([("fid", "FID")] if len(fids) else []) + (
         [("files", "Files: LaTeX, Markdown, figures")] if files else []) + [
         ("provenance", "Provenance"), ("warnings", "Warnings and notes")]

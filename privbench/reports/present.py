@@ -83,8 +83,8 @@ def test_preset_banner(tables: Tables) -> str | None:
     from ..core.registry import PRESETS
 
     desc = PRESETS.get(TEST_PRESET).description if TEST_PRESET in PRESETS else "for unit tests only"
-    return (f"Results of the `{TEST_PRESET}` preset ({desc.replace('(', '').replace(')', '')}): {len(runs)} "
-            f"run(s) here were trained for seconds on tiny models. These numbers are meaningless; do not cite them.")
+    return (f"Results of the `{TEST_PRESET}` preset ({desc.split('(')[0].strip(' ;,')}): results meaningless. "
+            f"{len(runs)} run(s) here were trained for seconds on tiny models; do not cite these numbers.")
 
 
 # ------------------------------------------------------------------------------------------ table model
