@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from helpers import train_cfg
