@@ -72,10 +72,21 @@ const doc = document.documentElement;
 const wide = [...document.querySelectorAll('body *')]
   .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
   .map(e => e.tagName + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '')).slice(0, 8);
+// per row of the ROC grid: the width its figures leave empty
+const grid = document.querySelector('.rocgrid');
+const rows = {};
+if (grid) for (const f of grid.children) {
+  const r = f.getBoundingClientRect();
+  const k = Math.round(r.top);
+  rows[k] = rows[k] || [r.left, r.right];
+  rows[k] = [Math.min(rows[k][0], r.left), Math.max(rows[k][1], r.right)];
+}
+const gridBox = grid ? grid.getBoundingClientRect() : null;
+const rowGaps = Object.values(rows).map(([l, r]) => gridBox.width - (r - l));
 const out = document.createElement('pre');
 out.id = 'probe';
 out.textContent = JSON.stringify({links: links, missing: links.filter(l => !ids.has(l)),
-  scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth, wide: wide});
+  scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth, wide: wide, rocRows: rowGaps});
 document.body.appendChild(out);
 </script>"""
 
@@ -96,9 +107,12 @@ def test_probe_catches_overflow_and_dead_links(tmp_path):
     (tmp_path / "p").mkdir()
     page = tmp_path / "p" / "index.html"
     page.write_text('<!DOCTYPE html><html><body><a href="#here">ok</a><a href="#nowhere">dead</a>'
-                    '<h2 id="here">x</h2><div style="width:3000px">wide</div></body></html>')
+                    '<h2 id="here">x</h2><div style="width:3000px">wide</div>'
+                    '<div class="rocgrid" style="display:flex;width:900px"><figure style="width:300px;margin:0">'
+                    '</figure></div></body></html>')
     p = probe(page, tmp_path)
     assert p["missing"] == ["nowhere"] and p["scrollWidth"] > 1400 and p["wide"]
+    assert p["rocRows"] == [600]                                     # a row with two thirds left empty
 
 
 def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_runs_dir, test_results):
@@ -110,3 +124,21 @@ def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_ru
     assert len(p["links"]) >= 8 and p["missing"] == [], p
     assert p["scrollWidth"] <= p["clientWidth"] == 1400, p
     assert p["wide"] == [], p
+    assert p["rocRows"] and max(p["rocRows"]) < 4, p              # every row of the ROC grid is full
+
+
+def test_a_short_last_row_of_the_roc_grid_is_filled(tmp_path):
+    """Five targets: three ROC figures in the first row, two that grow to fill the second."""
+    from privbench.reports import render_report
+    from privbench.reports.figures import grid_columns
+    from report_fakes import write_result
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(60), np.zeros(60)]
+    for i in range(5):
+        write_result(tmp_path / "runs" / f"t{i}", y * i * 0.3 + rng.normal(size=120), y, target=f"target{i}")
+    assert grid_columns(5) == 3
+    render_report(tmp_path / "runs", tmp_path / "rep", ["html"])
+    p = probe(tmp_path / "rep" / "index.html", tmp_path)
+    assert len(p["rocRows"]) == 2 and max(p["rocRows"]) < 4, p
+    assert p["scrollWidth"] <= 1400 and p["missing"] == [], p
