@@ -40,7 +40,8 @@ def main():
     ap.add_argument("--n-per-class", type=int, default=20)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--sampler", default=None, choices=["ddpm", "ddim"], help="default: sample.sampler")
-    ap.add_argument("--inception-weights", default=None)
+    ap.add_argument("--inception-weights", default=None,
+                    help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
     ap.add_argument("--runs-dir", default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -48,6 +49,8 @@ def main():
     ap.add_argument("--heldout", action="store_true",
                     help="also FID of the same samples against held-out non-member records of those classes")
     a = ap.parse_args()
+    if a.inception_weights and not Path(a.inception_weights).is_file():
+        sys.exit(f"fid_clients: --inception-weights {a.inception_weights}: file not found")  # before any training
 
     rows: dict[str, list[dict]] = {m: [] for m in a.methods}
     extractor = None

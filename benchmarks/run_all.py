@@ -2,7 +2,8 @@
 
 1. ``privbench bench --suite tiny`` (cached and resumable: training and attacks reuse the run store, so a rerun
    with the cache takes seconds) into ``runs/bench-tiny``;
-2. ``privbench report runs/bench-tiny --out reports/tiny`` (index.html + CSV tables);
+2. ``privbench report runs/bench-tiny --out reports/tiny`` (index.html, CSV, LaTeX and Markdown tables, ROC figures
+   as PNG/SVG/PDF);
 3. every perf script ``benchmarks/*.py`` that prints a ratio (train/attack throughput, DP-SGD step cost), run with
    the same preset; their output is printed and their ratio lines are summarised at the end.
 
@@ -81,7 +82,7 @@ def main() -> int:
     print(format_bench(res))
     failed = res["counts"].get("failed", 0)
     t1 = time.time()
-    paths = render_report(bench_dir, out, ["html", "csv"])
+    paths = render_report(bench_dir, out)  # every format: HTML, CSV, LaTeX, Markdown, ROC figures as PNG/SVG/PDF
     report_s = time.time() - t1
     print(f"\nreport: {', '.join(str(p) for p in paths)}")
     print(f"bench {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")

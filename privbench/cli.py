@@ -128,8 +128,18 @@ class _Group(click.Group):
             _exit(EXIT_FAILED, "failed", f"unexpected {type(e).__name__}: {_one_line(e)[:300]}{hint}")
 
 
+def _print_version(ctx, _param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from .core.provenance import version_line
+
+    click.echo(version_line())
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="privbench")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help=f"Show the version ({__version__}) and, in a git checkout, the commit, and exit.")
 def main():
     """privbench: train diffusion targets, attack them, account and report their privacy."""
 
@@ -137,7 +147,8 @@ def main():
 @main.command("list")
 @click.argument("what", required=False, type=click.Choice(["methods", "attacks", "datasets", "presets",
                                                            "extractors", "accountants", "keys"]))
-def list_cmd(what):
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object: {WHAT: [{name, description}]}")
+def list_cmd(what, as_json):
     """What the registries hold, one line each (`keys`: every --set key)."""
     from .core.registry import ACCOUNTANTS, ATTACKS, DATASETS, FEATURE_EXTRACTORS, METHODS, PRESETS
 
@@ -146,8 +157,17 @@ def list_cmd(what):
     if what == "keys":
         from .core.config import all_keys
 
-        for key, typ, default, help_ in all_keys():
+        keys = all_keys()
+        if as_json:
+            _emit({"keys": [{"name": k, "type": t.__name__, "default": d, "description": h} for k, t, d, h in keys]},
+                  True)
+            return
+        for key, typ, default, help_ in keys:
             click.echo(f"{key:28s} {typ.__name__:6s} {str(default):14s} {help_}")
+        return
+    if as_json:
+        _emit({name: [{"name": e.name, "description": e.description} for e in regs[name]]
+               for name in ([what] if what else ["methods", "attacks", "datasets", "presets"])}, True)
         return
     for name in ([what] if what else ["methods", "attacks", "datasets", "presets"]):
         if not what:
@@ -179,13 +199,24 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 @click.option("--target", default=None)
 @click.option("--class", "klass", default=None, type=int, help="class label to condition on")
 @click.option("--npz", default=None, help="also write images (N×C×H×W in [-1,1]) and labels")
+@click.option("--sampler", type=click.Choice(["ddpm", "ddim"]), default=None,
+              help="ddpm: all T steps; ddim: --steps network calls (pfdm pipeline: per stage) [default: sample.sampler]")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="DDIM steps (same as --set sample.ddim_steps=N); only with the ddim sampler")
 @common
-def sample(method, dataset, n, out, target, klass, npz, preset, seed, device, runs_dir, sets, config_file,
-           data_root, download, as_json):
+def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, seed, device, runs_dir, sets,
+           config_file, data_root, download, as_json):
     """Draw N samples from a trained target and write an image grid."""
     from .runs import train as api
 
+    sets = list(sets)
+    if sampler:
+        sets.append(f"sample.sampler={sampler}")
+    if steps is not None:
+        sets.append(f"sample.ddim_steps={steps}")
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    if steps is not None and cfg.sample.sampler != "ddim":
+        raise BadInput(f"--steps {steps}: DDPM runs every one of the T steps; --steps needs --sampler ddim")
     res = api.sample(cfg, runs_dir, device, n=n, target=target, klass=klass, out=out, npz=npz)
     _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
 
@@ -259,7 +290,10 @@ def run(method, attack_name, dataset, target, preset, seed, device, runs_dir, se
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     res["report"] = write_run_report(res)
-    _emit(res, as_json, format_table([res], detailed=True))
+    page = next((p for p in res["report"].get("rendered", []) if p.endswith("index.html")), None)
+    where = f"report: {page}" if page else f"report: {res['report'].get('markdown')} (HTML report failed: " \
+                                              f"{res['report'].get('rendered_error')})"
+    _emit(res, as_json, format_table([res], detailed=True) + "\n" + where)
 
 
 @main.command("export")
@@ -345,7 +379,8 @@ def audit(results, delta, confidence, as_json):
 
 
 @main.command()
-@click.option("--suite", required=True, help="suite name (benchmarks/suites/NAME.yaml) or a YAML path")
+@click.option("--suite", required=True,
+              help="suite name (./benchmarks/suites/NAME.yaml, else a shipped suite: tiny, test, paper) or a YAML path")
 @click.option("--out", default=None, help="bench directory (default RUNS_DIR/bench-NAME)")
 @click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto: the suite's device, else cuda if available")
@@ -353,8 +388,10 @@ def audit(results, delta, confidence, as_json):
 @click.option("--preset", default=None,
               help="override the suite's preset")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
+@click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
+              help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, as_json):
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
@@ -362,7 +399,8 @@ def bench(suite, out, device, runs_dir, preset, sets, as_json):
     from .bench.runner import run_suite
     from .reports.text import format_bench, write_bench_tables
 
-    res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets))
+    res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
+                                       inception_weights=inception_weights))
     human = format_bench(res)
     res.pop("_rows", None)
     _emit(res, as_json, human)
@@ -375,38 +413,44 @@ def bench(suite, out, device, runs_dir, preset, sets, as_json):
 @main.command()
 @click.argument("directory")
 @click.option("--out", required=True)
-@click.option("--format", "formats", default="html,csv", show_default=True)
-def report(directory, out, formats):
-    """Render a run or a bench into CSV tables and a self-contained HTML page."""
+@click.option("--format", "formats", default="html,csv,latex,markdown", show_default=True,
+              help="comma-separated: html, csv, latex, markdown")
+@click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
+def report(directory, out, formats, as_json):
+    """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
     from .reports import render_report
 
     paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()])
-    for p in paths:
-        click.echo(str(p))
+    _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
 
 
 @main.command()
-@click.option("--gates", required=True, help="gates YAML")
+@click.option("--gates", required=True, help="gates YAML, or the name of a shipped one (tiny)")
 @click.argument("results", nargs=-1, required=True)
-def check(gates, results):
+@click.option("--json", "as_json", is_flag=True,
+              help='print {"ok", "n_checked", "breaches", "optional_unmatched"} (exit codes unchanged)')
+def check(gates, results, as_json):
     """CI gate: exit 1 and list every breach when a metric crosses its threshold.
 
     Exit 0 when every gate holds, 1 on a breach (each listed on stderr), 2 for bad input: a missing file,
     malformed YAML, an unknown metric, or a gate that matches no result (unless it says optional: true)."""
-    from .reports.gates import check_gates
+    from .reports.gates import check_gates, skipped_optional
 
     breaches, n_checked = check_gates(gates, list(results))
+    unmatched = [] if breaches else skipped_optional(gates, list(results))
     for b in breaches:
         click.echo(f"BREACH: {b}", err=True)
     if breaches:
         click.echo(f"{len(breaches)} of {n_checked} gate checks breached", err=True)
-        sys.exit(1)
-    from .reports.gates import skipped_optional
-
-    for g in skipped_optional(gates, list(results)):
+    for g in unmatched:
         click.echo(f"note: optional {g} matched no result (not checked)", err=True)
-    click.echo(f"all {n_checked} gate checks hold")
-
+    if as_json:
+        _emit({"ok": not breaches, "n_checked": n_checked, "breaches": breaches, "optional_unmatched": unmatched},
+              True)
+    elif not breaches:
+        click.echo(f"all {n_checked} gate checks hold")
+    if breaches:
+        sys.exit(1)
 
 if __name__ == "__main__":
     main()

@@ -73,8 +73,9 @@ def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     method = api.train(c.cfg, runs_dir, device)
     cfg = c.cfg
     sampler = fcfg.get("sampler") or cfg.sample.sampler
+    weights = fcfg.get("inception_weights")
     rec = client_fid(method, int(fcfg["client"]), int(fcfg["n_per_class"]), target=c.target, seed=c.seed,
-                     sampler=sampler)
+                     sampler=sampler, inception_weights=weights)
     rec.update({"method": c.method, "dataset": c.dataset, "seed": c.seed, "n_per_class": int(fcfg["n_per_class"]),
                 "overall": None, "n_overall": 0})
     n_all = int(fcfg["n_overall"])
@@ -83,8 +84,8 @@ def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
         xm, ym = ctx.records(ctx.split.members)
         n_all = min(n_all, len(ym)) if len(ym) >= 2 else 0
         if n_all >= 2:
-            ex = resolve_extractor(cfg.dataset, ctx.run_dir.parent, resolution=cfg.data.resolution,
-                                   data_root=cfg.data.data_root or None)
+            ex = resolve_extractor(cfg.dataset, ctx.run_dir.parent, inception_weights=weights,
+                                   resolution=cfg.data.resolution, data_root=cfg.data.data_root or None)
             tgt = method.load_target(c.target)
             y = matched_labels(ym, n_all, c.seed) if tgt.num_classes else None
             gen, _ = tgt.sample(n_all, y, seed=c.seed + 1, sampler=sampler,

@@ -165,7 +165,10 @@ def fid_settings_hash(c: Cell, fcfg: dict) -> str:
     return config_hash({"target": c.target, "seed": c.seed, **{k: fcfg[k] for k in ("client", "n_per_class",
                                                                                       "n_overall")},
                         "sampler": fcfg.get("sampler") or c.cfg.sample.sampler,
-                        "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1})
+                        "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1,
+                        # only when set: the default extractor's records keep their hash (and cache)
+                        **({"inception_weights": Path(fcfg["inception_weights"]).name}
+                           if fcfg.get("inception_weights") else {})})
 
 
 def fid_record_path(c: Cell, fcfg: dict) -> Path:

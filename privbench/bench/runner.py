@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 
 from ..core.config import config_hash, parse_set_args
+from ..core.errors import BadInput
+from ..core.extras import require
 from ..core.io import atomic_write_json
 from ..core.progress import bar, enabled
 from ..core.provenance import git_commit, version
@@ -64,18 +66,28 @@ def _still_valid(c, result_path: Path) -> bool:
 
 
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
-              preset: str | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict:
-    """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``)."""
+              preset: str | None = None, sets: list[str] | tuple[str, ...] = (),
+              inception_weights: str | None = None) -> dict:
+    """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
+
+    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file instead of privbench's CNN."""
 
     spec, path = load_suite(suite)
     name = str(spec["name"])
+    fid_on = spec.get("fid", False) not in (False, None)
+    if inception_weights:
+        if not fid_on:
+            raise BadInput(f"--inception-weights: suite {name} computes no FID (fid: false)")
+        spec["fid"] = {**(spec["fid"] if isinstance(spec["fid"], dict) else {}), "inception_weights": inception_weights}
+    if fid_on:
+        require("torch_fidelity", f"suite {name}'s fid")  # before any cell runs, not as a failed cell
     cli_sets = parse_set_args(list(sets))
     if device in (None, "auto") and spec.get("device"):
         device = str(spec["device"])
     runs = Path(runs_dir) if runs_dir else default_runs_dir()
     out_dir = Path(out) if out else runs / f"bench-{name}"
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
-    fcfg = fid_settings(spec) if spec.get("fid", False) not in (False, None) else None
+    fcfg = fid_settings(spec) if fid_on else None
     n_samples = samples_n(spec)
 
     bench_json = out_dir / "bench.json"

@@ -12,31 +12,48 @@ from ..core.yamlio import read_yaml
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
               "samples"}
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
-FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler"}
-DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None}
+FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}
+DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None,
+               "inception_weights": None}
 
 
 # ---------------------------------------------------------------------------------------------- suite files
 
+SHIPPED = Path(__file__).resolve().parent  # privbench/bench/{suites,gates}/*.yaml: package data, in the wheel too
+
+
 def suite_dirs() -> list[Path]:
-    here = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
-    return [Path.cwd() / "benchmarks" / "suites", here]
+    """Where a suite NAME is looked up: ``./benchmarks/suites`` (a user's own suites), then the shipped ones."""
+    return [Path.cwd() / "benchmarks" / "suites", SHIPPED / "suites"]
+
+
+def gate_dirs() -> list[Path]:
+    """Where a gates NAME is looked up: ``./benchmarks/gates``, then the shipped ones."""
+    return [Path.cwd() / "benchmarks" / "gates", SHIPPED / "gates"]
+
+
+def _find_yaml(name: str, dirs: list[Path], option: str, what: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise BadInput(f"{option} {name}: file not found")
+        return p
+    for d in dirs:
+        for ext in (".yaml", ".yml"):
+            c = d / f"{name}{ext}"
+            if c.is_file():
+                return c
+    names = sorted({f.stem for d in dirs if d.is_dir() for f in d.glob("*.y*ml")})
+    raise BadInput(f"{option} {name}: unknown {what}; available: {', '.join(names) or 'none found'} "
+                   f"(or give a YAML path)")
 
 
 def find_suite(suite: str) -> Path:
-    p = Path(suite)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.is_file():
-            raise BadInput(f"--suite {suite}: file not found")
-        return p
-    for d in suite_dirs():
-        for ext in (".yaml", ".yml"):
-            c = d / f"{suite}{ext}"
-            if c.is_file():
-                return c
-    names = sorted({f.stem for d in suite_dirs() if d.is_dir() for f in d.glob("*.y*ml")})
-    raise BadInput(f"--suite {suite}: unknown suite; available: {', '.join(names) or 'none found'} "
-                   f"(or give a YAML path)")
+    return _find_yaml(suite, suite_dirs(), "--suite", "suite")
+
+
+def find_gates(gates: str) -> Path:
+    return _find_yaml(gates, gate_dirs(), "--gates", "gates file")
 
 
 def as_list(v, what: str) -> list:
@@ -106,6 +123,9 @@ def fid_settings(suite: dict) -> dict:
     for k in ("client", "n_per_class", "n_overall"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 0:
             raise BadInput(f"fid.{k}: expected a non-negative integer, got {out[k]!r}")
+    w = out["inception_weights"]
+    if w is not None and not (isinstance(w, str) and Path(w).is_file()):
+        raise BadInput(f"--inception-weights {w}: file not found")
     return out
 
 

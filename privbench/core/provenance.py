@@ -37,3 +37,12 @@ def git_commit() -> str | None:
     """The commit, with ``+modified`` when the code has uncommitted changes; None outside a checkout."""
     g = git_info()
     return None if not g["commit"] else g["commit"] + ("+modified" if g.get("dirty") else "")
+
+
+def version_line() -> str:
+    """``privbench --version``: the version, and the commit when the code runs from a git checkout."""
+    line = f"privbench, version {version()}"
+    g = git_info()
+    if g["commit"]:
+        line += f" (commit {g['commit'][:12]}{', with uncommitted changes' if g.get('dirty') else ''})"
+    return line

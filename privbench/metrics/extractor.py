@@ -144,7 +144,10 @@ def register_torch_fidelity() -> None:
     if _TF_REGISTERED:
         return
     import torch
-    import torch_fidelity
+
+    from ..core.extras import require
+
+    torch_fidelity = require("torch_fidelity", "FID")
     from torch_fidelity.feature_extractor_base import FeatureExtractorBase
     from torch_fidelity.registry import FEATURE_EXTRACTORS_REGISTRY
 

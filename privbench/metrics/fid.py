@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from .extractor import Extractor, resolve_extractor
+from ..core.extras import require
 
 
 class _ImageSet(torch.utils.data.Dataset):
@@ -39,7 +40,7 @@ class _ImageSet(torch.utils.data.Dataset):
 def fid_with(ex: Extractor, images_a: torch.Tensor, images_b: torch.Tensor, *, kid: bool = False,
              device="cpu", batch_size: int = 256, seed: int = 0) -> dict:
     """FID (and KID) of two image sets with a resolved extractor, computed by torch-fidelity."""
-    import torch_fidelity
+    torch_fidelity = require("torch_fidelity", "FID")
 
     if len(images_a) < 2 or len(images_b) < 2:
         raise ValueError(f"FID needs at least 2 images per set (got {len(images_a)} and {len(images_b)})")

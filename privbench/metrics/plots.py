@@ -1,8 +1,9 @@
-"""PNG figures: log-log ROC curves and image grids.
+"""Figures: log-log ROC curves (PNG, and SVG/PDF for papers), ROC panels across targets, and image grids.
 
-matplotlib is imported lazily (inside the functions) and only through its object-oriented Agg API, so importing
+matplotlib is imported lazily (inside the functions) and only through its object-oriented API, so importing
 ``privbench.metrics`` stays light and no global pyplot state or display backend is touched. Files are written
-atomically (temporary file in the same folder, then rename).
+atomically (temporary file in the same folder, then rename). Vector files carry no creation date and fixed SVG
+ids, so a regenerated figure of the same numbers is the same file.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import numpy as np
 from ..core.errors import BadInput
 from ..core.io import atomic_path
 
-__all__ = ["plot_roc", "plot_image_grid"]
+__all__ = ["plot_roc", "plot_roc_panels", "roc_figure", "roc_panels_figure", "save_figure", "plot_image_grid"]
 
 DPI = 120
+FORMATS = ("png", "svg", "pdf")
 # image cells are upscaled (nearest neighbour) until their longer side is at least this many pixels
 MIN_CELL_PX = 64
+_STYLES = ("-", "--", "-.", ":")
 
 
 def _atomic_write(path: str | os.PathLike, write) -> Path:
@@ -32,43 +35,38 @@ def _atomic_write(path: str | os.PathLike, write) -> Path:
     return path
 
 
-def plot_roc(
-    curves: Mapping[str, tuple[Any, Any]], path: str | os.PathLike, title: str = ""
-) -> Path:
-    """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
-
-    ``curves`` maps a legend name to ``(scores, labels)`` (members = 1, higher score = member). Both axes run
-    from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
-    low-FPR end of every curve stays visible. Returns the path of the PNG.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+def _prepare(curves: Mapping[str, tuple[Any, Any]], what: str = "curves") -> tuple[list, int]:
+    """(name, fpr, tpr, auc) per curve and the largest class size among them."""
     from privbench.metrics.roc import auc as _auc
     from privbench.metrics.roc import roc_points
 
     if not isinstance(curves, Mapping) or len(curves) == 0:
-        raise BadInput("curves: expected a non-empty mapping name -> (scores, labels)")
+        raise BadInput(f"{what}: expected a non-empty mapping name -> (scores, labels)")
     prepared = []
     n_max = 1
     for name, pair in curves.items():
         try:
             scores, labels = pair
         except (TypeError, ValueError):
-            raise BadInput(f"curves[{name!r}]: expected a (scores, labels) pair") from None
+            raise BadInput(f"{what}[{name!r}]: expected a (scores, labels) pair") from None
         fpr, tpr, _ = roc_points(scores, labels)
         a = _auc(scores, labels)
         y = np.asarray(labels.detach().cpu().numpy() if hasattr(labels, "detach") else labels) == 1
         n_max = max(n_max, int(y.sum()), int((~y).sum()))
         prepared.append((str(name), fpr, tpr, a))
-    lo = 1.0 / n_max
+    return prepared, n_max
 
-    fig = Figure(figsize=(5.0, 5.0))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+
+def _style(i: int) -> dict:
+    """Colour and line style of the i-th curve: ten colours, then the next line style."""
+    return {"color": f"C{i % 10}", "linestyle": _STYLES[(i // 10) % len(_STYLES)]}
+
+
+def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True) -> None:
     for name, fpr, tpr, a in prepared:
         # straight segments between the exact ROC points (a tie group gives a diagonal, as in the AUC)
-        ax.plot(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), label=f"{name} (AUC={a:.3f})", clip_on=False)
+        ax.plot(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), label=f"{name} (AUC={a:.3f})" if label_auc else name,
+                clip_on=False, linewidth=1.4, **styles[name])
     ax.plot([lo, 1.0], [lo, 1.0], linestyle="--", color="grey", linewidth=1.0, label="chance")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -76,12 +74,98 @@ def plot_roc(
     ax.set_ylim(lo, 1.0)
     ax.set_xlabel("False positive rate")
     ax.set_ylabel("True positive rate")
-    if title:
-        ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
+
+
+def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = ""):
+    """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve)."""
+    from matplotlib.figure import Figure
+
+    prepared, n_max = _prepare(curves)
+    lo = 1.0 / n_max
+    fig = Figure(figsize=(5.0, 5.0 + 0.22 * len(prepared)), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    _roc_axes(ax, prepared, lo, {name: _style(i) for i, (name, *_r) in enumerate(prepared)})
+    if title:
+        ax.set_title(title, fontsize="medium")
+    fig.legend(loc="outside lower center", fontsize="small", ncol=1, frameon=False)
+    return fig
+
+
+def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title: str = "", ncols: int = 3):
+    """One log-log ROC panel per key of ``panels`` (e.g. per attack), each with its curves (e.g. per target).
+
+    A curve name keeps its colour and line style in every panel; each panel's legend (name and AUC) sits below
+    its axes, never over a curve. Panels fill rows of ``ncols``; an incomplete last row is centred."""
+    from matplotlib.figure import Figure
+
+    if not isinstance(panels, Mapping) or not panels:
+        raise BadInput("panels: expected a non-empty mapping panel -> {name: (scores, labels)}")
+    prepared = {k: _prepare(v, f"panels[{k!r}]") for k, v in panels.items()}
+    names: list[str] = []
+    for plist, _ in prepared.values():
+        names += [n for n, *_r in plist if n not in names]
+    styles = {n: _style(i) for i, n in enumerate(names)}
+    k = len(prepared)
+    ncols = max(1, min(ncols, k))
+    nrows = math.ceil(k / ncols)
+    longest = max(len(plist) for plist, _ in prepared.values())
+    fig = Figure(figsize=(4.2 * ncols, nrows * (4.0 + 0.19 * (longest + 1))), layout="constrained")
+    # 2·ncols grid columns so that a short last row can be centred (each panel spans two of them)
+    grid = fig.add_gridspec(nrows, 2 * ncols)
+    for i, (panel, (plist, n_max)) in enumerate(prepared.items()):
+        row, col = divmod(i, ncols)
+        in_row = min(ncols, k - row * ncols)
+        offset = ncols - in_row  # half-panels of margin on each side of a short row
+        ax = fig.add_subplot(grid[row, offset + 2 * col: offset + 2 * col + 2])
+        _roc_axes(ax, plist, 1.0 / n_max, styles)
+        ax.set_title(panel, fontsize="medium")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize="x-small", frameon=False, ncol=1)
+    if title:
+        fig.suptitle(title, fontsize="large")
+    return fig
+
+
+def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write ``fig`` as ``path`` with each suffix of ``formats`` (png, svg, pdf); returns the paths written."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise BadInput(f"figure formats {list(formats)}: choose from {', '.join(FORMATS)}")
+    FigureCanvasAgg(fig)
+    path = Path(path)
+    out = []
+    meta = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+    for fmt in formats:
+        target = path.with_suffix(f".{fmt}")
+        with rc_context({"svg.hashsalt": "privbench", "svg.fonttype": "none", "pdf.fonttype": 42}):
+            out.append(_atomic_write(target, lambda tmp, f=fmt: fig.savefig(tmp, dpi=DPI, format=f,
+                                                                          metadata=meta[f])))
+    return out
+
+
+def plot_roc(
+    curves: Mapping[str, tuple[Any, Any]], path: str | os.PathLike, title: str = "",
+    formats: Sequence[str] = ("png",),
+) -> Path:
+    """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
+
+    ``curves`` maps a legend name to ``(scores, labels)`` (members = 1, higher score = member). Both axes run
+    from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
+    low-FPR end of every curve stays visible. The legend sits below the axes. ``formats``: the file types written
+    (``path`` with each suffix). Returns the path of the first format (the PNG by default).
+    """
+    return save_figure(roc_figure(curves, title), path, formats)[0]
+
+
+def plot_roc_panels(
+    panels: Mapping[str, Mapping[str, tuple[Any, Any]]], path: str | os.PathLike, title: str = "",
+    formats: Sequence[str] = ("png",), ncols: int = 3,
+) -> list[Path]:
+    """:func:`roc_panels_figure` written in each of ``formats``; returns the paths."""
+    return save_figure(roc_panels_figure(panels, title, ncols), path, formats)
 
 
 def plot_image_grid(

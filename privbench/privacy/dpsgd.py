@@ -33,6 +33,7 @@ from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
 from ..core.validation import integer_at_least, open_unit, positive_finite, real
+from ..core.extras import require
 
 ACCOUNTANT_NAMES = ("prv", "pld", "rdp")
 _FALLBACK_ORDER = ("prv", "pld", "rdp")
@@ -98,6 +99,7 @@ def _check_tol(tol) -> float:
 
 def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """opacus PRV accountant (upper end of the estimate, eps_error 0.01). No fallback; may raise or return inf."""
+    require("opacus", "the PRV accountant")
     from opacus.accountants import PRVAccountant
 
     acc = PRVAccountant()
@@ -106,6 +108,7 @@ def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
 
 
 def _pld_at(noise_multiplier: float, sample_rate: float, steps: int, delta: float, interval: float) -> float:
+    require("dp_accounting", "the PLD accountant")
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -167,6 +170,7 @@ def _rdp_orders(orders) -> tuple:
 def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, orders=None) -> float:
     """opacus' RDP analysis (improved RDP → DP conversion) over ``orders``: None or "privbench" =
     :data:`RDP_ORDERS` (up to 1024), "opacus" = opacus' default grid (up to 63), or a list of orders > 1."""
+    require("opacus", "the RDP accountant")
     from opacus.accountants import RDPAccountant
 
     acc = RDPAccountant()
@@ -251,6 +255,8 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     for name in _chain(req):
         try:
             eps = _run(name, sigma, q, n, d, orders)
+        except BadInput:  # a missing extra (privbench.core.extras) is not an accountant failure
+            raise
         except Exception as err:  # noqa: BLE001 - any accountant failure triggers the fallback
             reasons.append(_reason(name, err))
             continue

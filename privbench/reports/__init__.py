@@ -1,17 +1,22 @@
-"""Reports: CSV tables and one self-contained HTML page for a run or a bench (``privbench report``), the
-empirical-ε audit (``privbench audit``) and the CI gate (``privbench check``).
+"""Reports: CSV, LaTeX and Markdown tables, ROC figures and one self-contained HTML page for a run or a bench
+(``privbench report``), the empirical-ε audit (``privbench audit``) and the CI gate (``privbench check``).
 
 ``render_report(directory, out, formats)`` works for a single run directory (every attack result in it), a bench
-directory (the cells listed in its ``bench.json``) or any folder of runs. It writes into ``out``:
+directory (the cells listed in its ``bench.json``) or any folder of runs. ``formats`` ⊆ html, csv, latex,
+markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
 
-* ``side_by_side.csv`` — one row per target: each membership attack's AUC/ASR/TPR@1%/TPR@0.1% with bootstrap CIs,
-  memorization, reconstruction re-identification, FID (overall/majority/minority/average + extractor), formal ε
-  with its basis, the empirical ε lower bound; private methods first, then the non-private baselines;
-* ``results.csv`` (one row per result), ``audit.csv`` (every membership result's ε bounds), ``accountant.csv``,
-  ``fid.csv`` (when FIDs were computed), ``provenance.csv``;
-* ``index.html`` — everything above plus log-log ROC curves per target (every attack overlaid), sample and
-  memorization grids, the accountant summary and provenance (privbench version, git commit, config hashes, seeds,
-  FID extractor). Images are embedded as base64 PNG; no script, no external URL.
+* csv — ``side_by_side.csv`` (one row per target: each membership attack's AUC/ASR/TPR@1%/TPR@0.1% with bootstrap
+  CIs — a TPR the non-member count cannot resolve is empty —, memorization, reconstruction re-identification, FID,
+  formal ε with its basis, the empirical ε lower bound), ``results.csv`` (one row per result), ``audit.csv``,
+  ``accountant.csv``, ``fid.csv`` (when FIDs were computed), ``provenance.csv``, and ``seeds.csv`` (mean, std
+  and every seed's value) when a target was run with several seeds;
+* latex — ``tex/<section>.tex`` (one booktabs table per section, ε bases and "n/a" reasons as footnotes) and
+  ``tables.tex`` (a standalone document inputting them);
+* markdown — ``tables.md`` (the same tables);
+* with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target and per attack
+  across targets;
+* html — ``index.html``: all of the above on one page with a table of contents; images embedded as base64 PNG,
+  no script, no external URL.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from pathlib import Path
 
 from ..core.errors import BadInput
 
-FORMATS = ("html", "csv")
+FORMATS = ("html", "csv", "latex", "markdown")
 
 
 def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None) -> list[Path]:
@@ -42,12 +47,20 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
+    from .present import paper_tables, seeds_frame, several_seeds, test_preset_banner
+
     tables = Tables.build(results, bench)
+    targets = tables.targets()
+    title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
+             else f"privbench report — {d.resolve().name}")
+    banner = test_preset_banner(tables)
     written: list[Path] = []
     if "csv" in formats:
         frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
                   "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),
                   "fid": tables.fid_frame(), "provenance": tables.provenance_frame()}
+        if several_seeds(targets):
+            frames["seeds"] = seeds_frame(targets)
         for name, df in frames.items():
             if name == "fid" and not len(df):
                 continue
@@ -55,10 +68,26 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
             with atomic_path(p) as tmp:
                 df.to_csv(tmp, index=False, float_format="%.6g")
             written.append(p)
+    figures = None
+    if {"html", "latex", "markdown"} & set(formats):
+        from .figures import write_roc_figures
+
+        figures = write_roc_figures(targets, out)
+        written += [f for group in figures.values() for fig in group for f in fig["files"]]
+    paper = paper_tables(tables, targets) if {"latex", "markdown"} & set(formats) else []
+    if "latex" in formats:
+        from .latex import write_latex
+
+        written += write_latex(paper, out, title=title, banner=banner)
+    if "markdown" in formats:
+        from .markdown import write_markdown
+
+        figs = [(f["title"], f["png"]) for group in ("by_attack", "per_target") for f in figures[group]]
+        written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
         from .html import render_html
 
-        title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
-                 else f"privbench report — {d.resolve().name}")
-        written.append(render_html(tables, out / "index.html", title=title, source=str(directory), bench=bench))
+        written.append(render_html(tables, out / "index.html", title=title, source=str(directory), bench=bench,
+                                   targets=targets, figures=figures, banner=banner,
+                                   files=[p.relative_to(out).as_posix() for p in written]))
     return written

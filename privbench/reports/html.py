@@ -1,5 +1,7 @@
 """One self-contained HTML page (jinja2, autoescaped): every figure is an embedded base64 PNG, the CSS is inline,
-there is no script and no external URL, so the file can be mailed, committed or opened offline."""
+there is no script and no external URL, so the file can be mailed, committed or opened offline. A table of
+contents leads to every section; every ε shows its basis and every "n/a" its reason as a footnote under its table
+(visible in print, not hover text)."""
 from __future__ import annotations
 
 import base64
@@ -13,6 +15,7 @@ from ..core.provenance import git_info, version
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from .collect import Result
 from .order import target_rank
+from .present import FPR_OF, Footnotes, basis_text, resolvable, seeds_table, unresolvable_reason
 from .tables import Tables, fmt, fmt_ci
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -22,27 +25,26 @@ def png_data_uri(path: str | Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def _roc_figures(tables: Tables, tmp: Path) -> list[dict]:
-    """One log-log ROC per target, every membership attack overlaid (from the scores files)."""
-    from ..metrics.plots import plot_roc
+def _roc_entries(figures: dict | None) -> tuple[list[dict], list[dict]]:
+    """The per-target and per-attack ROC figures (written by reports.figures) as embeddable entries."""
+    if not figures:
+        return [], []
+    per = [{"title": f["title"], "role": f["role"], "src": png_data_uri(f["png"]),
+            "files": [p.name for p in f["files"]]} for f in figures["per_target"]]
+    by = [{"title": f["title"], "src": png_data_uri(f["png"]), "files": [p.name for p in f["files"]],
+           "attacks": f["attacks"]} for f in figures["by_attack"]]
+    return per, by
 
-    figs = []
-    for i, b in enumerate(tables.targets()):
-        curves = {}
+
+def _annotate(targets: list[dict]) -> Footnotes:
+    """Footnote marks of the side-by-side table: each target's ε basis and each unresolvable TPR's reason."""
+    notes = Footnotes()
+    for b in targets:
+        b["eps_mark"] = notes.mark(basis_text(b.get("privacy"), b["role"]))
         for a in b["attacks"]:
-            r: Result = a["result"]
-            try:
-                s, y = r.load_scores()
-            except Exception:  # noqa: BLE001 - a missing scores file drops the curve, not the report
-                continue
-            curves[a["attack"]] = (s, y)
-        if not curves:
-            continue
-        title = f"{b['method']}/{b['target']} ({b['dataset']}, seed {b['seed']})"
-        p = plot_roc(curves, tmp / f"roc-{i}.png", title=title)
-        figs.append({"title": title, "src": png_data_uri(p), "role": b["role"],
-                     "n": ", ".join(f"{k}" for k in curves)})
-    return figs
+            n = a["result"].get("n_nonmembers")
+            a["na"] = {m: notes.mark(unresolvable_reason(m, n)) for m in FPR_OF if not resolvable(m, n)}
+    return notes
 
 
 def _sample_grids(tables: Tables) -> list[dict]:
@@ -102,7 +104,9 @@ def _upload_audits(tables: Tables) -> list[dict]:
     return out
 
 
-def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None) -> Path:
+def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None,
+                targets: list[dict] | None = None, figures: dict | None = None, banner: str | None = None,
+                files: list[str] = ()) -> Path:
     import jinja2
     import numpy as np
     import torch
@@ -113,9 +117,19 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = fmt
     env.filters["ci"] = fmt_ci
-    with tempfile.TemporaryDirectory() as tmp:
-        rocs = _roc_figures(tables, Path(tmp))
-    targets = tables.targets()
+    targets = tables.targets() if targets is None else targets
+    if figures is None:
+        from .figures import write_roc_figures
+
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = write_roc_figures(targets, Path(tmp), formats=("png",))
+            rocs, rocs_by_attack = _roc_entries(figures)
+    else:
+        rocs, rocs_by_attack = _roc_entries(figures)
+    from .figures import grid_columns
+
+    sbs_notes = _annotate(targets)
+    seeds = seeds_table(targets)
     audit = tables.audit_frame()
     prov = tables.provenance_frame()
     fids = tables.fid_frame()
@@ -126,8 +140,17 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     flags_up = [u for u in ups if u["exceeds_analytic"]]
     cp_example = next((a["audit"]["cp"] for b in targets for a in b["attacks"] if a["audit"]), None)
     one_example = next((a["audit"]["one_run"] for b in targets for a in b["attacks"] if a["audit"]), None)
+    recon = _attack_grids(tables, RECONSTRUCTION)
+    toc = [("table", "Side by side")] + ([("seeds", "Across seeds")] if seeds else []) + [
+        ("audit", "Empirical ε audit")] + ([("roc-attacks", "ROC by attack, across targets")] if rocs_by_attack
+                                           else []) + [
+        ("roc", "ROC per target"), ("samples", "Samples"), (MEMORIZATION, "Memorization")] + (
+        [(RECONSTRUCTION, "Reconstruction from uploads")] if recon else []) + [
+        ("accountant", "Accountant summary")] + ([("fid", "FID")] if len(fids) else []) + (
+        [("files", "Files: LaTeX, Markdown, figures")] if files else []) + [
+        ("provenance", "Provenance"), ("warnings", "Warnings and notes")]
     ctx = {
-        "title": title, "source": source, "bench": bench or {},
+        "title": title, "source": source, "bench": bench or {}, "toc": toc,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__,
@@ -136,9 +159,11 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "audit_rows": _records(audit),
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
-        "rocs": rocs, "samples": _sample_grids(tables),
+        "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),
+        "sbs_notes": sbs_notes.items(), "seeds": seeds, "banner": banner, "files": list(files),
+        "samples": _sample_grids(tables),
         MEMORIZATION: _attack_grids(tables, MEMORIZATION),  # the template's names for these sections
-        RECONSTRUCTION: _attack_grids(tables, RECONSTRUCTION),
+        RECONSTRUCTION: recon,
         "accountant": _records(tables.accountant_frame()),
         "fids": _records(fids), "extractors": extractors,
         "provenance": _records(prov),

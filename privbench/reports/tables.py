@@ -279,6 +279,8 @@ class Tables:
         return out
 
     def side_by_side_frame(self) -> pd.DataFrame:
+        from .present import resolvable
+
         rows = []
         blocks = self.targets()
         attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (attack_rank(a), a))
@@ -295,9 +297,11 @@ class Tables:
                 m = a["metrics"] if a else {}
                 ci = a["ci"] if a else {}
                 for k, short in _CI_KEYS.items():
-                    row[f"{att}_{short}"] = _num(m.get(k))
+                    # a TPR at an FPR below 1/n_nonmembers is left empty (reports.present; results.csv keeps it)
+                    hide = a is not None and not resolvable(k, a["result"].get("n_nonmembers"))
+                    row[f"{att}_{short}"] = None if hide else _num(m.get(k))
                     if k != "asr":
-                        c = ci.get(k)
+                        c = None if hide else ci.get(k)
                         row[f"{att}_{short}_ci_lo"] = _num(c[0]) if c else None
                         row[f"{att}_{short}_ci_hi"] = _num(c[1]) if c else None
             mem = (b[MEMORIZATION] or {}).get("metrics") or {}

@@ -1,6 +1,8 @@
-"""The HTML report in a real headless browser (Debian's chromium): no console errors, a non-blank screenshot."""
+"""The HTML report in a real headless browser (Debian's chromium): no console errors, a non-blank screenshot, every
+table-of-contents link lands on an element, and nothing is wider than a 1400-px window."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -59,3 +61,84 @@ def test_report_loads_without_console_errors_and_renders(tmp_path, test_results)
     assert px.shape == (2000, 1280)
     assert px.var() > 0                                 # not blank
     assert (px < 128).mean() > 0.005                    # some dark ink: text, tables, plots
+
+
+# Injected into a copy of the page only (the report itself has no script): resolves every in-page link and
+# measures the layout at the window's width.
+PROBE = """<script>
+const ids = new Set([...document.querySelectorAll('[id]')].map(e => e.id));
+const links = [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href').slice(1));
+const doc = document.documentElement;
+const wide = [...document.querySelectorAll('body *')]
+  .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
+  .map(e => e.tagName + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '')).slice(0, 8);
+// per row of the ROC grid: the width its figures leave empty
+const grid = document.querySelector('.rocgrid');
+const rows = {};
+if (grid) for (const f of grid.children) {
+  const r = f.getBoundingClientRect();
+  const k = Math.round(r.top);
+  rows[k] = rows[k] || [r.left, r.right];
+  rows[k] = [Math.min(rows[k][0], r.left), Math.max(rows[k][1], r.right)];
+}
+const gridBox = grid ? grid.getBoundingClientRect() : null;
+const rowGaps = Object.values(rows).map(([l, r]) => gridBox.width - (r - l));
+const out = document.createElement('pre');
+out.id = 'probe';
+out.textContent = JSON.stringify({links: links, missing: links.filter(l => !ids.has(l)),
+  scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth, wide: wide, rocRows: rowGaps});
+document.body.appendChild(out);
+</script>"""
+
+
+def probe(page: Path, tmp: Path, width: int = 1400) -> dict:
+    probed = tmp / f"probe-{page.parent.name}.html"
+    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    r = chromium(probed, tmp, "--dump-dom", f"--window-size={width},1000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert console_errors(r.stderr) == [], console_errors(r.stderr)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', r.stdout, re.S)
+    assert m, r.stdout[-2000:]
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+def test_probe_catches_overflow_and_dead_links(tmp_path):
+    """The layout probe is not vacuous: a too-wide element and a link to nowhere are both reported."""
+    (tmp_path / "p").mkdir()
+    page = tmp_path / "p" / "index.html"
+    page.write_text('<!DOCTYPE html><html><body><a href="#here">ok</a><a href="#nowhere">dead</a>'
+                    '<h2 id="here">x</h2><div style="width:3000px">wide</div>'
+                    '<div class="rocgrid" style="display:flex;width:900px"><figure style="width:300px;margin:0">'
+                    '</figure></div></body></html>')
+    p = probe(page, tmp_path)
+    assert p["missing"] == ["nowhere"] and p["scrollWidth"] > 1400 and p["wide"]
+    assert p["rocRows"] == [600]                                     # a row with two thirds left empty
+
+
+def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_runs_dir, test_results):
+    """The whole test run store (two methods, several attacks, samples): the widest page the tests make."""
+    from privbench.reports import render_report
+
+    render_report(report_runs_dir, tmp_path / "rep", ["html"])
+    p = probe(tmp_path / "rep" / "index.html", tmp_path)
+    assert len(p["links"]) >= 8 and p["missing"] == [], p
+    assert p["scrollWidth"] <= p["clientWidth"] == 1400, p
+    assert p["wide"] == [], p
+    assert p["rocRows"] and max(p["rocRows"]) < 4, p              # every row of the ROC grid is full
+
+
+def test_a_short_last_row_of_the_roc_grid_is_filled(tmp_path):
+    """Five targets: three ROC figures in the first row, two that grow to fill the second."""
+    from privbench.reports import render_report
+    from privbench.reports.figures import grid_columns
+    from report_fakes import write_result
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(60), np.zeros(60)]
+    for i in range(5):
+        write_result(tmp_path / "runs" / f"t{i}", y * i * 0.3 + rng.normal(size=120), y, target=f"target{i}")
+    assert grid_columns(5) == 3
+    render_report(tmp_path / "runs", tmp_path / "rep", ["html"])
+    p = probe(tmp_path / "rep" / "index.html", tmp_path)
+    assert len(p["rocRows"]) == 2 and max(p["rocRows"]) < 4, p
+    assert p["scrollWidth"] <= 1400 and p["missing"] == [], p

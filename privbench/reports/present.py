@@ -1,0 +1,358 @@
+"""What every rendering of a report shares (HTML, LaTeX, Markdown): which TPRs the non-member count can resolve,
+footnotes (every ε's basis, every "n/a"), the test-preset banner, the across-seed aggregate, and the report's
+tables as plain rows of cells that :mod:`.latex` and :mod:`.markdown` typeset.
+
+A TPR at a fixed FPR x needs at least 1/x non-members: with n non-members the smallest non-zero FPR is 1/n, so
+for x < 1/n the "TPR at FPR ≤ x" is the TPR at zero false positives, whatever x is (with 256 non-members,
+TPR@0.1% equals the TPR at 0 FPR and says nothing about 0.1 %). Such a cell reads "n/a", and its footnote says
+why; ``results.csv`` keeps the computed value, ``side_by_side.csv`` leaves it empty.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tables import Tables
+
+# the membership metrics that are a TPR at a fixed FPR, with that FPR
+FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
+FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
+TEST_PRESET = "test"
+
+
+def resolvable(metric: str, n_nonmembers: Any) -> bool:
+    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n). Unknown counts are not refused."""
+    if metric not in FPR_OF or n_nonmembers is None:
+        return True
+    try:
+        n = int(n_nonmembers)
+    except (TypeError, ValueError):
+        return True
+    return n * FPR_OF[metric] >= 1 - 1e-9
+
+
+def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
+    need = math.ceil(1 / FPR_OF[metric] - 1e-9)
+    return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "
+            f"with {int(n_nonmembers)}, so its smallest non-zero FPR is 1/{int(n_nonmembers)} = "
+            f"{100 / int(n_nonmembers):.2g}%")
+
+
+class Footnotes:
+    """Numbered notes of one table: equal texts share a mark (a, b, …, z, aa, …)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return _letters(self.texts.index(text))
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(_letters(i), t) for i, t in enumerate(self.texts)]
+
+    def __bool__(self) -> bool:
+        return bool(self.texts)
+
+
+def _letters(i: int) -> str:
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(ord("a") + r) + s
+    return s
+
+
+def basis_text(privacy: dict | None, role: str) -> str:
+    """The footnote of a formal ε cell: what it covers (or that there is none)."""
+    if privacy and privacy.get("epsilon") is not None:
+        return f"ε basis: {privacy.get('basis') or 'not stated by the result'}"
+    if privacy and privacy.get("conditional_epsilon") is not None:
+        return ("no formal ε; conditional ε " + f"{privacy['conditional_epsilon']:.4g} (no guarantee): "
+                + str(privacy.get("conditional_basis") or privacy.get("basis") or "assumptions the run does not meet"))
+    if role == "private":
+        return "no formal ε for this target: it is not covered by the method's guarantee"
+    return "no formal ε: a non-private baseline"
+
+
+def test_preset_banner(tables: Tables) -> str | None:
+    """A banner when any result comes from the `test` preset (its registry description says why)."""
+    runs = sorted({r.run_dir.name for r in tables.results if r.preset == TEST_PRESET})
+    if not runs:
+        return None
+    from ..core.registry import PRESETS
+
+    desc = PRESETS.get(TEST_PRESET).description if TEST_PRESET in PRESETS else "for unit tests only"
+    return (f"Results of the `{TEST_PRESET}` preset ({desc.split('(')[0].strip(' ;,')}): results meaningless. "
+            f"{len(runs)} run(s) here were trained for seconds on tiny models; do not cite these numbers.")
+
+
+# ------------------------------------------------------------------------------------------ table model
+
+@dataclass
+class Cell:
+    text: str = "–"
+    ci: str = ""                   # a bracketed interval shown after the text, smaller
+    marks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PaperTable:
+    key: str                       # file stem and label: tab:privbench-<key>
+    title: str
+    caption: str
+    columns: list[str]
+    align: str                     # one letter per column: l or r
+    rows: list[list[Cell]] = field(default_factory=list)
+    block_starts: set[int] = field(default_factory=set)  # rows that begin a new target (a rule above them)
+    notes: Footnotes = field(default_factory=Footnotes)
+
+
+def _f(v, nd: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    try:
+        return f"{float(v):.{nd}f}"
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _ci(c, nd: int = 2) -> str:
+    if not c or c[0] is None:
+        return ""
+    return f"[{float(c[0]):.{nd}f}, {float(c[1]):.{nd}f}]"
+
+
+def _eps_cell(b: dict, notes: Footnotes) -> Cell:
+    p = b.get("privacy") or {}
+    text = _f(p.get("epsilon"), 2) if p.get("epsilon") is not None else "none"
+    return Cell(text, marks=[notes.mark(basis_text(b.get("privacy"), b["role"]))])
+
+
+def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
+    r = a["result"]
+    n = r.get("n_nonmembers")
+    if not resolvable(metric, n):
+        return Cell("n/a", marks=[notes.mark(unresolvable_reason(metric, n))])
+    return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3))
+
+
+def _where_columns(targets: list[dict]) -> list[str]:
+    """"dataset" and/or "seed" columns, when the report spans several of them."""
+    return [k for k in ("dataset", "seed") if len({b[k] for b in targets}) > 1]
+
+
+def membership_table(tables: Tables, targets: list[dict]) -> PaperTable:
+    where = _where_columns(targets)
+    t = PaperTable(
+        "membership", "Membership inference",
+        "Membership inference per target, private methods first, then the non-private baselines. AUC, ASR and TPR "
+        "at a fixed FPR use thresholds chosen on the evaluation labels (oracle, as in the SecMI/PIA papers); "
+        "brackets are stratified-bootstrap 95% intervals. Empirical ε: Clopper–Pearson lower bound, the largest "
+        "over the target's attacks, each at confidence 1 − 0.05/k (Bonferroni over k attacks), so it holds at 95%.",
+        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", "TPR@1%FPR",
+                 "TPR@0.1%FPR"],
+        "l" * len(where) + "llrrlrrrr")
+    for b in targets:
+        if not b["attacks"]:
+            continue
+        t.block_starts.add(len(t.rows))
+        for i, a in enumerate(b["attacks"]):
+            m = a["metrics"]
+            head = ([Cell(str(b[k])) for k in where] +
+                    [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
+                     Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")] if i == 0
+                    else [Cell("") for _ in range(len(where) + 4)])
+            t.rows.append(head + [Cell(a["attack"]), Cell(_f(m.get("auc")), _ci(a["ci"].get("auc"))),
+                                  Cell(_f(m.get("asr"), 2)), tpr_cell(a, "tpr_at_1pct_fpr", t.notes),
+                                  tpr_cell(a, "tpr_at_0_1pct_fpr", t.notes)])
+    return t
+
+
+def target_table(targets: list[dict]) -> PaperTable | None:
+    """Memorization, reconstruction and FID per target (when any target has one of them)."""
+    from ..attacks.base import MEMORIZATION, RECONSTRUCTION
+
+    t = PaperTable("per-target", "Memorization, reconstruction and FID",
+                   "Per target: the fraction of generated samples that copy a training record (memorization), the "
+                   "re-identification rate of records reconstructed from uploads (chance in brackets), and FID "
+                   "(overall; client majority / minority classes against the client's own records).",
+                   _where_columns(targets) + ["method", "target", "memorized", "re-id (chance)", "FID overall",
+                                              "FID maj / min"], "l" * len(_where_columns(targets)) + "llrrrr")
+    where = _where_columns(targets)
+    for b in targets:
+        mem = (b.get(MEMORIZATION) or {}).get("metrics") or {}
+        rec = (b.get(RECONSTRUCTION) or {}).get("metrics") or {}
+        fid = b.get("fid") or {}
+        if not (mem or rec or fid):
+            continue
+        t.rows.append([Cell(str(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]),
+                       Cell(_f(mem.get("memorized_fraction")) if mem else "–"),
+                       Cell(_f(rec.get("reid_rate")), f"({_f(rec.get('reid_chance'), 4)})") if rec else Cell(),
+                       Cell(_f(fid.get("overall"), 2) if fid else "–"),
+                       Cell(f"{_f(fid.get('majority'), 2)} / {_f(fid.get('minority'), 2)}") if fid else Cell()])
+        if fid.get("extractor"):
+            t.rows[-1][len(where) + 4].marks.append(t.notes.mark(f"FID feature extractor: {fid['extractor']}"))
+    return t if t.rows else None
+
+
+def audit_table(tables: Tables) -> PaperTable | None:
+    df = tables.audit_frame()
+    if not len(df):
+        return None
+    t = PaperTable("audit", "Empirical ε audit",
+                   "Every membership result's empirical ε lower bounds at 95%: Clopper–Pearson (threshold chosen on "
+                   "a split half) and one-run (Steinke, Nasr & Jagielski 2023), with the largest bound the record "
+                   "counts allow (ceiling). A bound above the formal ε means the implementation or the claim is "
+                   "broken.",
+                   ["method", "target", "attack", "CP ε lb (ceiling)", "one-run ε lb (ceiling)", "formal ε", "verdict"],
+                   "lllrrrl")
+    where = [k for k in ("dataset", "seed") if df[k].nunique() > 1]
+    t.columns, t.align = where + t.columns, "l" * len(where) + t.align
+    for r in df.astype(object).to_dict("records"):
+        e = r.get("formal_epsilon")
+        verdict = ("no claim" if r.get("exceeds_formal") is None or e is None or (isinstance(e, float) and math.isnan(e))
+                   else "EXCEEDS formal ε" if r["exceeds_formal"] else "consistent")
+        t.rows.append([Cell(str(r[k])) for k in where] + [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]),
+                       Cell(_f(r["epsilon_lower_bound"], 2), f"({_f(r['ceiling'], 2)})"),
+                       Cell(_f(r["one_run_epsilon_lower_bound"], 2), f"({_f(r['one_run_ceiling'], 2)})"),
+                       Cell(_f(e, 2) if e is not None else "none"), Cell(verdict)])
+    return t
+
+
+def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
+    where = _where_columns(targets)
+    t = PaperTable("accountant", "Formal privacy",
+                   "Every target's formal guarantee; the footnotes say what each ε covers.",
+                   where + ["method", "target", "ε", "δ", "accountant", "empirical ε lb"], "l" * len(where) + "llrrlr")
+    seen = set()
+    for b in targets:
+        key = (b["run_dir"], b["target"])
+        if key in seen:
+            continue
+        seen.add(key)
+        p = b.get("privacy") or {}
+        t.rows.append([Cell(str(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
+                       Cell(f"{p['delta']:g}" if p.get("delta") is not None else "–"),
+                       Cell(str(p.get("accountant") or "–")),
+                       Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")])
+    return t
+
+
+def fid_table(tables: Tables) -> PaperTable | None:
+    df = tables.fid_frame()
+    if not len(df):
+        return None
+    t = PaperTable("fid", "FID", "FID per method (lower is better): overall (samples with the members' class "
+                   "proportions against all member records) and the client's majority / minority classes against "
+                   "its own records, with their average. FIDs of different extractors are not comparable.",
+                   ["method", "target", "client", "overall", "majority", "minority", "average", "sampler"],
+                   "llrrrrrl")
+    for r in df.astype(object).to_dict("records"):
+        t.rows.append([Cell(str(r["method"])), Cell(str(r["target"])), Cell(str(r["client"])),
+                       Cell(_f(r["overall"], 2)), Cell(_f(r["majority"], 2)), Cell(_f(r["minority"], 2)),
+                       Cell(_f(r["average"], 2)), Cell(str(r.get("sampler") or "–"))])
+        t.rows[-1][3].marks.append(t.notes.mark(f"feature extractor: {r['extractor']}"))
+    return t
+
+
+# ------------------------------------------------------------------------------------------ across seeds
+
+SEED_METRICS = {"auc": "auc", "asr": "asr", "tpr_1pct": "tpr_at_1pct_fpr", "tpr_0_1pct": "tpr_at_0_1pct_fpr"}
+
+
+def several_seeds(targets: list[dict]) -> bool:
+    groups: dict[tuple, set] = {}
+    for b in targets:
+        for a in b["attacks"]:
+            groups.setdefault((b["dataset"], b["method"], b["target"], a["attack"]), set()).add(b["seed"])
+    return any(len(s) > 1 for s in groups.values())
+
+
+def seeds_frame(targets: list[dict]):
+    """Per (dataset, method, target, attack): mean, sample std and every seed's value of each membership metric
+    (unresolvable TPRs count as missing), with the empirical ε lower bound of the target."""
+    import numpy as np
+    import pandas as pd
+
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for b in targets:
+        for a in b["attacks"]:
+            groups.setdefault((b["dataset"], b["role"], b["method"], b["target"], a["attack"]), []).append((b, a))
+    rows = []
+    for (dataset, role, method, target, attack), items in groups.items():
+        items.sort(key=lambda ba: ba[0]["seed"])
+        row: dict[str, Any] = {"dataset": dataset, "role": role, "method": method, "target": target,
+                               "attack": attack, "n_seeds": len(items),
+                               "seeds": " ".join(str(b["seed"]) for b, _ in items)}
+        eps = {(b.get("privacy") or {}).get("epsilon") for b, _ in items}
+        row["formal_epsilon"] = eps.pop() if len(eps) == 1 else None
+        per: dict[str, dict[int, float]] = {}
+        for short, metric in SEED_METRICS.items():
+            vals = {}
+            for b, a in items:
+                v = a["metrics"].get(metric)
+                if v is None or not resolvable(metric, a["result"].get("n_nonmembers")):
+                    continue
+                vals[b["seed"]] = float(v)
+            per[short] = vals
+        per["eps_lb_cp"] = {b["seed"]: float(b["eps_lb_cp"]) for b, _ in items if b["eps_lb_cp"] is not None}
+        for short, vals in per.items():
+            v = np.array(list(vals.values()), dtype=float)
+            row[f"{short}_mean"] = float(v.mean()) if len(v) else None
+            row[f"{short}_std"] = float(v.std(ddof=1)) if len(v) > 1 else None
+            row[f"{short}_n"] = len(v)
+        for short, vals in per.items():
+            for s, v in vals.items():
+                row[f"{short}_seed{s}"] = v
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pm(mean, std, nd: int = 3) -> tuple[str, str]:
+    """("mean", "± std") for a cell; a single value has no spread."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–", ""
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return _f(mean, nd), ""
+    return _f(mean, nd), f"± {_f(std, nd)}"
+
+
+def seeds_table(targets: list[dict]) -> PaperTable | None:
+    if not several_seeds(targets):
+        return None
+    df = seeds_frame(targets)
+    t = PaperTable("seeds", "Across seeds",
+                   "Mean ± sample standard deviation over seeds (n = number of seeds with a value; per-seed values "
+                   "are in seeds.csv). TPRs the non-member count cannot resolve are left out.",
+                   ["method", "target", "attack", "seeds", "AUC", "TPR@1%FPR", "TPR@0.1%FPR", "empirical ε lb"],
+                   "lllrrrrr")
+    last = None
+    for r in df.astype(object).to_dict("records"):
+        if (r["dataset"], r["method"], r["target"]) != last:
+            t.block_starts.add(len(t.rows))
+            last = (r["dataset"], r["method"], r["target"])
+        cells = [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]), Cell(str(r["n_seeds"]))]
+        for short in ("auc", "tpr_1pct", "tpr_0_1pct", "eps_lb_cp"):
+            m, s = pm(r.get(f"{short}_mean"), r.get(f"{short}_std"), 2 if short == "eps_lb_cp" else 3)
+            c = Cell(m, s)
+            if r.get(f"{short}_n") == 0 and short.startswith("tpr"):
+                c = Cell("n/a", marks=[t.notes.mark("n/a: no seed's non-member count resolves this FPR")])
+            elif r.get(f"{short}_n") not in (None, r["n_seeds"]):
+                c.marks.append(t.notes.mark("not every seed has a value: the mean is over the seeds that do"))
+            cells.append(c)
+        t.rows.append(cells)
+    return t
+
+
+def paper_tables(tables: Tables, targets: list[dict] | None = None) -> list[PaperTable]:
+    """The report's tables in page order (those with no rows are left out)."""
+    targets = tables.targets() if targets is None else targets
+    out = [membership_table(tables, targets), seeds_table(targets), target_table(targets), audit_table(tables),
+           accountant_table(tables, targets), fid_table(tables)]
+    return [t for t in out if t is not None and t.rows]
