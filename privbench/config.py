@@ -129,15 +129,42 @@ class DPSADConfig:
 
 @dataclass
 class AttackConfig:
-    t: int = _f(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
-    p: float = _f(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
-    n_draws: int = _f(1, lo=1, help="noise draws averaged by the loss attack")
+    t: int = _f(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN and of LiRA/RMIA's loss statistic")
+    p: float = _f(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN/SimA")
+    n_draws: int = _f(1, lo=1, help="noise draws of the loss attack (and LiRA/RMIA's fixed per-record draws)")
     sweep: list = _f([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an oracle choice")
     batch_size: int = _f(256, lo=1, help="records per batched model query of every attack")
     secmi_t: int = _f(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
     secmi_k: int = _f(10, lo=1, help="SecMI's DDIM stride k")
-    secmi_offset: str = _f("paper", choices=["paper", "official"],
-                           help="paper: error at t_sec vs t_sec+k (t_sec/k+2 NFEs); official code: t_sec-k vs t_sec")
+    secmi_offset: str = _f("official", choices=["paper", "official"],
+                           help="official code (default): error at t_sec-k vs t_sec (t_sec/k+1 NFEs); "
+                                "paper: t_sec vs t_sec+k (t_sec/k+2 NFEs)")
+    secmi_nn_arch: str = _f("small", choices=["small", "resnet18"],
+                            help="secmi-nn classifier: small CNN, or the official code's CIFAR ResNet-18")
+    secmi_nn_steps: int = _f(1000, lo=1, help="secmi-nn SGD steps per fold (official: 15 epochs of 10k maps)")
+    secmi_nn_folds: int = _f(2, lo=2, help="secmi-nn cross-fitting folds: every record is scored out of fold")
+    sima_t: int = _f(100, lo=0, help="SimA's model timestep: -sum|eps_theta(x0, t)|^p with x0 fed unnoised")
+    n_reference: int = _f(8, lo=1, help="reference models of the target's method and config (lira, rmia, gsa)")
+    reference_pool: str = _f("offline", choices=["offline", "online"],
+                             help="offline: references train on halves of records outside the evaluation "
+                                  "split; online: on halves of the evaluation records (LiRA-online)")
+    lira_convention: str = _f("paper", choices=["paper", "official"],
+                              help="paper: means, one-sided offline test; official code: medians, two-sided "
+                                   "offline log-pdf, global std over all values")
+    lira_variance: str = _f("auto", choices=["auto", "per_record", "global"],
+                            help="Gaussian widths: per record, or one global width (auto: global below 64 "
+                                 "references, as the LiRA paper advises)")
+    rmia_a: float = _f(-1.0, lo=-1.0, hi=1.0,
+                       help="RMIA offline a in [0,1] (Pr(x) = ((1+a)Pr_out(x) + 1-a)/2); -1 = tune on a "
+                            "reference model as the official code")
+    rmia_gamma: float = _f(1.0, lo=0.0, lo_open=True, help="RMIA's gamma: score = share of z with LR_x/LR_z > gamma")
+    rmia_population: int = _f(256, lo=1, help="RMIA population records z (outside the evaluation split and pool)")
+    gsa_timesteps: list = _f([100, 200, 300, 400, 500, 600, 700, 800, 900, 999],
+                             help="GSA's timesteps (one noise draw each)")
+    gsa_variant: int = _f(1, lo=1, hi=2, help="GSA1: per-layer norms of the gradient of the loss averaged over "
+                                              "timesteps (official code); GSA2: averaged per-timestep norms")
+    gsa_classifier: str = _f("gbdt", choices=["gbdt", "logistic"],
+                             help="GSA's classifier on reference-model features (official: XGBoost, 200 trees)")
     n_samples: int = _f(500, lo=1, help="samples drawn by memorization")
     recon_t0: int = _f(0, lo=0, help="reconstruction upload level (1-indexed); 0 = pfdm.t0")
     recon_clip: float = _f(0.0, lo=0.0, help="reconstruction clip; 0 = pfdm.clip")
@@ -226,6 +253,7 @@ def _preset_test(c: Config) -> None:
     c.dpsad.teacher_steps = 10
     c.sample.ddim_steps = 10
     c.attack.n_samples, c.attack.bootstrap = 32, 50
+    c.attack.n_reference, c.attack.rmia_population, c.attack.secmi_nn_steps = 2, 64, 20
 
 
 def _preset_tiny(c: Config) -> None:

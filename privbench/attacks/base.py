@@ -77,6 +77,8 @@ class AttackEnv:
     seed: int = 0
     train_data: tuple[torch.Tensor, torch.Tensor] | None = None  # overrides method.training_data()
     train_index: list[int] | None = None  # dataset indices of train_data's rows, when known
+    #: reference models (a :class:`privbench.attacks.references.ReferenceModels`) for attacks that use them
+    references: Any = None
 
     def training_data(self, records: Records | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The target's training records: explicit > ``method.training_data()`` > the members of ``records``."""
@@ -119,6 +121,13 @@ class Attack:
     config_fields: ClassVar[tuple[str, ...]] = ("batch_size",)
     #: other config fields (``section.key``) that change the result
     extra_config_keys: ClassVar[tuple[str, ...]] = ()
+    #: what the attacker needs (shown in results): ``queries`` (what it asks the target), ``reference_models``
+    #: (0, or how many and how trained), ``reference_training``, ``auxiliary_data``, ``queries_per_record``
+    threat_model: ClassVar[dict[str, Any] | None] = None
+    #: target names it applies to (fnmatch patterns, e.g. ``client:*``); None = every target
+    applies_to: ClassVar[tuple[str, ...] | None] = None
+    #: True: the runner trains (or loads) reference models and hands them over as ``env.references``
+    needs_references: ClassVar[bool] = False
 
     def __init__(self, acfg=None, **overrides):
         from ..config import AttackConfig
@@ -158,9 +167,20 @@ class Attack:
     def describe(self) -> dict:
         return {k: self.settings[k] for k in self.config_fields}
 
+    def threat(self) -> dict | None:
+        """The declared threat model with this instance's settings filled in (reference-model count)."""
+        if self.threat_model is None:
+            return None
+        d = dict(self.threat_model)
+        if self.needs_references:
+            d["reference_models"] = int(self.settings["n_reference"])
+            d["reference_pool"] = self.settings["reference_pool"]
+        return d
+
 
 #: bump when an attack's numbers change for the same config (invalidates cached attack results)
-ATTACK_CODE_VERSION = 1
+#: 2: SecMI's default offset is the official code's (t_sec - k vs t_sec)
+ATTACK_CODE_VERSION = 2
 
 
 # ---------------------------------------------------------------------- helpers

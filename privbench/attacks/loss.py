@@ -28,6 +28,8 @@ def loss_noise(shape, device, seed: int, t: int, draw: int, batch: int) -> torch
 class LossAttack(Attack):
     name = "loss"
     config_fields = ("t", "n_draws", "sweep", "batch_size")
+    threat_model = {"queries": "eps-prediction at x_t = sqrt(ab) x0 + sqrt(1-ab) eps", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": "attack.n_draws"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

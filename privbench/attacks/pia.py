@@ -33,6 +33,8 @@ class PIA(Attack):
     name = "pia"
     normalize = False
     config_fields = ("t", "p", "sweep", "batch_size")
+    threat_model = {"queries": "eps-prediction at x0 (t=0) and at x_t built from it", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": 2}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

@@ -81,6 +81,10 @@ class Reconstruction(Attack):
     kind = "reconstruction"
     config_fields = ("recon_t0", "recon_clip", "recon_n", "recon_sampler", "recon_public_steps", "batch_size")
     extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
+    threat_model = {"queries": "the noised uploads, then eps-prediction along a reverse chain", "reference_models": 0,
+                    "reference_training": "none (optional public denoiser: attack.recon_public_steps)",
+                    "auxiliary_data": "a pool of candidate records for re-identification",
+                    "queries_per_record": "sample.ddim_steps (ddim) or t0 (ddpm)"}
 
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:

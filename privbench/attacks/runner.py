@@ -129,6 +129,10 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     run_dir = run_dir_for(cfg, runs_dir)
     method = api.make_method(cfg, run_dir, device)
     target_name = method.check_target(target)              # unknown target → BadInput
+    if attack.needs_references:                            # a pool the dataset cannot give → BadInput
+        from ..reference_models import check_pool
+
+        check_pool(cfg, method, attack.reference_pool, _population_size(attack))
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
     res_path = out_dir / "result.json"
     if res_path.exists() and (run_dir / "train_done.json").exists():
@@ -156,16 +160,31 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             # a model trained on part of the members (a client's): its own records are what it can memorize
             mem = records.index[records.labels == 1].tolist()
             env.train_data, env.train_index = method.ctx.records(mem), mem
+        refs_s = None
+        if attack.needs_references:
+            from ..reference_models import build_references
+
+            t_ref = time.time()
+            env.references = build_references(cfg, method, target_name, records, n=int(attack.n_reference),
+                                               mode=attack.reference_pool, n_population=_population_size(attack),
+                                               device=tgt.device)
+            refs_s = round(time.time() - t_ref, 1)
         t0 = time.time()
         out = attack.run(tgt, records, env)
         if tgt.device.type == "cuda":
             torch.cuda.synchronize(tgt.device)
         attack_s = time.time() - t0
         result = _assemble(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
-                           timing={"train_s": train_s, "attack_s": round(attack_s, 3), "device": str(tgt.device)})
+                           timing={"train_s": train_s, "references_s": refs_s, "attack_s": round(attack_s, 3),
+                                   "device": str(tgt.device)})
         method.ctx.log(f"[attack] {attack.name} on {target_name}: {_one_line(result)}")
     _publish(run_dir, out_dir, result)
     return result
+
+
+def _population_size(attack: Attack) -> int:
+    """Population records (outside the split and the pool) the attack needs: RMIA's z."""
+    return int(attack.rmia_population) if "rmia_population" in attack.config_fields else 0
 
 
 def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
@@ -184,7 +203,7 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
         "preset": cfg.preset, "seed": cfg.seed, "run_dir": str(run_dir),
         "n_members": records.n_members, "n_nonmembers": records.n_nonmembers,
         "metrics": {}, "privacy": privacy, "scores_path": str(out_dir / "scores.npz"),
-        "kind": attack.kind,
+        "kind": attack.kind, "threat_model": attack.threat(),
         "attack_config": attack.describe(), "attack_hash": out_dir.name.rsplit("-", 1)[-1],
         "calibrated": None, "sweep": None, "figures": out.figures, "warnings": [], "notes": list(out.notes),
         "timing": timing, "artifacts": {},
@@ -204,6 +223,8 @@ def _assemble(cfg, attack: Attack, method, target_name, tgt, records: Records, o
                   "y": records.y.numpy().astype(np.int64)}
         for t, s in out.sweep.items():
             arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
+        for k, v in out.arrays.items():  # attack-specific aligned arrays (e.g. the raw statistic)
+            arrays.setdefault(k, np.asarray(v))
         from ..metrics.plots import plot_roc
 
         fixed = out.figures.get("t", out.figures.get("t_sec"))
