@@ -20,6 +20,7 @@ An existing result with the same attack hash is reused.
 """
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import shutil
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 from ..config import config_hash
+from ..errors import BadInput
 from ..registry import ATTACKS
 from ..runs import atomic_path, atomic_write_json, atomic_write_text, run_dir_for, run_lock, safe_name
 from .base import Attack, AttackEnv, AttackOutput, Records
@@ -129,6 +131,9 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     run_dir = run_dir_for(cfg, runs_dir)
     method = api.make_method(cfg, run_dir, device)
     target_name = method.check_target(target)              # unknown target → BadInput
+    if attack.applies_to is not None and not any(fnmatch.fnmatchcase(target_name, p) for p in attack.applies_to):
+        raise BadInput(f"attack {attack.name} does not apply to target {target_name!r} "
+                       f"(it applies to: {', '.join(attack.applies_to)})")
     if attack.needs_references:                            # a pool the dataset cannot give → BadInput
         from ..reference_models import check_pool
 

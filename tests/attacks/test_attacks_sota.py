@@ -409,3 +409,12 @@ def test_offline_pool_too_large_is_refused_before_training(tmp_path):
     res = CliRunner().invoke(main, ["attack", "--method", "centralized", "--attack", "rmia", "--preset", "test",
                                     "--runs-dir", str(tmp_path), "--device", "cpu", "--set", "attack.rmia_a=-0.5"])
     assert res.exit_code == 2 and "rmia_a" in res.output and not any(tmp_path.iterdir())
+
+
+def test_an_attack_is_refused_on_a_target_it_does_not_apply_to(tmp_path):
+    from privbench.cli import main
+
+    res = CliRunner().invoke(main, ["attack", "--method", "pfdm", "--attack", "gsa", "--target", "pipeline:0",
+                                    "--preset", "test", "--runs-dir", str(tmp_path), "--device", "cpu"])
+    assert res.exit_code == 2 and "does not apply to target 'pipeline:0'" in res.output
+    assert not any(tmp_path.iterdir())
