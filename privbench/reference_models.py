@@ -100,8 +100,8 @@ def _target_members(method, target_name: str) -> set[int]:
     """The records ``target_name`` of this (reference) method was trained on."""
     hook = getattr(method, "attack_split", None)
     if callable(hook):
-        return set(int(i) for i in hook(target_name)[0])
-    return set(int(i) for i in method.ctx.split.members)
+        return {int(i) for i in hook(target_name)[0]}
+    return {int(i) for i in method.ctx.split.members}
 
 
 def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None):

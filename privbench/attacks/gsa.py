@@ -170,7 +170,7 @@ class GSA(Attack):
         if refs.pool is None or refs.pool_in is None:
             raise BadInput("gsa needs the reference pool and its memberships (classifier training data)")
         ts = self.timesteps(target.num_timesteps)
-        kw = dict(variant=int(self.gsa_variant), seed=env.seed, batch_size=self.batch_size)
+        kw = {"variant": int(self.gsa_variant), "seed": env.seed, "batch_size": self.batch_size}
         feats = [gradient_features(m, refs.pool, ts, **kw) for m in refs.targets]
         train_x = standardize(np.concatenate(feats))
         train_y = np.concatenate([refs.pool_in[r].astype(int) for r in range(len(refs))])
@@ -182,7 +182,7 @@ class GSA(Attack):
         scores = clf.predict_proba(target_x)[:, list(clf.classes_).index(1)]
         res = AttackOutput(scores=np.asarray(scores, dtype=np.float64), nfe_per_record=len(ts))
         res.figures = {"timesteps": ts, "variant": int(self.gsa_variant), "classifier": self.gsa_classifier,
-                       "n_features": int(target_x.shape[1]), "training_rows": int(len(train_y)),
+                       "n_features": int(target_x.shape[1]), "training_rows": len(train_y),
                        "training_members": int(train_y.sum()), "queries_per_record": len(ts),
                        "backward_per_record": 1 if self.gsa_variant == 1 else len(ts),
                        "references": refs.describe(),

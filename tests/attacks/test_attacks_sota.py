@@ -222,7 +222,7 @@ def test_rmia_attack_likelihood_is_exp_minus_the_loss():
     target = fake_target(_scaled_eps(0.3))
     env = AttackEnv(seed=2, references=_refs(models, np.zeros((2, 10)), "offline", population=pop))
     out = RMIA(t=150, n_draws=1, rmia_a=0.3, batch_size=4).run(target, rec, env)
-    lik = lambda c, r: np.exp(-_direct_loss(r, c, 150, 1, 2).mean(1))  # noqa: E731
+    lik = lambda c, r: np.exp(-_direct_loss(r, c, 150, 1, 2).mean(1))
     want = rmia_scores(lik(0.3, rec), np.stack([lik(c, rec) for c in cs]), np.zeros((2, 10), bool), lik(0.3, pop),
                        np.stack([lik(c, pop) for c in cs]), online=False, a=0.3, gamma=1.0)
     np.testing.assert_allclose(out.scores, want)
