@@ -290,6 +290,21 @@ def test_secmi_nn_reports_only_out_of_fold_scores(monkeypatch):
     assert seen_folds == [12, 12, 12, 12]          # each classifier trained on the other 3 folds
 
 
+def test_secmi_nn_classifier_learns_maps_at_the_tiny_scale_of_real_t_errors():
+    """Real t-error maps are ~1e-2 per pixel; the classifier must still learn a separable pattern out of fold."""
+    from privbench.attacks.secmi_nn import train_classifier
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(64) % 2
+    pattern = torch.zeros(1, 8, 8)
+    pattern[:, :4] = 1.0                                   # members' errors concentrate in the top half
+    maps = 1e-3 * (torch.rand((64, 1, 8, 8), generator=g) + labels.view(-1, 1, 1, 1) * pattern)
+    net = train_classifier(maps[:32], labels[:32], arch="small", steps=200, seed=0)
+    with torch.no_grad():
+        held_out = net(maps[32:]).view(-1).numpy()
+    assert auc(held_out, labels[32:].numpy()) > 0.9
+
+
 def test_secmi_nn_trains_and_runs_both_architectures():
     rec = _records(8, 8)
     tgt = fake_target(memorizing_eps(rec.x[:8], _ac()))
