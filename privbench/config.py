@@ -131,7 +131,7 @@ class DPSADConfig:
 class AttackConfig:
     t: int = _f(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN and of LiRA/RMIA's loss statistic")
     p: float = _f(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN/SimA")
-    n_draws: int = _f(1, lo=1, help="noise draws of the loss attack (and LiRA/RMIA's fixed per-record draws)")
+    n_draws: int = _f(1, lo=1, help="noise draws averaged by the loss attack")
     sweep: list = _f([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an oracle choice")
     batch_size: int = _f(256, lo=1, help="records per batched model query of every attack")
     secmi_t: int = _f(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
@@ -148,6 +148,11 @@ class AttackConfig:
     reference_pool: str = _f("offline", choices=["offline", "online"],
                              help="offline: references train on halves of records outside the evaluation "
                                   "split; online: on halves of the evaluation records (LiRA-online)")
+    lira_draws: int = _f(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at attack.t "
+                                       "(the target and every reference are queried on each)")
+    lira_transform: str = _f("log", choices=["log", "none"],
+                             help="LiRA: fit the Gaussians to log(loss) (variance-stabilized, as the paper's logit "
+                                  "scaling of confidences) or to the loss itself")
     lira_convention: str = _f("paper", choices=["paper", "official"],
                               help="paper: means, one-sided offline test; official code: medians, two-sided "
                                    "offline log-pdf, global std over all values")

@@ -2,10 +2,14 @@
 S&P 2022), with the diffusion loss as its statistic (as Carlini et al., "Extracting training data from
 diffusion models", USENIX Security 2023, use it on CIFAR-10 DDPMs trained on random halves).
 
-Statistic: s_d(x; θ) = mean over pixels of (ε_d − ε_θ(√ᾱ_t x + √(1−ᾱ_t) ε_d, t))² at t = ``attack.t`` for
-d = 1..``attack.n_draws`` noise draws that are FIXED per record (seeded by the record's dataset index), so the
-target and every reference model are queried on the same x_t (:func:`~privbench.attacks.references.
-fixed_noise_losses`). A member has a low loss.
+Statistic: s_d(x; θ) = log of the mean over pixels of (ε_d − ε_θ(√ᾱ_t x + √(1−ᾱ_t) ε_d, t))² at t = ``attack.t``
+for d = 1..``attack.lira_draws`` (default 4) noise draws that are FIXED per record (seeded by the record's dataset
+index), so the target and every reference model are queried on the same x_t (:func:`~privbench.attacks.
+references.fixed_noise_losses`). A member has a low loss. The log (``attack.lira_transform=log``, default; ``none``
+fits the loss itself) plays the role of the paper's logit scaling of a classifier's confidence: LiRA fits
+Gaussians, and a loss is positive, right-skewed and spreads in proportion to its size across records, so that
+one global width fits the log far better than the raw loss (the paper's principle: make the statistic Gaussian).
+The draws are averaged as the paper averages its per-augmentation scores.
 
 For each record, the reference models' statistics are split by whether the reference trained on the record
 (IN) or not (OUT) and a Gaussian is fitted to each side, per record and per draw:
@@ -119,8 +123,8 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 class LiRA(Attack):
     name = "lira"
     needs_references = True
-    config_fields = ("t", "n_draws", "n_reference", "reference_pool", "lira_convention", "lira_variance",
-                     "batch_size")
+    config_fields = ("t", "lira_draws", "lira_transform", "n_reference", "reference_pool", "lira_convention",
+                     "lira_variance", "batch_size")
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
                     "reference_training": "the target's own method and config, each on a random half of the "
@@ -128,13 +132,13 @@ class LiRA(Attack):
                                           "evaluation records)",
                     "auxiliary_data": "the reference pool (offline) or knowledge of which references trained on "
                                       "which evaluation record (online)",
-                    "queries_per_record": "attack.n_draws on the target (+ as many on each reference)"}
+                    "queries_per_record": "attack.lira_draws on the target (+ as many on each reference)"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         check_timestep(self.t, num_timesteps, "attack.t")
-        if self.n_draws < 1:
-            raise BadInput(f"attack.n_draws={self.n_draws}: must be >= 1")
+        if self.lira_draws < 1:
+            raise BadInput(f"attack.lira_draws={self.lira_draws}: must be >= 1")
         if self.n_reference < 2:
             raise BadInput(f"attack.n_reference={self.n_reference}: lira needs at least 2 reference models")
 
@@ -147,19 +151,23 @@ class LiRA(Attack):
         env = env or AttackEnv()
         refs = require_references(env, "lira")
         t = check_timestep(self.t, target.num_timesteps, "attack.t")
-        k = int(self.n_draws)
+        k = int(self.lira_draws)
         s = fixed_noise_losses(target, records, t, k, env.seed, self.batch_size)
         r = np.stack([fixed_noise_losses(m, records, t, k, env.seed, self.batch_size) for m in refs.targets])
+        if self.lira_transform == "log":
+            s, r = np.log(np.maximum(s, 1e-300)), np.log(np.maximum(r, 1e-300))
         online = refs.mode == "online"
         variance = self.variance_mode(len(refs))
         scores, info = lira_scores(s, r, refs.in_masks, online=online, variance=variance,
                                    convention=self.lira_convention)
         res = AttackOutput(scores=scores, nfe_per_record=k)
         res.arrays = {"lira_statistic": s.mean(axis=1)}
-        res.figures = {"t": t, "n_draws": k, "variant": "online" if online else "offline",
-                       "variance": variance, "convention": self.lira_convention, "queries_per_record": k,
+        res.figures = {"t": t, "draws": k, "variant": "online" if online else "offline",
+                       "variance": variance, "convention": self.lira_convention, "transform": self.lira_transform,
+                       "queries_per_record": k,
                        "reference_queries_per_record": k * len(refs), "references": refs.describe(), **info,
-                       "statistic": "mean over pixels of (eps - eps_theta(x_t, t))^2, fixed noise per record",
+                       "statistic": ("log " if self.lira_transform == "log" else "")
+                       + "mean over pixels of (eps - eps_theta(x_t, t))^2, fixed noise per record",
                        "score": ("mean_d log N(s; mu_in, sd_in) - log N(s; mu_out, sd_out)" if online else
                                  ("-mean_d log N(s; mu_out, sd_out) (two-sided, official code)"
                                   if self.lira_convention == "official" else

@@ -8,7 +8,7 @@ RMIA compares x with population records z through a pairwise likelihood ratio:
     score(x) = fraction of population records z with LR(x) / LR(z) > γ      (higher = member).
 
 **Likelihood proxy for a diffusion model** (privbench's choice; the paper uses a classifier's probability of the
-true label): Pr(x | θ) := exp(−L̄(x; θ)) with L̄ the mean over ``attack.n_draws`` fixed noise draws of the
+true label): Pr(x | θ) := exp(−L̄(x; θ)) with L̄ the mean over ``attack.lira_draws`` fixed noise draws of the
 per-pixel diffusion loss at t = ``attack.t`` — the same statistic and the same per-record noise as LiRA
 (:func:`~privbench.attacks.references.fixed_noise_losses`). It is a monotone proxy of the model's denoising
 likelihood of x at one noise level (an ELBO term), in (0, 1], so the offline interpolation below stays on the
@@ -87,7 +87,7 @@ def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: floa
 class RMIA(Attack):
     name = "rmia"
     needs_references = True
-    config_fields = ("t", "n_draws", "n_reference", "reference_pool", "rmia_a", "rmia_gamma", "rmia_population",
+    config_fields = ("t", "lira_draws", "n_reference", "reference_pool", "rmia_a", "rmia_gamma", "rmia_population",
                      "batch_size")
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
@@ -96,14 +96,14 @@ class RMIA(Attack):
                                           "evaluation records)",
                     "auxiliary_data": "attack.rmia_population population records z (in no training set) and "
                                       "the reference pool",
-                    "queries_per_record": "attack.n_draws on the target (+ the population's, + as many on each "
+                    "queries_per_record": "attack.lira_draws on the target (+ the population's, + as many on each "
                                           "reference)"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         check_timestep(self.t, num_timesteps, "attack.t")
-        if self.n_draws < 1:
-            raise BadInput(f"attack.n_draws={self.n_draws}: must be >= 1")
+        if self.lira_draws < 1:
+            raise BadInput(f"attack.lira_draws={self.lira_draws}: must be >= 1")
         if self.n_reference < 2:
             raise BadInput(f"attack.n_reference={self.n_reference}: rmia needs at least 2 reference models")
         if not (self.rmia_a == -1 or 0.0 <= self.rmia_a <= 1.0):
@@ -117,7 +117,7 @@ class RMIA(Attack):
         if refs.population is None or len(refs.population) == 0:
             raise BadInput("rmia needs population records z (records in no training set)")
         t = check_timestep(self.t, target.num_timesteps, "attack.t")
-        k, bs = int(self.n_draws), self.batch_size
+        k, bs = int(self.lira_draws), self.batch_size
 
         def lik(model, recs):  # Pr(x | θ) proxy: exp(−mean over draws of the per-pixel loss)
             return np.exp(-fixed_noise_losses(model, recs, t, k, env.seed, bs).mean(axis=1))
@@ -144,7 +144,7 @@ class RMIA(Attack):
         res = AttackOutput(scores=scores, nfe_per_record=k * (1 + len(refs.population) / max(len(records), 1)))
         res.arrays = {"rmia_likelihood": p_x}
         figures.update({
-            "t": t, "n_draws": k, "variant": "online" if online else "offline", "a": a,
+            "t": t, "draws": k, "variant": "online" if online else "offline", "a": a,
             "gamma": float(self.rmia_gamma), "n_population": len(refs.population),
             "queries_per_record": k, "population_queries": k * len(refs.population),
             "reference_queries": k * ref_q * len(refs), "references": refs.describe(),
