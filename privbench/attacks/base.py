@@ -19,6 +19,7 @@ model; for the other methods this is the stronger, label-aware attacker).
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
@@ -79,6 +80,8 @@ class AttackEnv:
     seed: int = 0
     train_data: tuple[torch.Tensor, torch.Tensor] | None = None  # overrides method.training_data()
     train_index: list[int] | None = None  # dataset indices of train_data's rows, when known
+    #: reference models (a :class:`privbench.attacks.references.ReferenceModels`) for attacks that use them
+    references: Any = None
 
     def training_data(self, records: Records | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The target's training records: explicit > ``method.training_data()`` > the members of ``records``."""
@@ -160,6 +163,8 @@ class Attack:
     extra_config_keys: ClassVar[tuple[str, ...]] = ()
     applies_to: ClassVar[tuple[str, ...] | None] = None
     threat_model: ClassVar[dict] = {}
+    #: True: the runner trains (or loads) reference models and hands them over as ``env.references``
+    needs_references: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -198,7 +203,8 @@ class Attack:
             raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
 
     def applies(self, target: str) -> bool:
-        return self.applies_to is None or target.split(":", 1)[0] in self.applies_to
+        """Whether the attack can attack ``target`` (``applies_to``: fnmatch patterns such as ``client:*``)."""
+        return self.applies_to is None or any(fnmatch.fnmatchcase(target, p) for p in self.applies_to)
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         raise NotImplementedError
@@ -215,9 +221,20 @@ class Attack:
     def describe(self) -> dict:
         return {k: self.settings[k] for k in self.config_fields()}
 
+    def threat(self) -> dict | None:
+        """The declared threat model with this instance's settings filled in (reference-model count)."""
+        if self.threat_model is None:
+            return None
+        d = dict(self.threat_model)
+        if self.needs_references:
+            d["reference_models"] = int(self.settings["n_reference"])
+            d["reference_pool"] = self.settings["reference_pool"]
+        return d
+
 
 #: bump when an attack's numbers change for the same config (invalidates cached attack results)
-ATTACK_CODE_VERSION = 1
+#: 2: SecMI's default offset is the official code's (t_sec - k vs t_sec)
+ATTACK_CODE_VERSION = 2
 
 
 # ---------------------------------------------------------------------- helpers

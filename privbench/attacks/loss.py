@@ -42,8 +42,8 @@ class LossAttack(Attack):
     description = "loss threshold: -||eps - eps_theta(x_t, t)||^2 at t=200 (n_draws seeded draws)"
     report_order = 10
     Settings = LossSettings
-    threat_model = {"queries": "epsilon-prediction at one timestep", "reference_models": 0,
-                    "auxiliary_data": "none", "queries_per_record": "n_draws"}
+    threat_model = {"queries": "eps-prediction at x_t = sqrt(ab) x0 + sqrt(1-ab) eps", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": "attack.n_draws"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

@@ -75,6 +75,9 @@ class NNRatioMemorization(Attack):
                     "auxiliary_data": "the target's training records (to measure copies)",
                     "queries_per_record": "sampler steps per generated sample"}
     extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
+    threat_model = {"queries": "sampling (attack.n_samples samples)", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "the target's training records (to compare)",
+                    "queries_per_record": "sampler steps per sample"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

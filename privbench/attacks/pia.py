@@ -46,8 +46,8 @@ class PIA(Attack):
     report_order = 30
     Settings = PIASettings
     normalize = False
-    threat_model = {"queries": "epsilon-prediction at t=0 and at t", "reference_models": 0,
-                    "auxiliary_data": "none", "queries_per_record": 2}
+    threat_model = {"queries": "eps-prediction at x0 (t=0) and at x_t built from it", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": 2}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

@@ -103,11 +103,10 @@ class Reconstruction(Attack):
     report_order = 60
     Settings = ReconstructionSettings
     extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
-    threat_model = {"queries": "epsilon-prediction at the upload level, and the reverse chain from it",
-                    "reference_models": 0,
-                    "auxiliary_data": "the noised uploads and their labels; the non-members as distractors; "
-                                      "optionally public records for a clean-data denoiser",
-                    "queries_per_record": "1 (Tweedie) + the chain's steps"}
+    threat_model = {"queries": "the noised uploads, then eps-prediction along a reverse chain", "reference_models": 0,
+                    "reference_training": "none (optional public denoiser: attack.recon_public_steps)",
+                    "auxiliary_data": "a pool of candidate records for re-identification",
+                    "queries_per_record": "sample.ddim_steps (ddim) or t0 (ddpm)"}
 
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:

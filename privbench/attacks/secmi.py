@@ -10,10 +10,11 @@ With f_θ(x_t, t) = (x_t − √(1−ᾱ_t)·ε_θ(x_t, t))/√ᾱ_t, a determin
 
 ``attack.secmi_offset`` chooses the comparison level c for t_sec = ``attack.secmi_t``:
 
-* ``paper`` (default): c = t_sec — the paper's definition ℓ̃_{t_sec} compares t_sec ↔ t_sec + k (100 ↔ 110).
+* ``official`` (default): c = t_sec − k — the official code inverts to the multiples of k *below* t_sec and
+  compares t_sec − k ↔ t_sec (90 ↔ 100). NFEs = t_sec/k + 1 = 11. The default since attack code version 2: it
+  is the convention whose numbers the official code (and the papers' tables made with it) reproduces.
+* ``paper``: c = t_sec — the paper's definition ℓ̃_{t_sec} compares t_sec ↔ t_sec + k (100 ↔ 110).
   NFEs = t_sec/k + 2 = 12 for (100, 10), the paper's "10 + 2".
-* ``official``: c = t_sec − k — the official code inverts to the multiples of k *below* t_sec and compares
-  t_sec − k ↔ t_sec (90 ↔ 100). NFEs = t_sec/k + 1 = 11.
 
 The result's ``figures`` say which one ran. A sweep (``attack.sweep`` = values of t_sec, multiples of k) shares
 the inversion: max(c)/k + 2·(number of t_sec) queries per record.
@@ -42,13 +43,39 @@ def secmi_nfe(t_sec: int, k: int, offset: str) -> int:
     return compare_level(t_sec, k, offset) // k + 2
 
 
+@torch.no_grad()
+def t_error_pairs(target, xb: torch.Tensor, yb: torch.Tensor, levels, k: int) -> dict[int, tuple]:
+    """For each level c in ``levels``: (x̃_c, ψ(ϕ(x̃_c))) — the DDIM inversion of the batch to level c and its
+    one-step-up-and-back reconstruction (shared by SecMI_stat and SecMI-NN). Queries: max(levels)/k + 2 per level."""
+    device = target.device
+    ac = target.alphas_cumprod.to(device)
+    c = cond(target, yb)
+    n = xb.shape[0]
+    wanted = set(levels)
+    x = xb
+    inverted = {0: xb} if 0 in wanted else {}
+    for s in range(0, max(wanted), k):  # DDIM inversion s → s + k, query at s
+        eps = target.predict_noise(x, tvec(s, n, device), c)
+        x = ddim_step(x, eps, ac[s], ac[s + k])
+        if s + k in wanted:
+            inverted[s + k] = x
+    out = {}
+    for lvl in sorted(wanted):
+        x_c = inverted[lvl]
+        eps = target.predict_noise(x_c, tvec(lvl, n, device), c)
+        x_up = ddim_step(x_c, eps, ac[lvl], ac[lvl + k])          # ϕ: c → c + k
+        eps = target.predict_noise(x_up, tvec(lvl + k, n, device), c)
+        out[lvl] = (x_c, ddim_step(x_up, eps, ac[lvl + k], ac[lvl]))  # ψ: c + k → c
+    return out
+
+
 @dataclass
 class SecMISettings(CommonSettings):
     secmi_t: int = setting(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
     secmi_k: int = setting(10, lo=1, help="SecMI's DDIM stride k")
-    secmi_offset: str = setting("paper", choices=["paper", "official"],
-                                help="paper: error at t_sec vs t_sec+k (t_sec/k+2 NFEs); official code: t_sec-k vs "
-                                     "t_sec")
+    secmi_offset: str = setting("official", choices=["paper", "official"],
+                                help="official code (default): error at t_sec-k vs t_sec (t_sec/k+1 NFEs); paper: "
+                                     "t_sec vs t_sec+k (t_sec/k+2 NFEs)")
     sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
                                    "oracle choice")
 
@@ -59,8 +86,9 @@ class SecMI(Attack):
     description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back"
     report_order = 20
     Settings = SecMISettings
-    threat_model = {"queries": "epsilon-prediction along a DDIM inversion", "reference_models": 0,
-                    "auxiliary_data": "none", "queries_per_record": "t_sec/k + 2 (paper) or + 1 (official)"}
+    threat_model = {"queries": "eps-prediction (DDIM inversion and one step up and back)", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none",
+                    "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)"}
 
     def _tsecs(self, num_timesteps: int) -> tuple[int, list[int]]:
         k = int(self.secmi_k)
@@ -92,27 +120,10 @@ class SecMI(Attack):
         levels = {ts: compare_level(ts, k, offset) for ts in tsecs}
         wanted = set(levels.values())
         top = max(wanted)
-        device = target.device
-        ac = target.alphas_cumprod.to(device)
         out: dict[int, list[torch.Tensor]] = {ts: [] for ts in tsecs}
-        for _, xb, yb in records.batches(self.batch_size, device):
-            c = cond(target, yb)
-            n = xb.shape[0]
-            x = xb
-            inverted = {0: xb} if 0 in wanted else {}
-            for s in range(0, top, k):  # DDIM inversion s → s + k, query at s
-                eps = target.predict_noise(x, tvec(s, n, device), c)
-                x = ddim_step(x, eps, ac[s], ac[s + k])
-                if s + k in wanted:
-                    inverted[s + k] = x
-            errs = {}
-            for lvl in sorted(wanted):
-                x_c = inverted[lvl]
-                eps = target.predict_noise(x_c, tvec(lvl, n, device), c)
-                x_up = ddim_step(x_c, eps, ac[lvl], ac[lvl + k])          # ϕ: c → c + k
-                eps = target.predict_noise(x_up, tvec(lvl + k, n, device), c)
-                x_back = ddim_step(x_up, eps, ac[lvl + k], ac[lvl])       # ψ: c + k → c
-                errs[lvl] = -(x_back - x_c).pow(2).flatten(1).sum(1)
+        for _, xb, yb in records.batches(self.batch_size, target.device):
+            pairs = t_error_pairs(target, xb, yb, wanted, k)
+            errs = {lvl: -(x_back - x_c).pow(2).flatten(1).sum(1) for lvl, (x_c, x_back) in pairs.items()}
             for ts in tsecs:
                 out[ts].append(errs[levels[ts]])
         scores = {ts: to_numpy(v) for ts, v in out.items()}

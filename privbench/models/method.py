@@ -37,6 +37,8 @@ class RunContext:
     cfg: object
     run_dir: Path
     device: torch.device
+    #: an explicit member split (reference models: a random half of a pool), used instead of the seeded one
+    split_override: MemberSplit | None = None
 
     @property
     def ckpt_dir(self) -> Path:
@@ -58,6 +60,10 @@ class RunContext:
     @cached_property
     def split(self) -> MemberSplit:
         path = self.run_dir / "split.json"
+        if self.split_override is not None:
+            if not path.exists():
+                atomic_write_text(path, self.split_override.to_json())
+            return self.split_override
         if path.exists():
             return MemberSplit.from_json(path.read_text())
         s = member_split(len(self.dataset[1]), self.cfg.data.n_members, self.cfg.data.n_nonmembers, self.cfg.seed)

@@ -46,6 +46,11 @@ class Target:
         self.alphas_cumprod = schedule.alphas_cumprod(self.device)
         self.num_timesteps = schedule.num_timesteps
 
+    @property
+    def white_box(self) -> bool:
+        """True when ``predict_noise`` is one network, ``model(x_t, t, y, extra)`` (gradients can be taken)."""
+        return self.model is not None and self._eps_fn is None
+
     # ------------------------------------------------------------------ queries
     def _check(self, x_t, t, y):
         if x_t.dim() != 4:

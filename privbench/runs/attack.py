@@ -230,6 +230,10 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     if not attack.applies(target_name):
         raise BadInput(f"--attack {attack_name}: does not apply to target {target_name} (it attacks: "
                        f"{', '.join(attack.applies_to)})")
+    if attack.needs_references:                            # a pool the dataset cannot give → BadInput
+        from .references import check_pool
+
+        check_pool(cfg, method, attack.reference_pool, _population_size(attack))
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
     cached = cached_result(run_dir, out_dir)
     if cached is not None:
@@ -256,13 +260,22 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             # the target's own training records (a client model's: its client's) are what it can memorize
             mem = records.index[records.labels == 1].tolist()
             env.train_data, env.train_index = method.ctx.records(mem), mem
+            refs_s = None
+            if attack.needs_references:
+                from .references import build_references
+
+                t_ref = time.time()
+                env.references = build_references(cfg, method, target_name, records, n=int(attack.n_reference),
+                                                   mode=attack.reference_pool,
+                                                   n_population=_population_size(attack), device=tgt.device)
+                refs_s = round(time.time() - t_ref, 1)
             t0 = time.time()
             out = attack.run(tgt, records, env)
             if tgt.device.type == "cuda":
                 torch.cuda.synchronize(tgt.device)
             attack_s = time.time() - t0
             result = assemble_result(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
-                               timing={"train_s": train_s, "attack_s": round(attack_s, 3),
+                               timing={"train_s": train_s, "references_s": refs_s, "attack_s": round(attack_s, 3),
                                        "device": str(tgt.device)})
         except BaseException:
             if created and out_dir.is_dir() and not (out_dir / "result.json").exists():
@@ -271,6 +284,11 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         method.ctx.log(f"[attack] {attack.name} on {target_name}: {AttackResult.from_json(result).summary()}")
     _publish(run_dir, out_dir, result)
     return AttackResult.from_json(result)
+
+
+def _population_size(attack: Attack) -> int:
+    """Population records (outside the split and the pool) the attack needs: RMIA's z."""
+    return int(attack.rmia_population) if "rmia_population" in attack.setting_names() else 0
 
 
 def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
@@ -289,7 +307,7 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
         "preset": cfg.preset, "seed": cfg.seed, "run_dir": str(run_dir),
         "n_members": records.n_members, "n_nonmembers": records.n_nonmembers,
         "metrics": {}, "privacy": privacy, "scores_path": str(out_dir / "scores.npz"),
-        "kind": attack.kind,
+        "kind": attack.kind, "threat_model": attack.threat(),
         "attack_config": attack.describe(), "attack_hash": out_dir.name.rsplit("-", 1)[-1],
         "calibrated": None, "sweep": None, "figures": out.figures, "warnings": [], "notes": list(out.notes),
         "timing": timing, "artifacts": {},
@@ -309,6 +327,8 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
                   "y": records.y.numpy().astype(np.int64)}
         for t, s in out.sweep.items():
             arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
+        for k, v in out.arrays.items():  # attack-specific aligned arrays (e.g. the raw statistic)
+            arrays.setdefault(k, np.asarray(v))
         from ..metrics.plots import plot_roc
 
         fixed = out.figures.get("t", out.figures.get("t_sec"))

@@ -187,9 +187,9 @@ def test_secmi_members_score_higher_and_sweep_shares_inversion(setup):
     log = CallLog()
     fn = memorizing_eps(rec.x[rec.labels == 1], _ac())
     tgt = fake_target(fn, log=log)
-    out = SecMI(secmi_t=100, secmi_k=10, sweep=[50, 100], batch_size=64).run(tgt, rec)
+    out = SecMI(secmi_t=100, secmi_k=10, secmi_offset="paper", sweep=[50, 100], batch_size=64).run(tgt, rec)
     assert auc(out.scores, rec.labels.numpy()) > 0.9
-    # inversion to 100 shared (10 calls) + 2 per compared level (50 and 100)
+    # paper offset: inversion to 100 shared (10 calls) + 2 per compared level (50 and 100)
     assert len(log.calls) == 10 + 4
     np.testing.assert_allclose(out.sweep[50], _direct_secmi(fn, rec.x, 50, 10, "paper").double().numpy(),
                                rtol=1e-3, atol=1e-6)

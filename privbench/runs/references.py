@@ -1,0 +1,173 @@
+"""Reference (shadow) models for LiRA, RMIA and GSA: the target's own method and config, trained by privbench's
+own training on random halves of a pool of records, cached in the run store and shared by every attack and
+target of the run.
+
+Pool (``attack.reference_pool``):
+
+* ``offline``: |evaluation split| records drawn (seeded) from the dataset records OUTSIDE the member/non-member
+  split — no reference ever trains on an evaluation record;
+* ``online``: the evaluation split itself (members and non-members) — each reference trains on each evaluation
+  record with probability ½, as LiRA-online.
+
+Reference i includes each pool record independently with probability ½ (a seeded coin per record and reference,
+the same for every N, so N = 4 reuses the first 4 of N = 8), and trains with the target's config except for
+``seed`` (its own, derived from the target's seed and i), ``data.n_members``/``data.n_nonmembers`` (the sizes of
+its halves) and the member split, which is handed to :class:`~privbench.models.method.RunContext` explicitly.
+Population records (RMIA's z) are further records outside the split and the pool, in no training set.
+
+Layout: ``<run_dir>/references/<pool>-<hash>/`` holds ``pool.json`` (pool and population indices, seed) and
+``inclusion.json`` (the inclusion matrix of every reference built so far); ``ref-<i>/`` is an ordinary privbench
+run directory (config.yaml, split.json, checkpoints, log.txt, train_done.json), trained once and reused.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from ..attacks.base import Records
+from ..attacks.references import ReferenceModels
+from ..core.config import config_hash
+from ..core.errors import BadInput
+from ..core.io import atomic_write_json, atomic_write_text, read_json_or_none
+from ..core.registry import METHODS
+from ..data.splits import MemberSplit, member_split
+from ..models.method import RunContext
+from .store import run_lock
+
+#: bump when the pool, inclusion or reference training changes (new store directory)
+REFERENCE_VERSION = 1
+_POOL_STREAM, _INCLUSION_STREAM, _SEED_STREAM = 0x9001, 0x1C1, 0x4EF
+
+
+def plan_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
+              ) -> tuple[list[int], list[int]]:
+    """(pool indices, population indices), sorted; BadInput when the dataset has too few records outside."""
+    if mode not in ("offline", "online"):
+        raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
+    evaluation = sorted(set(split.members) | set(split.nonmembers))
+    used = set(evaluation)
+    outside = np.asarray([i for i in range(n_total) if i not in used], dtype=np.int64)
+    perm = outside[np.random.default_rng([seed, _POOL_STREAM]).permutation(len(outside))]
+    if mode == "online":
+        pool, rest = evaluation, perm
+    else:
+        if len(perm) < len(evaluation):
+            raise BadInput(f"attack.reference_pool=offline needs {len(evaluation)} records outside the evaluation "
+                           f"split; the dataset has {len(perm)} (use attack.reference_pool=online or a smaller "
+                           f"data.n_members/n_nonmembers)")
+        pool, rest = sorted(perm[:len(evaluation)].tolist()), perm[len(evaluation):]
+    if n_population and len(rest) < 1:
+        raise BadInput("rmia needs population records outside the evaluation split and the reference pool; "
+                       "the dataset has none left (use a smaller data.n_members/n_nonmembers)")
+    population = sorted(rest[:n_population].tolist()) if n_population else []
+    return pool, population
+
+
+def check_pool(cfg, method, mode: str, n_population: int = 0) -> None:
+    """Everything about the pool that can be bad input, checked before anything is trained or written."""
+    n_total = len(method.ctx.dataset[1])
+    split = member_split(n_total, cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
+    plan_pool(split, n_total, mode, cfg.seed, n_population)
+
+
+def inclusion(seed: int, i: int, n_pool: int) -> np.ndarray:
+    """Reference i's coin per pool record (True = trains on it); independent of how many references exist."""
+    return np.random.default_rng([seed, _INCLUSION_STREAM, i]).random(n_pool) < 0.5
+
+
+def reference_seed(seed: int, i: int) -> int:
+    return int(np.random.SeedSequence([seed, _SEED_STREAM, i]).generate_state(1)[0])
+
+
+def reference_config(cfg, i: int, n_in: int, n_out: int):
+    rcfg = copy.deepcopy(cfg)
+    rcfg.seed = reference_seed(cfg.seed, i)
+    rcfg.data.n_members, rcfg.data.n_nonmembers = int(n_in), int(n_out)
+    return rcfg
+
+
+def store_dir(run_dir: Path, mode: str, pool: list[int], seed: int) -> Path:
+    key = config_hash({"pool": pool, "seed": seed, "version": REFERENCE_VERSION})
+    return Path(run_dir) / "references" / f"{mode}-{key}"
+
+
+def _target_members(method, target_name: str) -> set[int]:
+    """The records ``target_name`` of this (reference) method was trained on."""
+    return {int(i) for i in method.attack_split(target_name)[0]}
+
+
+def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None):
+    """Train (or load) reference i; returns its Method."""
+    incl = inclusion(cfg.seed, i, len(pool))
+    members = [p for p, keep in zip(pool, incl) if keep]
+    nonmembers = [p for p, keep in zip(pool, incl) if not keep]
+    if min(len(members), len(nonmembers)) < 2:
+        raise BadInput(f"reference {i}: the pool of {len(pool)} records gives a half of {len(members)} records; "
+                       f"use more records")
+    rcfg = reference_config(cfg, i, len(members), len(nonmembers))
+    ref_dir = store / f"ref-{i}"
+    ctx = RunContext(rcfg, ref_dir, device, split_override=MemberSplit(members, nonmembers, rcfg.seed))
+    method = METHODS.create(rcfg.method, ctx)
+    done = ref_dir / "train_done.json"
+    if not done.exists():
+        with run_lock(ref_dir):
+            if not done.exists():
+                method.validate()
+                atomic_write_text(ref_dir / "config.yaml", yaml.safe_dump(rcfg.to_dict(), sort_keys=False))
+                if log is not None:
+                    log(f"[references] training reference {i} ({len(members)} of {len(pool)} pool records, "
+                        f"seed {rcfg.seed}) in {ref_dir}")
+                print(f"privbench: training reference model {i} in {ref_dir}", file=sys.stderr)
+                t0 = time.time()
+                method.train()
+                atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "device": str(ctx.device)})
+    return method, incl
+
+
+def _records(ctx, idx: list[int], labels: torch.Tensor | None = None) -> Records:
+    x, y = ctx.records(idx)
+    lab = labels if labels is not None else torch.zeros(len(idx), dtype=torch.long)
+    return Records(x, y.long(), lab, torch.as_tensor(idx, dtype=torch.long))
+
+
+def build_references(cfg, method, target_name: str, records: Records, *, n: int, mode: str,
+                     n_population: int = 0, device=None) -> ReferenceModels:
+    """Train (or load from the run store) ``n`` reference models and return them with their memberships over
+    ``records`` (the evaluation records), the pool and the population."""
+    ctx = method.ctx
+    device = device if device is not None else ctx.device
+    n_total = len(ctx.dataset[1])
+    pool, population = plan_pool(ctx.split, n_total, mode, cfg.seed, n_population)
+    store = store_dir(ctx.run_dir, mode, pool, cfg.seed)
+    store.mkdir(parents=True, exist_ok=True)
+    if not (store / "pool.json").exists():
+        atomic_write_json(store / "pool.json", {"mode": mode, "seed": cfg.seed, "pool_index": pool,
+                                                 "version": REFERENCE_VERSION})
+    targets, seeds, in_masks, pool_in = [], [], [], []
+    eval_index = records.index.tolist()
+    pool_records = _records(ctx, pool)
+    for i in range(n):
+        ref_method, _ = train_reference(cfg, store, i, pool, device, log=ctx.log)
+        members = _target_members(ref_method, target_name)
+        targets.append(ref_method.load_target(target_name))
+        seeds.append(int(ref_method.cfg.seed))
+        in_masks.append([j in members for j in eval_index])
+        pool_in.append([p in members for p in pool])
+    with run_lock(store, "inclusion"):
+        known = read_json_or_none(store / "inclusion.json", "corrupt inclusion matrix; remove it") or {}
+        rows = dict(known.get("references", {}))
+        for i in range(n):
+            rows[str(i)] = inclusion(cfg.seed, i, len(pool)).astype(int).tolist()
+        atomic_write_json(store / "inclusion.json", {"pool_index": pool, "references": rows,
+                                                     "note": "references[i][k] = 1: reference i trained on "
+                                                             "pool_index[k] (before any per-target sub-split)"})
+    pop = _records(ctx, population) if population else None
+    return ReferenceModels(targets=targets, in_masks=np.asarray(in_masks, dtype=bool), mode=mode,
+                           pool=pool_records, pool_in=np.asarray(pool_in, dtype=bool), population=pop,
+                           seeds=seeds, store=str(store))
