@@ -228,7 +228,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     method = make_method(cfg, run_dir, device)
     target_name = method.check_target(target)              # unknown target → BadInput
     if not attack.applies(target_name):
-        raise BadInput(f"--attack {attack_name}: does not apply to target {target_name} (it attacks: "
+        raise BadInput(f"--attack {attack_name}: does not apply to target {target_name!r} (it attacks: "
                        f"{', '.join(attack.applies_to)})")
     if attack.needs_references:                            # a pool the dataset cannot give → BadInput
         from .references import check_pool
