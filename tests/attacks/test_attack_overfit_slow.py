@@ -32,13 +32,17 @@ def test_overfit_centralized_target_leaks(overfit_centralized):
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent
     res = {a: run_attack(_cfg(m), a, None, runs_dir=runs_dir, device="cpu") for a in ("pia", "loss", "secmi", "pian")}
+    # SecMI with the paper's offset (t_sec <-> t_sec + k); the default is the official code's (t_sec - k <-> t_sec)
+    res["secmi-paper"] = run_attack(_cfg(m, secmi_offset="paper"), "secmi", None, runs_dir=runs_dir, device="cpu")
     print("\n" + format_table(list(res.values())))
     auc = {a: r["metrics"]["auc"] for a, r in res.items()}
     assert auc["pia"] >= 0.9, auc
     assert auc["loss"] >= 0.7, auc
-    # SecMI leaks too, significantly at the 95 % level (measured AUC ≈ 0.63); PIAN is only reported: on this
-    # model its per-record rescaling of ε₀ destroys most of the signal (measured AUC ≈ 0.54, CI containing 0.5)
-    assert res["secmi"]["metrics"]["ci95"]["auc"][0] > 0.5, res["secmi"]["metrics"]
+    # SecMI leaks too, significantly at the 95 % level with the paper's offset (measured AUC ≈ 0.63; the official
+    # offset, the default, measured ≈ 0.56, only reported); PIAN is only reported: on this model its per-record
+    # rescaling of ε₀ destroys most of the signal (measured AUC ≈ 0.54, CI containing 0.5)
+    assert res["secmi-paper"]["metrics"]["ci95"]["auc"][0] > 0.5, res["secmi-paper"]["metrics"]
+    assert res["secmi"]["figures"]["offset"] == "official" and res["secmi-paper"]["figures"]["offset"] == "paper"
     assert 0.0 <= auc["pian"] <= 1.0
     assert res["pia"]["calibrated"]["direction"] == 1 and res["pia"]["calibrated"]["auc"] >= 0.85
 
