@@ -218,7 +218,10 @@ def test_sigint_during_training_exits_130_and_the_rerun_resumes(tmp_path):
     args = [sys.executable, "-m", "privbench", "train", *TEST, "--set", "train.steps=200000", "--set",
             "train.checkpoint_every=5", "--runs-dir", str(runs)]
     env = {**os.environ, "PRIVBENCH_PROGRESS": "0"}
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # a shell's background job starts with SIGINT ignored, and Python then never raises KeyboardInterrupt: give the
+    # child the default disposition, as an interactive terminal would
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600  # a guard against a hang, not an assertion on speed
         while not list(runs.glob("*/checkpoints/model.state.json")):
