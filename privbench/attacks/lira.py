@@ -140,7 +140,7 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 @ATTACKS.register_class
 class LiRA(Attack):
     name = "lira"
-    description = "LiRA (online/offline): per-record Gaussians of reference models' fixed-noise losses"
+    description = "LiRA (online/offline): per-record Gaussians of reference models' fixed-noise log-losses at t=200"
     report_order = 70
     needs_references = True
     Settings = LiRASettings

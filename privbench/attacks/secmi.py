@@ -83,7 +83,7 @@ class SecMISettings(CommonSettings):
 @ATTACKS.register_class
 class SecMI(Attack):
     name = "secmi"
-    description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back"
+    description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back (official offset)"
     report_order = 20
     Settings = SecMISettings
     threat_model = {"queries": "eps-prediction (DDIM inversion and one step up and back)", "reference_models": 0,
