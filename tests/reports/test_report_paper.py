@@ -281,7 +281,7 @@ def test_grid_columns_leave_the_fewest_empty_slots():
     empty = lambda k, c: math.ceil(k / c) * c - k  # noqa: E731
     for k in range(1, 31):
         c = grid_columns(k)
-        assert 1 <= c <= 4
+        assert c >= 1 and c <= 4
         if k > 3:
             assert empty(k, c) == min(empty(k, cc) for cc in (2, 3, 4))
         else:
