@@ -93,11 +93,12 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "exceeds_formal": None,
     }
     notes = []
-    if formal is None and p.get("conditional_epsilon") is not None:
-        notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g} "
-                     f"(conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
-    elif formal is None:
-        notes.append("non-private target: no formal epsilon to compare with")
+    if formal is None:  # nothing to flag: a conditional epsilon is no guarantee and is never compared
+        if p.get("conditional_epsilon") is not None:
+            notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g}"
+                         f" (conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
+        else:
+            notes.append("non-private target: no formal epsilon to compare with")
         out["notes"] = notes
         return out
 

@@ -67,7 +67,7 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir, test
     ("colour: red\n", [], "unknown key"),
     ("", ["--set", "train.bogus=1"], "train.bogus"),
     ("  local: {targets: [global]}\n", [], "--target 'global'"),
-    ("  local: {attacks: [pia, lira]}\n", [], "unknown attack 'lira'"),
+    ("  local: {attacks: [pia, nosuch]}\n", [], "unknown attack 'nosuch'"),
     ("fid: {sampler: euler}\n", [], "fid.sampler"),
 ])
 def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
