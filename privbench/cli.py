@@ -7,6 +7,7 @@ see the traceback of an unexpected error); :class:`_Group` does the final mappin
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import sys
@@ -49,10 +50,24 @@ def common(f):
         click.option("--data-root", default=None, help="folder with torchvision-format datasets"),
         click.option("--download", is_flag=True, help="let torchvision download the dataset into --data-root"),
         click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout (progress on stderr)"),
+        click.option("--threads", default=None, type=click.IntRange(min=1),
+                     help="CPU threads of this process [default: the cores it may use / concurrent workers]"),
     ]
+
+    @functools.wraps(f)
+    def with_threads(*args, threads=None, **kwargs):
+        from .core.distributed import env_world_size
+        from .core.threads import configure_threads
+
+        if env_world_size() > 1 and f.__name__ != "train":
+            raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
+                           f"{env_world_size()}) only `privbench train` does")
+        configure_threads(threads)
+        return f(*args, **kwargs)
+
     for o in reversed(opts):
-        f = o(f)
-    return f
+        with_threads = o(with_threads)
+    return with_threads
 
 
 def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
@@ -181,11 +196,23 @@ def list_cmd(what, as_json):
 @click.option("--dataset", default="digits", show_default=True)
 @common
 def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
-    """Train target METHOD (cached: an equal config reuses its run)."""
+    """Train target METHOD (cached: an equal config reuses its run).
+
+    Under ``torchrun --nproc-per-node N -m privbench train …`` the N processes train one model with DDP (global
+    batch and schedule as in the config; rank 0 writes the run and prints the result)."""
+    from .core import distributed
     from .runs import train as api
 
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    m = api.train(cfg, runs_dir, device)
+    if distributed.init_from_env(device):
+        try:
+            m = api.train(cfg, runs_dir, device)
+        finally:
+            distributed.destroy()
+        if distributed.rank_from_env() != 0:
+            return
+    else:
+        m = api.train(cfg, runs_dir, device)
     out = {"method": cfg.method, "dataset": cfg.dataset, "preset": cfg.preset, "seed": cfg.seed,
            "run_dir": str(m.ctx.run_dir), "targets": m.target_names(), "config_hash": cfg.training_hash()}
     _emit(out, as_json, f"trained {cfg.method} on {cfg.dataset}: {m.ctx.run_dir} (targets: {', '.join(out['targets'])})")
@@ -390,14 +417,19 @@ def audit(results, delta, confidence, as_json):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
               help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
+@click.option("--threads", default=None, type=click.IntRange(min=1),
+              help="CPU threads [default: the cores this process may use / concurrent workers]")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, inception_weights, as_json):
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, threads, as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
     if a cell failed (the others are kept)."""
     from .bench.runner import run_suite
+    from .core.threads import configure_threads
     from .reports.text import format_bench, write_bench_tables
+
+    configure_threads(threads)
 
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
                                        inception_weights=inception_weights))

@@ -89,6 +89,15 @@ class TrainConfig:
     ema_decay: float = setting(0.999, lo=0.0, hi=1.0, hi_open=True)
     checkpoint_every: int = setting(1000, lo=1)
     log_every: int = setting(100, lo=1)
+    # precision changes the numbers, so it enters the config hash, but only when set off its default (runs
+    # trained before the setting existed keep their hash: Config.training_dict); channels_last and compile
+    # change how the steps run, not what they compute: never in the hash
+    precision: str = setting("fp32", choices=["fp32", "bf16"],
+                             help="bf16: autocast of the model's forward/backward (weights, Adam, EMA stay fp32)")
+    channels_last: bool = setting(False, training=False,
+                                  help="NHWC memory format for the convolutions (GPU tensor cores); same math")
+    compile: bool = setting(False, training=False,
+                            help="torch.compile the denoiser of the plain loop (slow start; pays off on GPU)")
 
 
 @dataclass
@@ -107,8 +116,8 @@ class DPConfig:
     noise_multiplicity: int = setting(4, lo=1, hi=1024, help="K noise draws averaged per record before clipping")
     accountant: str = setting("prv", choices=["prv", "pld", "rdp"])
     sample_rate: float = setting(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
-    grad_sample: str = setting("hooks", choices=["hooks", "vmap"],
-                          help="per-record gradient backend (models/per_sample.py); both exact")
+    grad_sample: str = setting("ghost", choices=["ghost", "hooks", "vmap"],
+                               help="per-record gradient backend (models/per_sample.py, models/ghost.py); all exact")
     physical_batch: int = setting(0, lo=0, hi=MAX_BATCH,
                                   help="records per per-sample-gradient pass (memory); 0 = the whole batch")
     noise_source: str = setting("seeded", choices=["seeded", "secure"],
@@ -266,6 +275,8 @@ class Config:
                 if not f.metadata.get("training", True):
                     d[name].pop(f.name, None)
         d.pop("preset")
+        if d.get("train", {}).get("precision") == "fp32":  # the default: runs from before the setting keep their hash
+            d["train"].pop("precision")
         keys = _method_config_keys(self.method)
         if keys is None:  # a method that does not say what it reads: every training section counts
             return d

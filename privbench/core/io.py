@@ -18,15 +18,28 @@ from typing import Any, Iterator
 from .errors import BadInput
 
 
+def is_writer() -> bool:
+    """True on the process that writes files: always, except under torchrun, where rank 0 alone writes the run
+    (the other ranks compute the same bytes; privbench.core.distributed)."""
+    if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):
+        return True
+    from .distributed import is_main
+
+    return is_main()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; fsync it and rename it into place only if the block succeeds."""
+    """Yield a temporary path next to ``path``; fsync it and rename it into place only if the block succeeds
+    (under torchrun: only on rank 0; the other ranks' temporary files are discarded, see :func:`is_writer`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")  # keep the suffix: writers infer formats
     os.close(fd)
     try:
         yield Path(tmp)
+        if not is_writer():
+            return
         with open(tmp, "rb+") as fh:  # whatever wrote the file, its bytes reach the disk before the rename
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the mode any new file would get
@@ -43,6 +56,8 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    if not is_writer():  # under torchrun rank 0 alone writes the run
+        return
     with atomic_path(path) as tmp:
         Path(tmp).write_bytes(data)
 
@@ -141,7 +156,9 @@ def fsync_dir(path: str | Path) -> None:
 
 
 def append_log(folder: Path, msg: str) -> None:
-    """Append one timestamped line to ``<folder>/log.txt``."""
+    """Append one timestamped line to ``<folder>/log.txt`` (under torchrun: rank 0 only)."""
+    if not is_writer():
+        return
     folder.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     with open(folder / "log.txt", "a") as f:

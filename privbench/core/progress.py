@@ -8,7 +8,9 @@ from tqdm.auto import tqdm
 
 
 def enabled() -> bool:
-    return os.environ.get("PRIVBENCH_PROGRESS", "1") not in ("0", "false", "no")
+    # under torchrun only rank 0 draws bars (RANK is set by torchrun)
+    return (os.environ.get("PRIVBENCH_PROGRESS", "1") not in ("0", "false", "no")
+            and os.environ.get("RANK", "0").strip() in ("", "0"))
 
 
 def bar(**kw):

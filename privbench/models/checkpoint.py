@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from ..core.errors import BadInput
-from ..core.io import (atomic_path, atomic_write_json, fsync_dir, load_weights, read_json_or_none, save_weights,
-                       sha256_file)
+from ..core.io import (atomic_path, atomic_write_json, fsync_dir, is_writer, load_weights, read_json_or_none,
+                       save_weights, sha256_file)
 
 RETRAIN = "`privbench train` retrains it"
 
@@ -106,8 +106,8 @@ def recover(ckpt_dir: Path, name: str) -> None:
 
 def clean(ckpt_dir: Path, name: str) -> None:
     """Writer side, before training ``name``: finish an interrupted commit and remove the temporary folders a
-    kill during a save left behind."""
-    if not ckpt_dir.is_dir():
+    kill during a save left behind. Under torchrun only rank 0 (the writer) does this."""
+    if not is_writer() or not ckpt_dir.is_dir():
         return
     recover(ckpt_dir, name)
     for p in ckpt_dir.glob(f".{name}.tmp-*"):
@@ -117,7 +117,10 @@ def clean(ckpt_dir: Path, name: str) -> None:
 def save_checkpoint(ckpt_dir: Path, name: str, tensors: dict[str, torch.Tensor], state: dict, *,
                     optim_state: dict | None = None, meta: dict | None = None) -> None:
     """Write checkpoint ``name`` as one unit: weights ``tensors``, optional optimizer state, and the manifest
-    ``state`` (+ the files' SHA-256). See the module docstring for why a kill cannot leave a mix."""
+    ``state`` (+ the files' SHA-256). See the module docstring for why a kill cannot leave a mix. Under torchrun
+    rank 0 alone writes (a no-op on the other ranks, which hold the same weights)."""
+    if not is_writer():
+        return
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     recover(ckpt_dir, name)
     tmp = Path(tempfile.mkdtemp(dir=ckpt_dir, prefix=f".{name}.tmp-"))
@@ -208,6 +211,8 @@ def names(ckpt_dir: Path) -> list[str]:
 
 def discard(ckpt_dir: Path, name: str) -> None:
     """Remove checkpoint ``name`` (the manifest first, so a kill midway leaves no manifest without its files)."""
+    if not is_writer():
+        return
     wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
     shutil.rmtree(_commit_dir(ckpt_dir, name), ignore_errors=True)
     for p in (spath, wpath, opath):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+from ..core.io import is_writer
+
 DEBUG_DIR = "debug"
 DEBUG_HEADER = ("# DEBUG OUTPUT - NOT COVERED BY ANY PRIVACY GUARANTEE: data-dependent values computed from the "
                 "private records without noise (un-noised losses, clipped fractions, batch sizes, clip counts). "
@@ -23,6 +25,8 @@ def debug_path(run_dir: Path, name: str) -> Path:
 def debug_log(run_dir: Path, name: str, msg: str) -> Path:
     """Append one timestamped line to ``<run_dir>/debug/<name>.log`` (created with the warning as its first line)."""
     path = debug_path(run_dir, name)
+    if not is_writer():  # under torchrun rank 0 alone writes the run
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     with open(path, "a") as f:

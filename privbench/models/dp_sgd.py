@@ -13,7 +13,16 @@ continues from its checkpoint with fresh randomness (never the noise of a step a
 bit-identical to an uninterrupted one.
 
 The loop's statistics (un-noised mean loss, clipped fraction, batch size) are data-dependent and outside every ε:
-they go to ``debug/<name>.log`` (privbench.models.debug), never to ``log.txt`` or the progress bar.
+they go to ``debug/<name>.log`` (privbench.models.debug), never to ``log.txt`` or the progress bar. They stay on the
+device and are read back once per ``train.log_every`` steps (no host sync per step).
+
+Under torchrun (privbench.core.distributed; docs/scaling.md §2) every rank draws the same Poisson sample of the
+global batch (``seeded``: from the same step generator; ``secure``: rank 0 draws it from OS entropy and broadcasts
+it, and the seed of the step's other draws likewise), each rank clips the records of its own disjoint slice, and
+one all-reduce sums the clipped sums. The Gaussian noise is drawn ONCE, on rank 0 (from the step generator when
+``seeded``, from OS entropy when ``secure``), and added to rank 0's share before that all-reduce, so every rank
+ends with the same noisy gradient as one process: each record is clipped on exactly one rank (sensitivity C) and
+N(0, σ²C²I) is added once per step — the accounting is unchanged. Rank 0 alone writes checkpoints and logs.
 """
 from __future__ import annotations
 
@@ -26,12 +35,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..core import progress
+from ..core import distributed, progress
 from ..core.errors import BadInput, WorkFailed
 from ..core.io import append_log as log
 from ..core.io import atomic_write_json, read_json_or_none
-from ..core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, clipped_sum, noise_generator, noise_source_basis,
-                               noisy_mean, poisson_sample, secure_generator)
+from ..core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, add_noise, noise_generator, noise_source_basis,
+                               poisson_sample, secure_generator)
 from ..core.seeding import step_generator
 from . import checkpoint as ckpt
 from .debug import debug_log, debug_path
@@ -161,13 +170,18 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     """
     device = torch.device(device)
     steps = plan.steps
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    main = distributed.is_main()
     run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
-    ckpt.clean(ckpt_dir, name)
+    if main:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.clean(ckpt_dir, name)
+    distributed.barrier()  # no rank reads the checkpoint while rank 0 tidies it
     spath = ckpt.checkpoint_paths(ckpt_dir, name)[2]
     extra_modules = extra_modules or {}
     extra_optims = extra_optims or {}
     model.to(device)
+    if getattr(tcfg, "channels_last", False):
+        model.to(memory_format=torch.channels_last)
     params = [p for p in model.parameters() if p.requires_grad]
     ema = EMA(model, tcfg.ema_decay)
     opt = torch.optim.Adam(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
@@ -196,29 +210,45 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
                                           **{k: o.state_dict() for k, o in extra_optims.items()}},
                              meta={"step": step})
 
+    if getattr(tcfg, "compile", False):
+        log(run_dir, f"[{name}] train.compile: not applied to the DP-SGD loop (per-record gradient hooks)")
+    bf16 = getattr(tcfg, "precision", "fp32") == "bf16"
     n = plan.n_records
+    dist = distributed.is_distributed()
+    if dist:  # dropout draws from the default RNG: each rank its own stream (fixed by the seed)
+        torch.manual_seed(distributed.rank_seed(seed, start))
     model.train()
-    stats_acc: dict[str, float] = {}
+    stats_acc: dict[str, torch.Tensor | float] = {}  # summed on the device; read back once per log interval
     n_acc = 0
     bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name} (DP-SGD)", unit="step")
     secure = plan.noise_source == "secure"
     for step in range(start, steps):
-        g = secure_generator(device) if secure else step_generator(seed, step, device)
-        idx = poisson_sample(n, plan.sample_rate, SECURE if secure else g, device)
+        if secure and dist:  # one secure seed and one Poisson sample for all ranks, drawn on rank 0
+            g = distributed.secure_generator_from_main(device)
+            idx = distributed.poisson_sample_from_main(n, plan.sample_rate, device)
+        else:
+            g = secure_generator(device) if secure else step_generator(seed, step, device)
+            idx = poisson_sample(n, plan.sample_rate, SECURE if secure else g, device)
         lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
         for group in opt.param_groups:
             group["lr"] = lr
-        grads, stats = step_fn(step, idx, g)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):  # per-record math stays fp32
+            grads, stats = step_fn(step, idx, g)
+        if secure and dist:
+            # dp_sgd_gradient already agrees on every rank (one all-reduce, noise from rank 0); a step function
+            # that releases noise outside it (DP-SAD's paper mode, an empty sample) drew its own on each rank:
+            # rank 0's release is the one every rank applies, so the noise is drawn once
+            grads = distributed.broadcast_from_main(list(grads))
         for p, gr in zip(params, grads):
             p.grad = gr
         opt.step()
         opt.zero_grad(set_to_none=True)
         ema.update(model)
         for k, v in stats.items():
-            stats_acc[k] = stats_acc.get(k, 0.0) + float(v)
+            stats_acc[k] = stats_acc.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
         n_acc += 1
         if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
-            avg = {k: v / n_acc for k, v in stats_acc.items()}
+            avg = {k: float(v) / n_acc for k, v in stats_acc.items()}  # the one host sync of the interval
             loss = avg.get("loss", 0.0)
             # the statistics are un-noised functions of the private records: debug output only (never log.txt,
             # never the progress bar); log.txt gets the step and the learning rate
@@ -232,8 +262,9 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
             stats_acc, n_acc = {}, 0
         bar.update(1)
         if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
-            checkpoint(step + 1)
+            checkpoint(step + 1)  # a no-op on ranks other than 0
     bar.close()
+    distributed.barrier()  # the other ranks may read the final checkpoint next
     return ema.model.eval()
 
 
@@ -244,23 +275,42 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
 
     The noise comes from ``generator`` (``plan.noise_source == "seeded"``) or from OS entropy (``secure``).
     Returns the gradients (one per ``ps.params``) and stats — mean loss, fraction of clipped records, batch size:
-    un-noised, data-dependent, for ``debug/`` only.
+    un-noised, data-dependent, for ``debug/`` only; tensors on the device (the loop reads them back when it logs).
+
+    Under torchrun ``records`` is the step's whole Poisson sample, identical on every rank; each rank clips the
+    records of its own disjoint slice (core.distributed.shard), rank 0 alone adds the noise N(0, σ²C²I) to its
+    share — drawn once, from ``generator`` or OS entropy — and one all-reduce sums the shares (and the stats):
+    every rank holds the single-process noisy gradient (up to the order of the float sums).
     """
     n = records[0].shape[0]
-    summed = [torch.zeros_like(p) for p in ps.params]
-    loss_sum, n_clipped = 0.0, 0
-    chunk = physical_batch if physical_batch > 0 else max(n, 1)
-    for lo in range(0, n, chunk):
-        part = tuple(r[lo:lo + chunk] for r in records)
-        per_sample, losses = ps.grads(loss_fn, *part)
-        s, norms = clipped_sum(per_sample, plan.max_grad_norm)
-        for acc, x in zip(summed, s):
-            acc.add_(x)
-        loss_sum += float(losses.sum())
-        n_clipped += int((norms > plan.max_grad_norm).sum())
-        del per_sample
-    grads = noisy_mean(summed, plan.noise_std, plan.expected_batch, noise_generator(plan.noise_source, generator))
-    stats = {"loss": loss_sum / n if n else float("nan"), "clipped": n_clipped / n if n else 0.0, "batch": n}
+    dist = distributed.is_distributed()
+    if dist:
+        lo_, hi_ = distributed.shard(n)
+        records = tuple(r[lo_:hi_] for r in records)
+    m = records[0].shape[0]
+    dev = ps.params[0].device if ps.params else torch.device("cpu")
+    summed = None
+    loss_sum = torch.zeros((), dtype=torch.float32, device=dev)
+    n_clipped = torch.zeros((), dtype=torch.float32, device=dev)
+    chunk = physical_batch if physical_batch > 0 else max(m, 1)
+    for c0 in range(0, m, chunk):
+        part = tuple(r[c0:c0 + chunk] for r in records)
+        s, norms, losses = ps.clipped_sum(loss_fn, *part, max_norm=plan.max_grad_norm)
+        if summed is None:
+            summed = list(s)
+        else:
+            torch._foreach_add_(summed, s)
+        loss_sum += losses.detach().float().sum()
+        n_clipped += (norms > plan.max_grad_norm).sum()
+    if summed is None:  # an empty Poisson sample (on this rank): the noise alone
+        summed = [torch.zeros_like(p) for p in ps.params]
+    if not dist or distributed.is_main():  # the noise, drawn once
+        summed = add_noise(summed, plan.noise_std, noise_generator(plan.noise_source, generator))
+    if dist:
+        *summed, loss_sum, n_clipped = distributed.all_reduce_sum([*summed, loss_sum, n_clipped])
+    grads = summed
+    torch._foreach_div_(grads, plan.expected_batch)
+    stats = {"loss": loss_sum / max(n, 1), "clipped": n_clipped / max(n, 1), "batch": n}
     if n == 0:
         stats.pop("loss")
     return grads, stats

@@ -2,6 +2,7 @@
 (the stable Python API: docs/api.md)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core import distributed
 from ..core.config import MAX_PARAMETERS, Config
 from ..core.errors import BadInput
 from ..core.io import atomic_path, safe_name
@@ -146,35 +148,47 @@ def _check_splits(method: Method) -> None:
 
 def train(cfg: Config, runs_dir=None, device="auto") -> Method:
     """Train the method's targets (cached by config hash; resumes an interrupted run; retrains what is missing or
-    damaged). Returns the Method."""
+    damaged). Returns the Method.
+
+    Under torchrun (``torchrun --nproc-per-node N -m privbench train …``) rank 0 alone takes the run lock, repairs
+    and writes the run; every branch (cache hit, finished while waiting) is rank 0's decision, agreed by all ranks
+    (a rank that took another branch would wait forever in a collective of the training)."""
     run_dir = run_dir_for(cfg, runs_dir)
     method = make_method(cfg, run_dir, device)
+    main = distributed.is_main()
     done = read_done(run_dir)
-    if done is not None:
-        bad = damaged_artefacts(run_dir, done)
-        if not bad:
+    bad = damaged_artefacts(run_dir, done) if done is not None else None
+    if distributed.agree(done is not None and not bad):
+        if main:
             print(f"privbench: cache hit: {run_dir}", file=sys.stderr)
-            return method
+        return method
+    if done is not None and main:
         what = ("no content hashes are recorded" if bad == ["*"] else
                 f"{', '.join(bad[:4])}{' …' if len(bad) > 4 else ''} missing or damaged")
         _say(f"{run_dir}: {what}; retraining (what is intact is reused)")
     _validate_before_writing(cfg, method)
-    with run_lock(run_dir):
+    with run_lock(run_dir) if main else contextlib.nullcontext():
         done = read_done(run_dir)
-        if done is not None and not damaged_artefacts(run_dir, done):
+        if distributed.agree(done is not None and not damaged_artefacts(run_dir, done)):
             return method  # another process finished (or repaired) it while we waited
-        kept = _repair(method, done)
-        write_config(run_dir, cfg)
+        kept = _repair(method, done) if main else {}
+        if main:
+            write_config(run_dir, cfg)
+        distributed.barrier()  # the other ranks read the run only once rank 0 has repaired it
         t0 = time.time()
         method.train()
         method.ctx.split  # noqa: B018 - split.json exists in every finished run (attacks read it)
         if "clients.json" in kept or (run_dir / "clients.json").exists():
             method.ctx.clients  # noqa: B018
-        record = write_done(run_dir, {"seconds": round(time.time() - t0, 1), "device": str(method.ctx.device)})
-        changed = [rel for rel, h in kept.items() if record["sha256"].get(rel) != h]
-        if changed:
-            _say(f"note: {', '.join(changed)} regenerated with other content than before (the checkpoints were "
-                 f"trained with the old one; delete {run_dir} to retrain everything)")
+        if main:
+            world = {"world_size": distributed.world_size()} if distributed.is_distributed() else {}
+            record = write_done(run_dir, {"seconds": round(time.time() - t0, 1), "device": str(method.ctx.device),
+                                          **world})
+            changed = [rel for rel, h in kept.items() if record["sha256"].get(rel) != h]
+            if changed:
+                _say(f"note: {', '.join(changed)} regenerated with other content than before (the checkpoints "
+                     f"were trained with the old one; delete {run_dir} to retrain everything)")
+        distributed.barrier()
     return method
 
 
