@@ -151,12 +151,15 @@ def paper_gradient(params: list[torch.Tensor], xs: torch.Tensor, losses: torch.T
     """The paper's sanitization: per record, g_i = ∂ℓ_i/∂x̂_θ,i clipped to C plus N(0, σ²C² I), then
     back-propagated through the student: Σᵢ J_iᵀ(clip(g_i) + z_i) / (q·N)."""
     g_out = torch.autograd.grad(losses.sum(), xs, retain_graph=True)[0]
-    noisy, norms = sanitize_per_record(g_out, plan.max_grad_norm, plan.noise_std,
+    # in fp32 whatever the autocast dtype of g_out (a bf16 norm would clip to C only within ~0.4%)
+    noisy, norms = sanitize_per_record(g_out.float(), plan.max_grad_norm, plan.noise_std,
                                        noise_generator(plan.noise_source, generator))
-    grads = torch.autograd.grad(xs, params, grad_outputs=noisy / plan.expected_batch, allow_unused=True)
+    grads = torch.autograd.grad(xs, params, grad_outputs=(noisy / plan.expected_batch).to(xs.dtype),
+                                allow_unused=True)
     grads = [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, params)]
-    return grads, {"loss": float(losses.detach().mean()),
-                   "clipped": float((norms > plan.max_grad_norm).float().mean()), "batch": xs.shape[0]}
+    # stats stay on the device (the DP loop reads them back once per log interval)
+    return grads, {"loss": losses.detach().float().mean(),
+                   "clipped": (norms > plan.max_grad_norm).float().mean(), "batch": xs.shape[0]}
 
 
 @METHODS.register_class
@@ -295,7 +298,7 @@ class DPSAD(Method):
             opt_d.zero_grad(set_to_none=True)
             d_loss.backward()
             opt_d.step()
-            return float(d_loss.detach())
+            return d_loss.detach()
 
         def step_fn(step, idx, g):
             grads, stats = student_step(step, idx, g)
