@@ -32,6 +32,7 @@ from privbench.attacks.base import Records  # noqa: E402
 from privbench.attacks.secmi import SecMI  # noqa: E402
 from privbench.attacks.secmi import secmi_nfe  # noqa: E402
 from privbench.core.config import build_config  # noqa: E402
+from privbench.core.threads import configure_threads  # noqa: E402
 from privbench.models.method import RunContext  # noqa: E402
 
 
@@ -49,7 +50,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--model", default=None, help="an external model (diffusers folder or pytorch-ddpm ckpt.pt)")
     ap.add_argument("--arch", default=None, choices=["pytorch-ddpm"])
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: privbench's policy)")
     a = ap.parse_args()
+    configure_threads(a.threads)
     overrides = [("attack.batch_size", a.batch)] if a.batch else []
     cfg = build_config("centralized", preset=a.preset, overrides=overrides)
     dev = torch.device(a.device)

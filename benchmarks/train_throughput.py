@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
 from privbench.core.config import build_config  # noqa: E402
+from privbench.core.threads import configure_threads  # noqa: E402
 from privbench.models.method import RunContext  # noqa: E402
 from privbench.models.training import TrainData, train_denoiser  # noqa: E402
 
@@ -32,7 +33,9 @@ def main():
     ap.add_argument("--steps", type=int, default=150, help="steps per timed run")
     ap.add_argument("--repeats", type=int, default=5, help="back-to-back raw/loop pairs (median ratio)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: privbench's policy)")
     a = ap.parse_args()
+    configure_threads(a.threads)
     cfg = build_config("centralized", preset=a.preset, overrides=[("train.steps", a.steps),
                                                                   ("train.checkpoint_every", 10 ** 9)])
     dev = torch.device(a.device)
