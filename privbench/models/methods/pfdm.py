@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ...core import distributed
 from ...core.config import register_section, setting
 from ...core.errors import BadInput
 from ...core.io import atomic_write_json, load_weights, save_weights
@@ -199,8 +200,12 @@ class PFDM(FederatedMethod):
         """Every client: make its uploads (once) and train its local t ≤ t0 denoiser on raw data."""
         ctx, p = self.ctx, self.cfg.pfdm
         clients = ctx.clients
-        if not self.uploads_path.exists():
-            self._make_all_uploads()
+        # under torchrun the uploads are made once, by rank 0, on rank 0's decision; the other ranks wait for the
+        # file (the server phase reads the uploads from it on every rank)
+        if not distributed.agree(self.uploads_path.exists()):
+            if distributed.is_main():
+                self._make_all_uploads()
+            distributed.barrier()
         ac = ctx.schedule.alphas_cumprod()
         for m, idx in enumerate(clients.clients):
             name = f"client{m}"
