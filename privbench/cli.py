@@ -390,8 +390,18 @@ def audit(results, delta, confidence, as_json):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
               help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
+@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+              help="local: the cells one after another here; ray: each training and cell a Ray task (privbench[ray])")
+@click.option("--address", default=None,
+              help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "
+                   "$RAY_ADDRESS, else a cluster on this machine, else a new local one)")
+@click.option("--retries", default=None, type=click.IntRange(0, 100),
+              help="times a failed cell is tried again before it is recorded as failed (default: 1 with ray, 0 local)")
+@click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, 1024),
+              help="ray: CPUs each task reserves, and the torch threads it uses")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, inception_weights, as_json):
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, address, retries, cpus_per_task,
+          as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
@@ -399,8 +409,11 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, as_json
     from .bench.runner import run_suite
     from .reports.text import format_bench, write_bench_tables
 
+    if address is not None and executor != "ray":
+        raise BadInput("--address: only with --executor ray")
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
-                                       inception_weights=inception_weights))
+                                       inception_weights=inception_weights, executor=executor, address=address,
+                                       retries=retries, cpus_per_task=cpus_per_task))
     human = format_bench(res)
     res.pop("_rows", None)
     _emit(res, as_json, human)

@@ -31,6 +31,7 @@ class Cell:
     result_path: str | None = None
     summary: dict | None = None
     seconds: float | None = None
+    attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
     cfg: Any = None                # not serialised
 
     def to_json(self) -> dict:
