@@ -151,6 +151,9 @@ class RayExecutor:
 
     def run(self, cells, *, runs, device, n_samples, fcfg, log_path, write, pb, report_failure) -> None:
         ray = self.ray
+        if ray is None:  # not connected: nothing was pending
+            pb.update(len(cells))
+            return
         gpu = device == "cuda"
         opts = dict(num_cpus=self.cpus, max_retries=self.retries, retry_exceptions=False)
         train = ray.remote(train_task).options(num_gpus=1 if gpu else 0, name="privbench-train", **opts)

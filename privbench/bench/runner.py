@@ -26,7 +26,10 @@ reuses cached runs (training is cached by config hash, attacks by their settings
 rewritten after every cell: an interrupted bench resumes where it stopped, and a rerun skips finished cells.
 
 An unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
-recorded with its error and the bench continues; ``privbench bench`` then exits 3.
+tried again ``retries`` times, then recorded with its error and the bench continues; ``privbench bench`` then exits 3.
+
+Executors: ``local`` runs the cells here, in order; ``ray`` runs each training and each cell as a Ray task
+(:mod:`privbench.bench.ray_executor`) with the same store, caching, ``bench.json`` and failure reporting.
 
 Outputs: ``bench.json`` (every cell, its status, result path and headline numbers) and ``bench.log`` (what the cells
 printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv`` (privbench.reports), and
@@ -144,7 +147,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         from .ray_executor import RayExecutor
 
         ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
-        device = ray_exec.connect(device)
+        if any(c.status == "pending" for c in cells):  # a rerun with nothing left to do needs no cluster
+            device = ray_exec.connect(device)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     meta = {
@@ -154,7 +158,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "roles": {c.method: c.role for c in cells},
         "privbench_version": version(), "git_commit": git_commit(),
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "executor": executor, "retries": retries, **({"ray": ray_exec.describe()} if ray_exec else {}),
+        "executor": executor, "retries": retries, **({"ray": ray_exec.describe()} if ray_exec and ray_exec.ray else {}),
     }
 
     def write(final: bool = False) -> dict:
