@@ -145,6 +145,7 @@ class LiRA(Attack):
     report_order = 70
     needs_references = True
     Settings = LiRASettings
+    variant_settings = ("reference_pool", "lira_convention")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",

@@ -106,6 +106,7 @@ class RMIA(Attack):
     report_order = 80
     needs_references = True
     Settings = RMIASettings
+    variant_settings = ("reference_pool",)
     settings_presets = {"test": {**REFERENCE_TEST_PRESET, "rmia_population": 64}}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
