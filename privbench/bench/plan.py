@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..attacks.base import split_label
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
@@ -91,7 +92,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     explicit_default = "attacks" in suite
     default_attacks = [str(a) for a in as_list(suite.get("attacks", ATTACKS.names()), "attacks")]
     for a in default_attacks:
-        ATTACKS.get(a)
+        ATTACKS.get(split_label(a)[0])  # a label: name or name@variant (lira@online)
     fid_on = suite.get("fid", False) not in (False, None)
     fcfg = fid_settings(suite) if fid_on else None  # validated before anything else
     samples_on = suite.get("samples", False) not in (False, None)
@@ -128,7 +129,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                 for t in targets:
                     listed = spec.get("attacks") is not None
                     for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
-                        if a not in ATTACKS:
+                        if split_label(a)[0] not in ATTACKS:
                             raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
                                            f"{', '.join(ATTACKS.names())}")
                         att = make_attack(cfg, a, strict=False)
@@ -136,6 +137,10 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                             if listed or explicit_default:
                                 raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
                                                f"(it attacks: {', '.join(att.applies_to)})")
+                            continue
+                        a = att.label  # canonical: lira@offline is lira (the default variant)
+                        if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd)
+                               for c in cells):
                             continue
                         c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
                                  result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)

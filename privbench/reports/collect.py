@@ -49,7 +49,9 @@ class Result:
 
     @property
     def attack(self) -> str:
-        return str(self.data["attack"])
+        """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``), so the
+        variants of one attack are reported side by side."""
+        return str(self.data.get("label") or self.data["attack"])
 
     @property
     def dataset(self) -> str:
