@@ -23,11 +23,13 @@ install: $(STAMP)
 demo: install
 	$(BIN)/privbench run --method pfdm --attack pia --dataset digits --preset tiny
 
+# two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
+# fixtures are computed once, and the run store's locks let the workers share trained targets
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
