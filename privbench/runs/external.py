@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,9 +64,9 @@ def _schedule_into(cfg: Config, tgt) -> None:
     d.variance_type = s.variance_type
 
 
-def _check_attack(cfg: Config, attack_name: str, tgt):
+def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     _schedule_into(cfg, tgt)
-    attack = make_attack(cfg, attack_name)
+    attack = make_attack(cfg, attack_name, strict=strict)
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
@@ -186,36 +187,68 @@ def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
     return notes
 
 
-def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
-                    preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
-                    scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model") -> dict:
-    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict."""
+@dataclass
+class ExternalTarget:
+    """A loaded external model with its members and non-members, validated: what every attack on it shares."""
+    tgt: Any
+    prov: dict
+    mem: RecordSet
+    non: RecordSet
+    records: Records
+    name: str
+    preset: str
+    sets: tuple
+    dataset: str | None
+
+    def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
+        """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
+        an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
+        cfg = external_config(self.preset, seed, self.sets, self.dataset)
+        att = _check_attack(cfg, attack, self.tgt, strict=strict)
+        h = run_hash(self.prov, self.records, att, cfg, self.name)
+        return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
+
+
+def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
+                         device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
+                         dataset: str | None = None, data_root=None, split=None,
+                         target_name: str = "model") -> ExternalTarget:
+    """Load and check an external model and its records (everything that can be bad input, nothing written)."""
     from ..models.external import load_external
 
-    cfg = external_config(preset, seed, sets, dataset)
+    external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
     if dataset:
         from ..core.registry import DATASETS
 
         DATASETS.get(dataset)
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name)
-    att = _check_attack(cfg, attack, tgt)
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
                                 data_root=data_root, split=split)
     records = build_external_records(mem, non, tgt.num_classes)
-    h = run_hash(prov, records, att, cfg, target_name)
-    run_dir = Path(runs_dir) if runs_dir else default_runs_dir()
-    run_dir = run_dir / f"external-{h}"
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset)
+
+
+def cached_external(run_dir: Path) -> dict | None:
+    """The finished result of an external run directory, or None (not finished, or unreadable)."""
+    res_path = Path(run_dir) / "result.json"
+    return _cached(res_path) if res_path.exists() else None
+
+
+def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> dict:
+    """Run ``attack`` on a loaded external target and write ``<runs_dir>/external-<hash>/`` (an equal request
+    reuses the finished run); returns result.json's dict."""
+    cfg, att, run_dir = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
     res_path = run_dir / "result.json"
-    cached = _cached(res_path) if res_path.exists() else None
+    cached = cached_external(run_dir)
     if cached is not None:
         print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
         return cached
-    provenance = {"model": {k: v for k, v in prov.items() if k != "weights_note"},
-                  "members": mem.provenance, "nonmembers": non.provenance}
+    tgt, records = ext.tgt, ext.records
+    provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
+                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance}
     with run_lock(run_dir, "attack"):
-        cached = _cached(res_path) if res_path.exists() else None
+        cached = cached_external(run_dir)
         if cached is not None:
             return cached
         atomic_write_json(run_dir / "provenance.json", provenance)
@@ -227,11 +260,23 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
         if tgt.device.type == "cuda":
             torch.cuda.synchronize(tgt.device)
         timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-        result = assemble_result(cfg, att, _NoMethod(), target_name, tgt, records, out, run_dir, run_dir, timing)
-        result["notes"] = _notes(prov, mem, non) + list(result.get("notes") or [])
+        result = assemble_result(cfg, att, _NoMethod(), ext.name, tgt, records, out, run_dir, run_dir, timing)
+        result["notes"] = _notes(ext.prov, ext.mem, ext.non) + list(result.get("notes") or [])
         result["provenance"] = provenance
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
+
+
+def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
+                    preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
+                    scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
+                    split=None, target_name: str = "model") -> dict:
+    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict."""
+    external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
+    ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
+                               arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
+                               data_root=data_root, split=split, target_name=target_name)
+    return run_external(ext, attack, seed, runs_dir=runs_dir)
 
 
 # ---------------------------------------------------------------------- in memory (privbench.attack)
