@@ -48,7 +48,8 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     cfg = Config(method="external", dataset="external", preset=preset, seed=seed)
     apply_preset(cfg, preset)
     cfg.dataset = dataset or "external"
-    for k, v in parse_set_args(list(sets or ())):
+    pairs = [tuple(p) for p in sets or () if isinstance(p, (tuple, list))]  # (key, value) of a suite, or KEY=VALUE
+    for k, v in pairs + parse_set_args([p for p in sets or () if not isinstance(p, (tuple, list))]):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:
             raise BadInput(f"--set {k}: an external model takes only attack.* and sample.* settings (its "
                            f"architecture and schedule come from the model)")
@@ -70,6 +71,9 @@ def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
+    if attack.needs_references:
+        raise BadInput(f"attack {attack_name!r} trains reference models with the target's own training recipe; "
+                       f"privbench cannot retrain an external model (use pia, secmi, loss, pian or memorization)")
     return attack
 
 
@@ -165,16 +169,6 @@ def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str
                         "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset})
 
 
-def _cached(path: Path) -> dict | None:
-    import json
-
-    try:
-        res = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return res if isinstance(res, dict) and "metrics" in res and "provenance" in res else None
-
-
 def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
     notes = [f"external model ({prov.get('format')}): {prov.get('weights')}; {prov.get('prediction_type')} "
              f"prediction ({prov.get('prediction_conversion')}); schedule: {prov['scheduler'].get('source')}"]
@@ -229,10 +223,12 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset)
 
 
-def cached_external(run_dir: Path) -> dict | None:
-    """The finished result of an external run directory, or None (not finished, or unreadable)."""
-    res_path = Path(run_dir) / "result.json"
-    return _cached(res_path) if res_path.exists() else None
+def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
+    """The finished result of an external run directory, or None (not finished, unreadable, or its scores.npz
+    missing or changed: :func:`privbench.runs.attack.cached_result`)."""
+    from .attack import cached_result
+
+    return cached_result(Path(run_dir), Path(run_dir), say=say)
 
 
 def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> dict:
@@ -245,10 +241,12 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
         return cached
     tgt, records = ext.tgt, ext.records
+    r = records
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
-                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance}
+                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
+                  "records_sha256": records_sha256(r.x, r.y, r.labels, r.index)}
     with run_lock(run_dir, "attack"):
-        cached = cached_external(run_dir)
+        cached = cached_external(run_dir, say=False)
         if cached is not None:
             return cached
         atomic_write_json(run_dir / "provenance.json", provenance)
@@ -270,13 +268,16 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
 def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model") -> dict:
-    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict."""
+                    split=None, target_name: str = "model", strict: bool = True) -> dict:
+    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
+
+    ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
+    with ``strict=False``)."""
     external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name)
-    return run_external(ext, attack, seed, runs_dir=runs_dir)
+    return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
 # ---------------------------------------------------------------------- in memory (privbench.attack)
