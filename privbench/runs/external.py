@@ -30,7 +30,7 @@ from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..core.errors import BadInput
-from ..core.registry import PRESETS
+from ..core.registry import ATTACKS, PRESETS
 from ..core.io import atomic_write_json
 from .store import default_runs_dir, run_lock
 
@@ -241,10 +241,9 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
         return cached
     tgt, records = ext.tgt, ext.records
-    r = records
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
                   "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
-                  "records_sha256": records_sha256(r.x, r.y, r.labels, r.index)}
+                  "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
     with run_lock(run_dir, "attack"):
         cached = cached_external(run_dir, say=False)
         if cached is not None:
@@ -274,6 +273,7 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
     with ``strict=False``)."""
     external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
+    ATTACKS.get(attack)                            # an unknown attack, too
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name)
