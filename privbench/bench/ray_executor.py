@@ -77,8 +77,9 @@ def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path
 
 
 def cell_task(c, runs: str, device: str, n_samples: int, fcfg: dict | None, log_path: str, threads: int,
-              retries: int, trained: dict) -> dict:
-    """Run one cell (``trained``: the training task's result; Ray passes it once that task finished)."""
+              retries: int, trained: dict | None) -> dict:
+    """Run one cell (``trained``: the training task's result; Ray passes it once that task finished; None for an
+    external model's cell, which has nothing to train)."""
     _in_task(threads)
     from .runner import run_cell
 
@@ -164,6 +165,8 @@ class RayExecutor:
         trains: dict = {}                  # ObjectRef -> its trainings record
         by_run: dict = {}                  # run_dir -> ObjectRef
         for c in pending:
+            if getattr(c, "external", None) is not None:
+                continue           # an external model: nothing to train, its cell loads the model itself
             if c.run_dir not in by_run:
                 ref = train.remote(c.cfg, runs, device, self.cpus, self.retries, log_path)
                 by_run[c.run_dir] = ref
@@ -172,7 +175,7 @@ class RayExecutor:
                 trains[ref] = rec
                 self.trainings.append(rec)
         futures = {cell.remote(c, runs, device, n_samples, fcfg, log_path, self.cpus, self.retries,
-                               by_run[c.run_dir]): c for c in pending}
+                               by_run.get(c.run_dir)): c for c in pending}
         waiting = list(trains) + list(futures)
         try:
             while waiting:

@@ -236,7 +236,7 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
 
 
 def _target_key(r: Result) -> tuple:
-    return (r.dataset, r.seed, str(r.run_dir.resolve()), r.target)
+    return r.target_key()
 
 
 def _f(v, nd=3) -> str:

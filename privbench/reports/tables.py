@@ -154,7 +154,7 @@ def _mtime(r: Result) -> float:
 
 
 def _tkey(r: Result) -> tuple:
-    return (r.dataset, r.seed, str(r.run_dir), r.target)
+    return r.target_key()
 
 
 # ------------------------------------------------------------------------------------------ tables

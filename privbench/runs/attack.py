@@ -167,14 +167,19 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | N
     res_path = Path(out_dir) / "result.json"
     if not res_path.exists():
         return None
-    done = verified_done(Path(run_dir))
-    if done is None:
+    # an external model's run (runs/external.py) is its own attack folder and has no training artefacts
+    external = Path(out_dir) == Path(run_dir) and Path(run_dir).name.startswith("external-")
+    done = None if external else verified_done(Path(run_dir))
+    if done is None and not external:
         return None  # training retrains first (and says why); the result is then checked against it
     res = _load_cached(res_path)
     why = None
     if res is None:
         why = "result.json unreadable"
-    elif res.get("trained_from") != done_digest(done) or not isinstance(res.get("sha256"), dict):
+    elif external and "provenance" not in res:
+        why = "unfinished (no provenance)"
+    elif res.get("trained_from") != (None if external else done_digest(done)) or \
+            not isinstance(res.get("sha256"), dict):
         why = "computed from other training artefacts (or before results recorded them)"
     else:
         for name, digest in res["sha256"].items():
