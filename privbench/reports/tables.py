@@ -375,7 +375,8 @@ class Tables:
                         row[k] = v
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
-                            "basis": "none: non-private target (no formal guarantee)"})
+                            "basis": "none claimed: external model (trained outside privbench)"
+                            if b["method"] == "external" else "none: non-private target (no formal guarantee)"})
             row["empirical_eps_lb_cp"] = b["eps_lb_cp"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
             rows.append(row)
