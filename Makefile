@@ -10,12 +10,12 @@ TORCH   := torch==2.14.1 torchvision==0.29.1
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-# The extras: dp (opacus, dp-accounting: dpdm, dpsad, account dpsgd) and fid (torch-fidelity) are what the tests
-# and the tiny suite use. [ray] is not installed: nothing imports ray yet; add it here with the change that does.
+# The extras: dp (opacus, dp-accounting: dpdm, dpsad, account dpsgd), fid (torch-fidelity) and ray (ray core:
+# bench --executor ray, tested on a local 2-CPU cluster) are what the tests and the tiny suite use.
 # torch first, pinned: pip takes it from local disk here; an unpinned torch would pull a multi-GB build.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[test,dp,fid]'
+	$(BIN)/pip install -q -e '.[test,dp,fid,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,11 +23,13 @@ install: $(STAMP)
 demo: install
 	$(BIN)/privbench run --method pfdm --attack pia --dataset digits --preset tiny
 
+# two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
+# fixtures are computed once, and the run store's locks let the workers share trained targets
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py

@@ -1,15 +1,17 @@
-"""What ``make bench`` runs: the tiny suite → the committed report ``reports/tiny/``, then the perf scripts.
+"""What ``make bench`` runs: the tiny suites → the committed reports ``reports/tiny/`` and
+``reports/tiny-references/``, then the perf scripts.
 
-1. ``privbench bench --suite tiny`` (cached and resumable: training and attacks reuse the run store, so a rerun
-   with the cache takes seconds) into ``runs/bench-tiny``;
-2. ``privbench report runs/bench-tiny --out reports/tiny`` (index.html, CSV, LaTeX and Markdown tables, ROC figures
+1. ``privbench bench --suite S`` for S in tiny, tiny-references (cached and resumable: training and attacks reuse
+   the run store, so a rerun with the cache takes seconds) into ``runs/bench-S``;
+2. ``privbench report runs/bench-S --out reports/S`` (index.html, CSV, LaTeX and Markdown tables, ROC figures
    as PNG/SVG/PDF);
 3. every perf script ``benchmarks/*.py`` that prints a ratio (train/attack throughput, DP-SGD step cost), run with
    the same preset; their output is printed and their ratio lines are summarised at the end.
 
     python benchmarks/run_all.py                                  # make bench: regenerates reports/tiny/
     python benchmarks/run_all.py --preset test --out /tmp/x       # a seconds-long smoke run of the same pipeline
-    python benchmarks/run_all.py --skip-perf                      # only the suite and the report
+    python benchmarks/run_all.py --skip-perf                      # only the suites and their reports
+    python benchmarks/run_all.py --suite tiny-references --skip-perf   # one suite
 
 With ``--preset`` other than the suite's own, ``--out`` defaults to ``runs/report-<suite>-<preset>`` so the
 committed report is never overwritten by a smoke run.
@@ -41,10 +43,12 @@ def perf_scripts() -> list[Path]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", default="tiny")
+    ap.add_argument("--suite", action="append", default=None,
+                    help="a suite (repeatable; default: tiny, then tiny-references)")
     ap.add_argument("--preset", default=None, help="override the suite's preset (e.g. test for a smoke run)")
-    ap.add_argument("--out", default=None, help="report folder (default reports/<suite>)")
-    ap.add_argument("--bench-dir", default=None, help="bench folder (default <runs-dir>/bench-<suite>[-<preset>])")
+    ap.add_argument("--out", default=None, help="report folder (default reports/<suite>; one suite only)")
+    ap.add_argument("--bench-dir", default=None, help="bench folder (default <runs-dir>/bench-<suite>[-<preset>]; "
+                                                      "one suite only)")
     ap.add_argument("--runs-dir", default=None, help="run store (default ./runs or $PRIVBENCH_HOME)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -60,32 +64,44 @@ def main() -> int:
     from privbench.reports.text import format_bench, write_bench_tables
     from privbench.runs.store import default_runs_dir
 
-    spec, _ = load_suite(a.suite)
-    own = a.preset in (None, spec.get("preset"))
-    tag = a.suite if own else f"{a.suite}-{a.preset}"
+    suites = a.suite or ["tiny", "tiny-references"]
+    if len(suites) > 1 and (a.out or a.bench_dir):
+        print("privbench: error: --out/--bench-dir name one suite's folders; give one --suite", file=sys.stderr)
+        return 2
     runs = Path(a.runs_dir) if a.runs_dir else default_runs_dir()
-    bench_dir = Path(a.bench_dir) if a.bench_dir else runs / f"bench-{tag}"
-    out = Path(a.out) if a.out else (Path("reports") / a.suite if own else runs / f"report-{tag}")
-
     t0 = time.time()
     failed = 0
-    try:
-        res = write_bench_tables(run_suite(a.suite, out=str(bench_dir), device=a.device, runs_dir=str(runs),
-                                           preset=a.preset, sets=a.sets))
-    except BadInput as e:
-        print(f"privbench: error: {e}", file=sys.stderr)
-        return 2
-    except WorkFailed as e:
-        print(f"privbench: failed: {e}", file=sys.stderr)
-        return 3
-    bench_s = time.time() - t0
-    print(format_bench(res))
-    failed = res["counts"].get("failed", 0)
-    t1 = time.time()
-    paths = render_report(bench_dir, out)  # every format: HTML, CSV, LaTeX, Markdown, ROC figures as PNG/SVG/PDF
-    report_s = time.time() - t1
-    print(f"\nreport: {', '.join(str(p) for p in paths)}")
-    print(f"bench {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")
+    specs = []
+    for suite in suites:
+        try:
+            specs.append((suite, load_suite(suite)[0]))
+        except BadInput as e:
+            print(f"privbench: error: {e}", file=sys.stderr)
+            return 2
+    for suite, spec in specs:
+        own = a.preset in (None, spec.get("preset"))
+        tag = suite if own else f"{suite}-{a.preset}"
+        bench_dir = Path(a.bench_dir) if a.bench_dir else runs / f"bench-{tag}"
+        out = Path(a.out) if a.out else (Path("reports") / suite if own else runs / f"report-{tag}")
+        t1 = time.time()
+        try:
+            res = write_bench_tables(run_suite(suite, out=str(bench_dir), device=a.device, runs_dir=str(runs),
+                                               preset=a.preset, sets=a.sets))
+        except BadInput as e:
+            print(f"privbench: error: {e}", file=sys.stderr)
+            return 2
+        except WorkFailed as e:
+            print(f"privbench: failed: {e}", file=sys.stderr)
+            return 3
+        bench_s = time.time() - t1
+        print(format_bench(res))
+        failed += res["counts"].get("failed", 0)
+        t2 = time.time()
+        paths = render_report(bench_dir, out)  # every format: HTML, CSV, LaTeX, Markdown, ROC as PNG/SVG/PDF
+        report_s = time.time() - t2
+        print(f"\nreport: {', '.join(str(p) for p in paths)}")
+        print(f"bench {suite}: {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")
+    spec = specs[0][1]
 
     ratios: list[str] = []
     if not a.skip_perf:

@@ -248,6 +248,55 @@ def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, 
     _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
 
 
+def external_options(f):
+    """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
+    opts = [
+        click.option("--model", "model_path", default=None, type=click.Path(),
+                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, or a "
+                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm"),
+        click.option("--members", default=None,
+                     help="with --model: member records (.npz, image folder, or .npy indices)"),
+        click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)"),
+        click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]),
+                     help="with --model: checkpoint format"),
+        click.option("--scheduler-config", default=None, type=click.Path(),
+                     help="with --model: a diffusers scheduler config (JSON or folder) overriding the model's own"),
+        click.option("--split", default=None, type=click.Path(),
+                     help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
+        click.option("--ema/--no-ema", default=True, show_default=True,
+                     help="pytorch-ddpm: ema_model or net_model weights"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _external_or_method(command, method, model_path, external, config_file, download) -> bool:
+    """True for an external target (--model), False for a method; refuses mixing the two (one line, exit 2)."""
+    if model_path is not None:
+        if method is not None:
+            raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
+                           "not both")
+        if config_file or download:
+            raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
+        return True
+    if method is None:
+        raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
+    if any(v is not None for v in external):
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+    return False
+
+
+def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
+                  dataset, preset, seed, device, runs_dir, sets, data_root) -> dict:
+    from .runs.external import attack_external
+
+    return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
+                           seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
+                           use_ema=ema, dataset=dataset, data_root=data_root, split=split,
+                           target_name=target or "model")
+
+
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
 @click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
@@ -255,17 +304,7 @@ def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, 
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
-@click.option("--model", "model_path", default=None, type=click.Path(),
-              help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, or a "
-                   "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm")
-@click.option("--members", default=None, help="with --model: member records (.npz, image folder, or .npy indices)")
-@click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)")
-@click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]), help="with --model: checkpoint format")
-@click.option("--scheduler-config", default=None, type=click.Path(),
-              help="with --model: a diffusers scheduler config (JSON or folder) overriding the model's own")
-@click.option("--split", default=None, type=click.Path(),
-              help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset")
-@click.option("--ema/--no-ema", default=True, show_default=True, help="pytorch-ddpm: ema_model or net_model weights")
+@external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
            ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
@@ -276,26 +315,15 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    external = (members, nonmembers, arch, scheduler_config, split)
-    if model_path is not None:
-        if method is not None:
-            raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
-                           "not both")
-        if config_file or download:
-            raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
+    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+                           config_file, download):
         from .reports.text import result_summary
-        from .runs.external import attack_external
 
-        res = attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
-                              seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
-                              use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                              target_name=target or "model")
+        res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
+                            scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
         _emit(res, as_json, result_summary(res))
         return
-    if method is None:
-        raise BadInput("attack: give --method NAME (a privbench target) or --model PATH (your own model)")
-    if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
     dataset = dataset or "digits"
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
@@ -303,19 +331,31 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 
 
 @main.command()
-@click.option("--method", required=True)
+@click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
 @click.option("--attack", "attack_name", required=True)
-@click.option("--dataset", default="digits", show_default=True)
-@click.option("--target", default=None)
+@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
+                                              "--members/--nonmembers .npy indices or --split refer to")
+@click.option("--target", default=None, help="target of the method; with --model: the name results carry "
+                                             "[default: model]")
+@external_options
 @common
-def run(method, attack_name, dataset, target, preset, seed, device, runs_dir, sets, config_file, data_root,
-        download, as_json):
-    """The main job: train if needed, attack, print a result table, write a report for the run."""
+def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
+        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+    """The main job: train if needed, attack, print a result table, write a report for the run.
+
+    With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
+    RUNS_DIR/external-<hash>/ run."""
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
+    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+                           config_file, download):
+        res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
+                            scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+    else:
+        cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
+        res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     res["report"] = write_run_report(res)
     page = next((p for p in res["report"].get("rendered", []) if p.endswith("index.html")), None)
     where = f"report: {page}" if page else f"report: {res['report'].get('markdown')} (HTML report failed: " \
@@ -417,10 +457,20 @@ def audit(results, delta, confidence, as_json):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
               help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
+@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+              help="local: the cells one after another here; ray: each training and cell a Ray task (privbench[ray])")
+@click.option("--address", default=None,
+              help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "
+                   "$RAY_ADDRESS, else a cluster on this machine, else a new local one)")
+@click.option("--retries", default=None, type=click.IntRange(0, 100),
+              help="times a failed cell is tried again before it is recorded as failed (default: 1 with ray, 0 local)")
+@click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, 1024),
+              help="ray: CPUs each task reserves, and the torch threads it uses")
 @click.option("--threads", default=None, type=click.IntRange(min=1),
-              help="CPU threads [default: the cores this process may use / concurrent workers]")
+              help="CPU threads of this process [default: the cores this process may use / concurrent workers]")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, inception_weights, threads, as_json):
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, address, retries, cpus_per_task,
+          threads, as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
@@ -430,9 +480,11 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, threads
     from .reports.text import format_bench, write_bench_tables
 
     configure_threads(threads)
-
+    if address is not None and executor != "ray":
+        raise BadInput("--address: only with --executor ray")
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
-                                       inception_weights=inception_weights))
+                                       inception_weights=inception_weights, executor=executor, address=address,
+                                       retries=retries, cpus_per_task=cpus_per_task))
     human = format_bench(res)
     res.pop("_rows", None)
     _emit(res, as_json, human)

@@ -7,11 +7,33 @@ import pytest
 
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
+# `make test` runs two pytest-xdist workers on CI's 2 cores: one thread each (and in every child process they
+# start), or the two processes' OpenMP threads fight for the same cores (~50x slower steps were seen)
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+
+#: test files that share a session-trained target run on one worker, one after the other (the overfit
+#: centralized target trains for minutes; two workers would both wait for it)
+SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/models/test_pfdm.py": "overfit"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """With ``--dist loadgroup`` every file is one unit (its module and session fixtures are computed once per
+    worker), and the files of SHARED_GROUPS go to the same worker."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            path = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(path, path)))
+
 
 @pytest.fixture(scope="session")
 def runs_dir(tmp_path_factory):
-    """One run store for the whole session (cached runs are shared between tests)."""
-    return tmp_path_factory.mktemp("runs")
+    """One run store for the whole session (cached runs are shared between tests and xdist workers)."""
+    from helpers import shared_tmp
+
+    return shared_tmp(tmp_path_factory, "runs")
 
 
 from helpers import train_cfg  # noqa: E402

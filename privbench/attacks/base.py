@@ -165,6 +165,10 @@ class Attack:
     threat_model: ClassVar[dict] = {}
     #: True: the runner trains (or loads) reference models and hands them over as ``env.references``
     needs_references: ClassVar[bool] = False
+    #: settings with ``choices`` that name a variant of the attack: a value other than the default is part of the
+    #: attack's label (``lira@online``, ``secmi@paper``), so variants sit side by side in tables and suites can
+    #: ask for them by that label
+    variant_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -209,6 +213,33 @@ class Attack:
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         raise NotImplementedError
 
+    @property
+    def label(self) -> str:
+        """``name``, then ``@value`` for each variant setting that differs from its default."""
+        defaults = self.Settings()
+        return self.name + "".join(f"@{self.settings[k]}" for k in self.variant_settings
+                                   if self.settings[k] != getattr(defaults, k))
+
+    @classmethod
+    def variant_choices(cls) -> dict[str, tuple]:
+        """variant setting -> its choices."""
+        meta = {f.name: f.metadata.get("choices") for f in dataclass_fields(cls.Settings)}
+        return {k: tuple(meta.get(k) or ()) for k in cls.variant_settings}
+
+    @classmethod
+    def variant_overrides(cls, values: list[str]) -> dict:
+        """The settings named by the ``@value`` parts of a label (``lira@online`` -> reference_pool=online)."""
+        out: dict = {}
+        choices = cls.variant_choices()
+        for v in values:
+            keys = [k for k, ch in choices.items() if v in ch]
+            if len(keys) != 1 or keys[0] in out:
+                named = "; ".join(f"{k}: {', '.join(map(str, ch))}" for k, ch in choices.items()) or "none"
+                raise BadInput(f"attack variant {cls.name}@{v}: not a variant of {cls.name} (its variants, "
+                               f"by setting: {named})")
+            out[keys[0]] = v
+        return out
+
     def hash_dict(self, cfg=None) -> dict:
         d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
              "settings": {k: self.settings[k] for k in self.config_fields()}}
@@ -238,6 +269,12 @@ ATTACK_CODE_VERSION = 2
 
 
 # ---------------------------------------------------------------------- helpers
+
+def split_label(label: str) -> tuple[str, list[str]]:
+    """``lira@online`` -> (``lira``, [``online``]); a plain name -> (name, [])."""
+    name, *values = str(label).split("@")
+    return name, values
+
 
 def check_timestep(t, num_timesteps: int, what: str) -> int:
     """A 0-indexed model timestep in [0, T), else BadInput naming ``what``."""

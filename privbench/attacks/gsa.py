@@ -157,6 +157,7 @@ class GSA(Attack):
     report_order = 90
     needs_references = True
     Settings = GSASettings
+    variant_settings = ("reference_pool",)
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     applies_to = ("model", "global", "shared", "client:*", "student", "teacher")
     threat_model = {"queries": "white-box: per-record gradients of the diffusion loss (K forward + 1 backward "

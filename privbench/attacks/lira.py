@@ -47,7 +47,8 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, fixed_noise_losses, require_references
+from .references import (REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, fixed_noise_losses,
+                         require_references)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class LiRA(Attack):
     report_order = 70
     needs_references = True
     Settings = LiRASettings
+    variant_settings = ("reference_pool", "lira_convention")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
@@ -156,11 +158,7 @@ class LiRA(Attack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        check_timestep(self.t, num_timesteps, "attack.t")
-        if self.lira_draws < 1:
-            raise BadInput(f"attack.lira_draws={self.lira_draws}: must be >= 1")
-        if self.n_reference < 2:
-            raise BadInput(f"attack.n_reference={self.n_reference}: lira needs at least 2 reference models")
+        check_fixed_noise(self, num_timesteps, "lira")
 
     def variance_mode(self, n_ref: int) -> str:
         if self.lira_variance == "auto":

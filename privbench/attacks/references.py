@@ -20,7 +20,7 @@ import torch
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.seeding import seeded_generator
-from .base import CommonSettings, Records, cond, tvec
+from .base import CommonSettings, Records, check_timestep, cond, tvec
 
 
 @dataclass
@@ -38,6 +38,16 @@ class FixedNoiseSettings(ReferenceSettings):
     t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
                                             "attack.t (the target and every reference are queried on each)")
+
+
+def check_fixed_noise(settings: FixedNoiseSettings, num_timesteps: int, attack: str) -> None:
+    """The checks LiRA and RMIA share: a timestep on the schedule, at least one draw, at least two references
+    (a Gaussian/likelihood fit over one reference model has no spread)."""
+    check_timestep(settings.t, num_timesteps, "attack.t")
+    if settings.lira_draws < 1:
+        raise BadInput(f"attack.lira_draws={settings.lira_draws}: must be >= 1")
+    if settings.n_reference < 2:
+        raise BadInput(f"attack.n_reference={settings.n_reference}: {attack} needs at least 2 reference models")
 
 
 #: the test preset's reference settings (seconds, not meaningful)

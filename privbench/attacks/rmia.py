@@ -42,7 +42,8 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, fixed_noise_losses, require_references
+from .references import (REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, fixed_noise_losses,
+                         require_references)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class RMIA(Attack):
     report_order = 80
     needs_references = True
     Settings = RMIASettings
+    variant_settings = ("reference_pool",)
     settings_presets = {"test": {**REFERENCE_TEST_PRESET, "rmia_population": 64}}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
@@ -118,11 +120,7 @@ class RMIA(Attack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        check_timestep(self.t, num_timesteps, "attack.t")
-        if self.lira_draws < 1:
-            raise BadInput(f"attack.lira_draws={self.lira_draws}: must be >= 1")
-        if self.n_reference < 2:
-            raise BadInput(f"attack.n_reference={self.n_reference}: rmia needs at least 2 reference models")
+        check_fixed_noise(self, num_timesteps, "rmia")
         if not (self.rmia_a == -1 or 0.0 <= self.rmia_a <= 1.0):
             raise BadInput(f"attack.rmia_a={self.rmia_a}: a value in [0, 1], or -1 to tune it on a reference model")
         if not self.rmia_gamma > 0:

@@ -86,6 +86,7 @@ class SecMI(Attack):
     description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back (official offset)"
     report_order = 20
     Settings = SecMISettings
+    variant_settings = ("secmi_offset",)
     threat_model = {"queries": "eps-prediction (DDIM inversion and one step up and back)", "reference_models": 0,
                     "reference_training": "none", "auxiliary_data": "none",
                     "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)"}

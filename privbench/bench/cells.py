@@ -34,7 +34,14 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
         c.summary = summary(res)
         c.status, c.reason = "done", "cached"
         return
-    res = run_attack(c.cfg, c.attack, c.target, runs_dir=runs_dir, device=device).to_json()
+    if c.external is not None:  # a model privbench did not train: privbench attack --model's run
+        from ..runs.external import attack_external
+
+        res = attack_external(attack=c.attack, seed=c.seed, runs_dir=runs_dir, device=device, strict=False,
+                              **c.external)
+    else:
+        # strict=False as when it was planned: suite-wide attack.* settings apply to the attacks that have them
+        res = run_attack(c.cfg, c.attack, c.target, runs_dir=runs_dir, device=device, strict=False).to_json()
     c.result_path = str(Path(res["scores_path"]).parent / "result.json")
     c.summary = summary(res)
     c.status, c.reason = "done", None

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..attacks.base import split_label
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
@@ -28,9 +29,11 @@ class Cell:
     config_hash: str | None = None
     attack_hash: str | None = None
     settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
+    external: dict | None = None   # attack cells of an external target: privbench attack --model's options
     result_path: str | None = None
     summary: dict | None = None
     seconds: float | None = None
+    attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
     cfg: Any = None                # not serialised
 
     def to_json(self) -> dict:
@@ -90,7 +93,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     explicit_default = "attacks" in suite
     default_attacks = [str(a) for a in as_list(suite.get("attacks", ATTACKS.names()), "attacks")]
     for a in default_attacks:
-        ATTACKS.get(a)
+        ATTACKS.get(split_label(a)[0])  # a label: name or name@variant (lira@online)
     fid_on = suite.get("fid", False) not in (False, None)
     fcfg = fid_settings(suite) if fid_on else None  # validated before anything else
     samples_on = suite.get("samples", False) not in (False, None)
@@ -127,7 +130,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                 for t in targets:
                     listed = spec.get("attacks") is not None
                     for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
-                        if a not in ATTACKS:
+                        if split_label(a)[0] not in ATTACKS:
                             raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
                                            f"{', '.join(ATTACKS.names())}")
                         att = make_attack(cfg, a, strict=False)
@@ -135,6 +138,10 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                             if listed or explicit_default:
                                 raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
                                                f"(it attacks: {', '.join(att.applies_to)})")
+                            continue
+                        a = att.label  # canonical: lira@offline is lira (the default variant)
+                        if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd)
+                               for c in cells):
                             continue
                         c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
                                  result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)
@@ -149,9 +156,51 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                     c = Cell("fid", target=ft, **common)
                     c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
                     cells.append(c)
+    for name, espec in (suite.get("external") or {}).items():
+        cells += _external_cells(str(name), espec, suite, preset, seeds, sets, runs_dir, default_attacks)
     for c in cells:
         c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
                                           c.attack_hash or c.settings_hash))
+    return cells
+
+
+def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: list, sets: list, runs_dir,
+                    default_attacks: list[str]) -> list[Cell]:
+    """The attack cells of one external target (``external: {name: {model, members, nonmembers, ...}}``): the
+    model and its records are loaded and checked now (on the CPU), and each cell's run directory is the one
+    ``privbench attack --model`` would write (``<runs-dir>/external-<hash>``), so its cache is shared with it.
+    The suite's and the command line's ``attack.*``/``sample.*`` settings apply; its other keys concern training."""
+    from ..runs.external import SETTING_SECTIONS, load_external_target
+
+    where = f"suite, external target {name}"
+    shared = [(k, v) for k, v in as_sets(suite.get("set"), "set") + list(sets)
+              if k.split(".", 1)[0] in SETTING_SECTIONS]
+    esets = tuple(shared + as_sets(espec.get("set"), f"external.{name}.set"))
+    opts = dict(model_path=espec["model"], members_spec=espec.get("members"), nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"),
+                dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
+                scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
+                target_name=name)
+    try:
+        ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
+    except BadInput as e:
+        raise BadInput(f"{where}: {e}") from None
+    listed = espec.get("attacks") is not None
+    names = [str(a) for a in as_list(espec.get("attacks"), f"external.{name}.attacks")] if listed \
+        else list(default_attacks)
+    cells = []
+    for seed in seeds:
+        for a in names:
+            try:
+                cfg, att, rd = ext.plan(a, int(seed), runs_dir=runs_dir, strict=False)
+            except BadInput as e:
+                if listed:
+                    raise BadInput(f"{where}: {e}") from None
+                continue  # a suite default that does not apply to an external model (reconstruction, lira, ...)
+            cells.append(Cell("attack", method="external", dataset=cfg.dataset, seed=int(seed), target=name,
+                              attack=a, role="external", overrides=list(esets), cfg=cfg, run_dir=str(rd),
+                              config_hash=ext.prov.get("weights_sha256"), attack_hash=rd.name.split("-", 1)[1],
+                              result_path=str(rd / "result.json"),
+                              external={"sets": list(esets), "preset": preset, **opts}))
     return cells
 
 

@@ -26,7 +26,10 @@ reuses cached runs (training is cached by config hash, attacks by their settings
 rewritten after every cell: an interrupted bench resumes where it stopped, and a rerun skips finished cells.
 
 An unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
-recorded with its error and the bench continues; ``privbench bench`` then exits 3.
+tried again ``retries`` times, then recorded with its error and the bench continues; ``privbench bench`` then exits 3.
+
+Executors: ``local`` runs the cells here, in order; ``ray`` runs each training and each cell as a Ray task
+(:mod:`privbench.bench.ray_executor`) with the same store, caching, ``bench.json`` and failure reporting.
 
 Outputs: ``bench.json`` (every cell, its status, result path and headline numbers) and ``bench.log`` (what the cells
 printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv`` (privbench.reports), and
@@ -65,13 +68,49 @@ def _still_valid(c, result_path: Path) -> bool:
         cached_result(Path(c.run_dir), result_path.parent, say=False) is not None
 
 
+EXECUTORS = ("local", "ray")
+
+
+def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path) -> None:
+    """Run one cell in this process (either executor): its messages (cache hits, training logs) go to
+    ``bench.log``; an exception (bad input, failed work or a bug) marks the cell failed and is not raised (Ctrl-C
+    is)."""
+    try:
+        with open(log_path, "a") as log, contextlib.redirect_stderr(log):
+            print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {c.label()}"
+                  + (f" (attempt {c.attempts})" if (c.attempts or 1) > 1 else ""), file=log)
+            if c.kind == "attack":
+                run_attack_cell(c, runs, device)
+            elif c.kind == "samples":
+                run_samples_cell(c, runs, device, n_samples)
+            else:
+                run_fid_cell(c, runs, device, fcfg)
+    except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others
+        c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
+
+
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
               preset: str | None = None, sets: list[str] | tuple[str, ...] = (),
-              inception_weights: str | None = None) -> dict:
+              inception_weights: str | None = None, executor: str = "local", address: str | None = None,
+              retries: int | None = None, cpus_per_task: int = 1) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
 
-    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file instead of privbench's CNN."""
+    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file instead of privbench's CNN.
+    ``executor``: ``local`` (the cells one after another in this process) or ``ray`` (each training and each cell a
+    Ray task, :mod:`privbench.bench.ray_executor`; ``address``: the cluster, ``cpus_per_task``: the CPUs each task
+    reserves and the threads it uses). ``retries``: how many times a failed cell is tried again before it is
+    recorded as failed (default: 1 with ray, 0 locally)."""
 
+    if executor not in EXECUTORS:
+        raise BadInput(f"--executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+    if retries is None:
+        retries = 1 if executor == "ray" else 0
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
+        raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
+    if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
+        raise BadInput(f"--cpus-per-task {cpus_per_task!r}: expected a positive integer")
+    if executor == "ray":
+        require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
     spec, path = load_suite(suite)
     name = str(spec["name"])
     fid_on = spec.get("fid", False) not in (False, None)
@@ -103,6 +142,13 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
                 and _still_valid(c, Path(p["result_path"])):
             c.status, c.reason = "done", "finished in an earlier run of this bench"
             c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
+    ray_exec = None
+    if executor == "ray":  # after planning: a bad suite exits 2 without starting or joining a cluster
+        from .ray_executor import RayExecutor
+
+        ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
+        if any(c.status == "pending" for c in cells):  # a rerun with nothing left to do needs no cluster
+            device = ray_exec.connect(device)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     meta = {
@@ -112,12 +158,15 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "roles": {c.method: c.role for c in cells},
         "privbench_version": version(), "git_commit": git_commit(),
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "executor": executor, "retries": retries, **({"ray": ray_exec.describe()} if ray_exec and ray_exec.ray else {}),
     }
 
     def write(final: bool = False) -> dict:
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "skipped", "failed", "pending")}
         d = {**meta, "elapsed_s": round(time.time() - started, 1), "counts": counts, "finished": final,
              "cells": [c.to_json() for c in cells]}
+        if ray_exec is not None:
+            d["trainings"] = ray_exec.trainings
         atomic_write_json(bench_json, d)
         return d
 
@@ -127,39 +176,46 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     pb = bar(total=len(cells), desc=f"bench {name}", unit="cell", leave=True)
     old_env = os.environ.get("PRIVBENCH_PROGRESS")
     os.environ["PRIVBENCH_PROGRESS"] = "0"  # one progress bar: the grid's
+
+    def report_failure(c) -> None:
+        tries = f" (after {c.attempts} attempts)" if (c.attempts or 0) > 1 else ""
+        msg = f"privbench bench: {c.label()} failed{tries}: {c.reason}"
+        if show:
+            pb.write(msg, file=sys.stderr)
+        else:
+            print(msg, file=sys.stderr)
+
     try:
-        for c in cells:
-            if c.status != "pending":
-                pb.update(1)
-                continue
-            pb.set_postfix_str(c.label()[:60])
-            t0 = time.time()
-            try:
-                # the cells' own messages (cache hits, training logs) go to bench.log: one bar on the terminal
-                with open(log_path, "a") as log, contextlib.redirect_stderr(log):
-                    print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {c.label()}", file=log)
-                    if c.kind == "attack":
-                        run_attack_cell(c, runs, device)
-                    elif c.kind == "samples":
-                        run_samples_cell(c, runs, device, n_samples)
-                    else:
-                        run_fid_cell(c, runs, device, fcfg)
-            except KeyboardInterrupt:
-                c.status, c.reason = "pending", "interrupted"
+        if ray_exec is not None:
+            ray_exec.run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg, log_path=log_path,
+                         write=write, pb=pb, report_failure=report_failure)
+        else:
+            for c in cells:
+                if c.status != "pending":
+                    pb.update(1)
+                    continue
+                pb.set_postfix_str(c.label()[:60])
+                try:
+                    for attempt in range(1, retries + 2):
+                        c.status, c.reason, c.attempts = "pending", None, attempt
+                        t0 = time.time()
+                        run_cell(c, runs, device, n_samples, fcfg, log_path)
+                        if c.status != "failed":
+                            break
+                except KeyboardInterrupt:
+                    c.status, c.reason = "pending", "interrupted"
+                    write()
+                    raise
+                if c.reason is None or c.reason != "cached":
+                    c.seconds = round(time.time() - t0, 1)
+                if c.status == "failed":
+                    report_failure(c)
                 write()
-                raise
-            except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others
-                c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
-            if c.reason is None or c.reason != "cached":
-                c.seconds = round(time.time() - t0, 1)
-            if c.status == "failed" and show:
-                pb.write(f"privbench bench: {c.label()} failed: {c.reason}", file=sys.stderr)
-            elif c.status == "failed":
-                print(f"privbench bench: {c.label()} failed: {c.reason}", file=sys.stderr)
-            write()
-            pb.update(1)
+                pb.update(1)
     finally:
         pb.close()
+        if ray_exec is not None:
+            ray_exec.close()  # a cluster this bench started (not one it joined)
         if old_env is None:
             os.environ.pop("PRIVBENCH_PROGRESS", None)
         else:

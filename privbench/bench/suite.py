@@ -10,8 +10,13 @@ from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
 
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
-              "samples"}
+              "samples", "external"}
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
+#: an external target (a model privbench did not train): the options of ``privbench attack --model``
+EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
+                 "attacks", "set"}
+#: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
+EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root")
 FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}
 DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None,
                "inception_weights": None}
@@ -95,8 +100,14 @@ def load_suite(suite: str) -> tuple[dict, Path]:
     unknown = sorted(set(data) - SUITE_KEYS)
     if unknown:
         raise BadInput(f"--suite {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SUITE_KEYS))}")
-    if not isinstance(data.get("methods"), dict) or not data["methods"]:
-        raise BadInput(f"--suite {path}: 'methods' must map method names to their settings")
+    ext = external_targets(data.get("external"), path)
+    if "external" in data:  # (only then: the suite hash of a suite without the key is unchanged)
+        data["external"] = ext
+    if data.get("methods") is None and ext:
+        data["methods"] = {}
+    if not isinstance(data.get("methods"), dict) or not (data["methods"] or ext):
+        raise BadInput(f"--suite {path}: 'methods' must map method names to their settings (or 'external' name "
+                       f"external models)")
     for m, spec in data["methods"].items():
         if spec is not None and not isinstance(spec, dict):
             raise BadInput(f"--suite {path}: methods.{m}: expected a mapping (targets, attacks, set, ...)")
@@ -107,6 +118,46 @@ def load_suite(suite: str) -> tuple[dict, Path]:
     data.setdefault("name", path.stem)
     data["name"] = check_name(data["name"], f"--suite {path}: name")
     return data, path
+
+
+def external_targets(ext, path: Path) -> dict[str, dict]:
+    """The suite's ``external:`` entries, checked (names, keys, required paths) with their paths resolved against
+    the suite file's folder; ``{}`` when there are none."""
+    if ext is None:
+        return {}
+    where = f"--suite {path}: external"
+    if not isinstance(ext, dict):
+        raise BadInput(f"{where}: expected a mapping of target name -> {{model, members, nonmembers, ...}}")
+    out = {}
+    for name, spec in ext.items():
+        name = check_name(name, where)
+        if not isinstance(spec, dict):
+            raise BadInput(f"{where}.{name}: expected a mapping (model, members, nonmembers, arch, attacks, ...)")
+        bad = sorted(set(spec) - EXTERNAL_KEYS)
+        if bad:
+            raise BadInput(f"{where}.{name}: unknown key(s) {', '.join(map(str, bad))}; allowed: "
+                           f"{', '.join(sorted(EXTERNAL_KEYS))}")
+        spec = dict(spec)
+        if not spec.get("model"):
+            raise BadInput(f"{where}.{name}: 'model' (a diffusers folder or a pytorch-ddpm ckpt.pt) is required")
+        if spec.get("split") is None and (not spec.get("members") or not spec.get("nonmembers")):
+            raise BadInput(f"{where}.{name}: give 'members' and 'nonmembers' (or 'split' with 'dataset')")
+        for k in EXTERNAL_PATHS:
+            v = spec.get(k)
+            if v is None:
+                continue
+            if not isinstance(v, str) or not v:
+                raise BadInput(f"{where}.{name}.{k}: expected a path, got {v!r}")
+            p = Path(v).expanduser()
+            spec[k] = str(p if p.is_absolute() else path.resolve().parent / p)
+            if k != "data_root" and not Path(spec[k]).exists():
+                raise BadInput(f"{where}.{name}.{k}: {spec[k]}: no such file or directory")
+        if spec.get("arch") not in (None, "diffusers", "pytorch-ddpm"):
+            raise BadInput(f"{where}.{name}.arch: {spec['arch']!r}; choose diffusers or pytorch-ddpm")
+        if not isinstance(spec.get("ema", True), bool):
+            raise BadInput(f"{where}.{name}.ema: expected true or false")
+        out[name] = spec
+    return out
 
 
 def fid_settings(suite: dict) -> dict:

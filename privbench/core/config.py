@@ -252,6 +252,11 @@ class Config:
             return secs[name]
         raise AttributeError(name)
 
+    def __reduce__(self):
+        # the section classes are made at run time (not importable by name): a config travels as its values, e.g. to
+        # another process (the bench's Ray tasks), and is rebuilt and checked there as a run's config.yaml is
+        return _config_from_state, (self.to_dict(), sorted(self.explicit))
+
     def section_names(self) -> list[str]:
         return list(self._sections)
 
@@ -536,6 +541,12 @@ def build_config(method: str, dataset: str = "digits", preset: str = "tiny", see
     DATASETS.get(cfg.dataset)
     METHODS.get(cfg.method)
     check_config(cfg)
+    return cfg
+
+
+def _config_from_state(d: dict, explicit: list[str]) -> Config:
+    cfg = config_from_dict(d)
+    cfg.explicit = set(explicit)
     return cfg
 
 

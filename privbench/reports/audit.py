@@ -97,6 +97,8 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         if p.get("conditional_epsilon") is not None:
             notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g}"
                          f" (conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
+        elif res.get("method") == "external":
+            notes.append("external model: privbench claims no formal epsilon for it; nothing to compare with")
         else:
             notes.append("non-private target: no formal epsilon to compare with")
         out["notes"] = notes
@@ -236,7 +238,7 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
 
 
 def _target_key(r: Result) -> tuple:
-    return (r.dataset, r.seed, str(r.run_dir.resolve()), r.target)
+    return r.target_key()
 
 
 def _f(v, nd=3) -> str:

@@ -49,7 +49,9 @@ class Result:
 
     @property
     def attack(self) -> str:
-        return str(self.data["attack"])
+        """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``), so the
+        variants of one attack are reported side by side."""
+        return str(self.data.get("label") or self.data["attack"])
 
     @property
     def dataset(self) -> str:
@@ -93,6 +95,18 @@ class Result:
             else d.get("attack_hash")
         return (d.get("method"), d.get("target"), d.get("attack"), d.get("dataset"), d.get("preset"), d.get("seed"),
                 str(self.run_dir.resolve()), cfg)
+
+    def target_key(self) -> tuple:
+        """(dataset, seed, model under test, target): what one row of the side-by-side table and one Bonferroni
+        family of the audit are about. A privbench target lives in its run directory; an external model's attacks
+        each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
+        prov = self.data.get("provenance")
+        model = prov.get("model") if isinstance(prov, dict) else None
+        if self.method == "external" and isinstance(model, dict) and model.get("weights_sha256"):
+            recs = prov.get("records_sha256") or json.dumps([prov.get("members"), prov.get("nonmembers")],
+                                                            sort_keys=True, default=str)
+            return (self.dataset, self.seed, f"external:{model['weights_sha256']}:{recs}", self.target)
+        return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
     def label(self) -> str:
         return f"{self.attack} on {self.method}/{self.target} ({self.dataset}, {self.preset}, seed {self.seed})"
@@ -288,4 +302,6 @@ def role_of(method: str, bench: dict | None = None) -> str:
     roles = (bench or {}).get("roles") or {}
     if method in roles:
         return roles[method]
+    if method == "external":  # a model privbench did not train (privbench attack/run --model)
+        return "external"
     return "private" if is_private(method) else "baseline"

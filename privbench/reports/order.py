@@ -24,4 +24,6 @@ def target_rank(method: str, target: str) -> tuple:
 
 
 def attack_rank(attack: str) -> int:
-    return ATTACKS.get(attack).factory.report_order if attack in ATTACKS else UNKNOWN
+    """By the attack's report_order; variants (``lira@online``) right after their attack's default."""
+    name = attack.split("@", 1)[0]
+    return ATTACKS.get(name).factory.report_order if name in ATTACKS else UNKNOWN

@@ -75,6 +75,8 @@ def basis_text(privacy: dict | None, role: str) -> str:
                 + str(privacy.get("conditional_basis") or privacy.get("basis") or "assumptions the run does not meet"))
     if role == "private":
         return "no formal ε for this target: it is not covered by the method's guarantee"
+    if role == "external":
+        return "no formal ε: an external model (privbench did not train it; any guarantee it has is not known here)"
     return "no formal ε: a non-private baseline"
 
 

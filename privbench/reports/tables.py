@@ -154,7 +154,7 @@ def _mtime(r: Result) -> float:
 
 
 def _tkey(r: Result) -> tuple:
-    return (r.dataset, r.seed, str(r.run_dir), r.target)
+    return r.target_key()
 
 
 # ------------------------------------------------------------------------------------------ tables
@@ -375,7 +375,8 @@ class Tables:
                         row[k] = v
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
-                            "basis": "none: non-private target (no formal guarantee)"})
+                            "basis": "none claimed: external model (trained outside privbench)"
+                            if b["method"] == "external" else "none: non-private target (no formal guarantee)"})
             row["empirical_eps_lb_cp"] = b["eps_lb_cp"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
             rows.append(row)

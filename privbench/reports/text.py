@@ -44,6 +44,9 @@ def report_markdown(result: dict) -> str:
     if r.get("privacy"):
         p = r["privacy"]
         lines.append(f"Formal guarantee: epsilon = {p.get('epsilon')} at delta = {p.get('delta')} ({p.get('basis')}).")
+    elif r.get("method") == "external":
+        lines.append("Formal guarantee: none claimed (a model trained outside privbench; its training's own "
+                     "accounting, if any, is not known here).")
     else:
         lines.append("Formal guarantee: none (non-private target).")
     lines.append("")

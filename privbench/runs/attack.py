@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records
+from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records, split_label
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
@@ -58,6 +58,7 @@ class AttackResult:
     privacy: dict | None
     scores_path: str
     kind: str = MEMBERSHIP
+    label: str | None = None                    # attack name + @variant (lira@online); None in older results
     attack_config: dict = field(default_factory=dict)
     attack_hash: str | None = None
     calibrated: dict | None = None
@@ -110,15 +111,17 @@ def make_attack(cfg, attack_name: str, *, strict: bool = True) -> Attack:
 
     ``strict``: an ``attack.*`` key set explicitly in the config (``--set``, ``--config``) that this attack does
     not use is refused, naming the attack's settings (a bench applies suite-wide settings non-strictly)."""
-    entry = ATTACKS.get(attack_name)
+    name, values = split_label(attack_name)
+    entry = ATTACKS.get(name)
     cls = entry.factory
+    variant = cls.variant_overrides(values)  # lira@online: attack.reference_pool=online for this attack
     if strict:
         unused = sorted(k for k in getattr(cfg, "explicit", ()) if k.startswith("attack.")
                         and k.split(".", 1)[1] not in cls.setting_names())
         if unused:
             raise BadInput(f"{', '.join(unused)}: not a setting of attack {attack_name}; its settings are "
                            + ", ".join(f"attack.{n}" for n in cls.setting_names()))
-    attack = cls(cfg.attack)
+    attack = cls(cfg.attack, **variant)
     attack.validate(cfg.diffusion.num_timesteps, cfg)
     return attack
 
@@ -164,14 +167,19 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | N
     res_path = Path(out_dir) / "result.json"
     if not res_path.exists():
         return None
-    done = verified_done(Path(run_dir))
-    if done is None:
+    # an external model's run (runs/external.py) is its own attack folder and has no training artefacts
+    external = Path(out_dir) == Path(run_dir) and Path(run_dir).name.startswith("external-")
+    done = None if external else verified_done(Path(run_dir))
+    if done is None and not external:
         return None  # training retrains first (and says why); the result is then checked against it
     res = _load_cached(res_path)
     why = None
     if res is None:
         why = "result.json unreadable"
-    elif res.get("trained_from") != done_digest(done) or not isinstance(res.get("sha256"), dict):
+    elif external and "provenance" not in res:
+        why = "unfinished (no provenance)"
+    elif res.get("trained_from") != (None if external else done_digest(done)) or \
+            not isinstance(res.get("sha256"), dict):
         why = "computed from other training artefacts (or before results recorded them)"
     else:
         for name, digest in res["sha256"].items():
@@ -219,11 +227,15 @@ def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, 
 
 # ---------------------------------------------------------------------- the runner
 
-def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto") -> AttackResult:
-    """Validate, train if needed, attack, write the results; returns the result (docs/cli.md §5)."""
+def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto", *,
+               strict: bool = True) -> AttackResult:
+    """Validate, train if needed, attack, write the results; returns the result (docs/cli.md §5).
+
+    ``strict=False`` (a bench cell): ``attack.*`` keys of other attacks in the config are ignored (see
+    :func:`make_attack`)."""
     from .train import make_method, train
 
-    attack = make_attack(cfg, attack_name)                 # unknown attack / bad settings → BadInput
+    attack = make_attack(cfg, attack_name, strict=strict)  # unknown attack / bad settings → BadInput
     run_dir = run_dir_for(cfg, runs_dir)
     method = make_method(cfg, run_dir, device)
     target_name = method.check_target(target)              # unknown target → BadInput
@@ -303,7 +315,8 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
     except NotImplementedError:
         privacy = None
     result: dict[str, Any] = {
-        "method": cfg.method, "target": target_name, "attack": attack.name, "dataset": cfg.dataset,
+        "method": cfg.method, "target": target_name, "attack": attack.name, "label": attack.label,
+        "dataset": cfg.dataset,
         "preset": cfg.preset, "seed": cfg.seed, "run_dir": str(run_dir),
         "n_members": records.n_members, "n_nonmembers": records.n_nonmembers,
         "metrics": {}, "privacy": privacy, "scores_path": str(out_dir / "scores.npz"),

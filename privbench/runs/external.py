@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..core.errors import BadInput
-from ..core.registry import PRESETS
+from ..core.registry import ATTACKS, PRESETS
 from ..core.io import atomic_write_json
 from .store import default_runs_dir, run_lock
 
@@ -47,7 +48,8 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     cfg = Config(method="external", dataset="external", preset=preset, seed=seed)
     apply_preset(cfg, preset)
     cfg.dataset = dataset or "external"
-    for k, v in parse_set_args(list(sets or ())):
+    pairs = [tuple(p) for p in sets or () if isinstance(p, (tuple, list))]  # (key, value) of a suite, or KEY=VALUE
+    for k, v in pairs + parse_set_args([p for p in sets or () if not isinstance(p, (tuple, list))]):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:
             raise BadInput(f"--set {k}: an external model takes only attack.* and sample.* settings (its "
                            f"architecture and schedule come from the model)")
@@ -63,12 +65,15 @@ def _schedule_into(cfg: Config, tgt) -> None:
     d.variance_type = s.variance_type
 
 
-def _check_attack(cfg: Config, attack_name: str, tgt):
+def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     _schedule_into(cfg, tgt)
-    attack = make_attack(cfg, attack_name)
+    attack = make_attack(cfg, attack_name, strict=strict)
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
+    if attack.needs_references:
+        raise BadInput(f"attack {attack_name!r} trains reference models with the target's own training recipe; "
+                       f"privbench cannot retrain an external model (use pia, secmi, loss, pian or memorization)")
     return attack
 
 
@@ -164,16 +169,6 @@ def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str
                         "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset})
 
 
-def _cached(path: Path) -> dict | None:
-    import json
-
-    try:
-        res = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return res if isinstance(res, dict) and "metrics" in res and "provenance" in res else None
-
-
 def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
     notes = [f"external model ({prov.get('format')}): {prov.get('weights')}; {prov.get('prediction_type')} "
              f"prediction ({prov.get('prediction_conversion')}); schedule: {prov['scheduler'].get('source')}"]
@@ -186,36 +181,71 @@ def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
     return notes
 
 
-def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
-                    preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
-                    scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model") -> dict:
-    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict."""
+@dataclass
+class ExternalTarget:
+    """A loaded external model with its members and non-members, validated: what every attack on it shares."""
+    tgt: Any
+    prov: dict
+    mem: RecordSet
+    non: RecordSet
+    records: Records
+    name: str
+    preset: str
+    sets: tuple
+    dataset: str | None
+
+    def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
+        """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
+        an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
+        cfg = external_config(self.preset, seed, self.sets, self.dataset)
+        att = _check_attack(cfg, attack, self.tgt, strict=strict)
+        h = run_hash(self.prov, self.records, att, cfg, self.name)
+        return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
+
+
+def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
+                         device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
+                         dataset: str | None = None, data_root=None, split=None,
+                         target_name: str = "model") -> ExternalTarget:
+    """Load and check an external model and its records (everything that can be bad input, nothing written)."""
     from ..models.external import load_external
 
-    cfg = external_config(preset, seed, sets, dataset)
+    external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
     if dataset:
         from ..core.registry import DATASETS
 
         DATASETS.get(dataset)
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name)
-    att = _check_attack(cfg, attack, tgt)
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
                                 data_root=data_root, split=split)
     records = build_external_records(mem, non, tgt.num_classes)
-    h = run_hash(prov, records, att, cfg, target_name)
-    run_dir = Path(runs_dir) if runs_dir else default_runs_dir()
-    run_dir = run_dir / f"external-{h}"
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset)
+
+
+def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
+    """The finished result of an external run directory, or None (not finished, unreadable, or its scores.npz
+    missing or changed: :func:`privbench.runs.attack.cached_result`)."""
+    from .attack import cached_result
+
+    return cached_result(Path(run_dir), Path(run_dir), say=say)
+
+
+def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> dict:
+    """Run ``attack`` on a loaded external target and write ``<runs_dir>/external-<hash>/`` (an equal request
+    reuses the finished run); returns result.json's dict."""
+    cfg, att, run_dir = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
     res_path = run_dir / "result.json"
-    cached = _cached(res_path) if res_path.exists() else None
+    cached = cached_external(run_dir)
     if cached is not None:
         print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
         return cached
-    provenance = {"model": {k: v for k, v in prov.items() if k != "weights_note"},
-                  "members": mem.provenance, "nonmembers": non.provenance}
+    tgt, records = ext.tgt, ext.records
+    provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
+                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
+                  "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
     with run_lock(run_dir, "attack"):
-        cached = _cached(res_path) if res_path.exists() else None
+        cached = cached_external(run_dir, say=False)
         if cached is not None:
             return cached
         atomic_write_json(run_dir / "provenance.json", provenance)
@@ -227,11 +257,27 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
         if tgt.device.type == "cuda":
             torch.cuda.synchronize(tgt.device)
         timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-        result = assemble_result(cfg, att, _NoMethod(), target_name, tgt, records, out, run_dir, run_dir, timing)
-        result["notes"] = _notes(prov, mem, non) + list(result.get("notes") or [])
+        result = assemble_result(cfg, att, _NoMethod(), ext.name, tgt, records, out, run_dir, run_dir, timing)
+        result["notes"] = _notes(ext.prov, ext.mem, ext.non) + list(result.get("notes") or [])
         result["provenance"] = provenance
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
+
+
+def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
+                    preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
+                    scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
+                    split=None, target_name: str = "model", strict: bool = True) -> dict:
+    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
+
+    ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
+    with ``strict=False``)."""
+    external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
+    ATTACKS.get(attack)                            # an unknown attack, too
+    ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
+                               arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
+                               data_root=data_root, split=split, target_name=target_name)
+    return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
 # ---------------------------------------------------------------------- in memory (privbench.attack)

@@ -22,6 +22,8 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/__init__.py", "pia"),
     # the training loss statistic of the DP-SGD loop shares its word with the loss attack
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
+    # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
+    ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"),
 }
 
 

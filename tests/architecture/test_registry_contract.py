@@ -151,3 +151,51 @@ def test_a_new_attack_is_one_file(tmp_path):
     gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
     r = cli("check", "--gates", str(gates), str(tmp_path / "bench"), ok=(1,))
     assert "BREACH" in r.stderr
+
+
+def test_a_plugin_package_registers_through_its_entry_point(tmp_path):
+    """A third-party package (outside privbench's tree) declares the toy attack under the `privbench.attacks`
+    entry point; once pip-installed (offline, into a target folder on PYTHONPATH) it is listed, runs from the CLI
+    and from a bench suite, and `check` gates it — with privbench itself untouched."""
+    pkg = tmp_path / "pkg"
+    (pkg / "privbench_toy_plugin").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "architecture" / "toy" / "toy_attack.py", pkg / "privbench_toy_plugin" / "__init__.py")
+    (pkg / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "privbench-toy-plugin"\nversion = "0.1"\n\n'
+        '[project.entry-points."privbench.attacks"]\ntoy = "privbench_toy_plugin:ToyAttack"\n\n'
+        '[tool.setuptools]\npackages = ["privbench_toy_plugin"]\n')
+    site_dir = tmp_path / "site"
+    env = {k: v for k, v in os.environ.items() if k != "PRIVBENCH_PLUGINS"}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", OMP_NUM_THREADS="1", PRIVBENCH_PROGRESS="0")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--target", str(site_dir), str(pkg)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert list(site_dir.glob("privbench_toy_plugin-0.1.dist-info/entry_points.txt"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site_dir)])
+    runs = tmp_path / "runs"
+
+    def cli(*args, ok=(0,)):
+        r = subprocess.run([sys.executable, "-m", "privbench", *args], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode in ok, (args, r.stdout[-2000:], r.stderr[-2000:])
+        return r
+
+    listed = cli("list", "attacks")
+    assert "toy" in listed.stdout and "failed to load" not in listed.stderr
+    res = json.loads(cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir",
+                         str(runs), "--json").stdout)
+    assert res["attack"] == "toy" and 0.0 <= res["metrics"]["auc"] <= 1.0
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\npreset: test\ndevice: cpu\nfid: false\nsamples: false\n"
+                     "methods:\n  centralized: {targets: [model], attacks: [toy]}\n")
+    cli("bench", "--suite", str(suite), "--runs-dir", str(runs), "--out", str(tmp_path / "bench"))
+    assert "toy_auc" in (tmp_path / "bench" / "side_by_side.csv").read_text().splitlines()[0]
+    gates = tmp_path / "g.yaml"
+    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
+    assert "BREACH" in cli("check", "--gates", str(gates), str(tmp_path / "bench"), ok=(1,)).stderr
+    # without the installed package on the path the attack is unknown: exit 2, one line
+    env["PYTHONPATH"] = str(ROOT)
+    r = cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs),
+            ok=(2,))
+    assert "toy" in r.stderr and "Traceback" not in r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -442,3 +443,38 @@ def test_an_attack_is_refused_on_a_target_it_does_not_apply_to(tmp_path):
                                     "--preset", "test", "--runs-dir", str(tmp_path), "--device", "cpu"])
     assert res.exit_code == 2 and "does not apply to target 'pipeline:0'" in res.output
     assert not any(tmp_path.iterdir())
+
+
+def test_attack_variants_are_labelled_and_reported_side_by_side(tmp_path):
+    """`lira@online` / `secmi@paper` name non-default variants: a suite asks for both variants of an attack, each
+    is its own cell and result (label in result.json) and its own column of the side-by-side table; a variant an
+    attack does not have is one line, exit 2, nothing written."""
+    from privbench.cli import main
+
+    suite = tmp_path / "v.yaml"
+    suite.write_text("name: v\npreset: test\ndevice: cpu\nfid: false\nsamples: false\n"
+                     "methods:\n  centralized:\n    targets: [model]\n"
+                     "    attacks: [secmi, secmi@paper, secmi@official, lira, lira@online]\n"
+                     "    set: {attack.n_reference: 2}\n")
+    out, runs = tmp_path / "bench", tmp_path / "runs"
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--out", str(out), "--runs-dir", str(runs)])
+    assert r.exit_code == 0, r.output
+    cells = [c for c in json.loads((out / "bench.json").read_text())["cells"] if c["kind"] == "attack"]
+    assert sorted(c["attack"] for c in cells) == ["lira", "lira@online", "secmi", "secmi@paper"]  # @official: default
+    results = {c["attack"]: json.loads(Path(c["result_path"]).read_text()) for c in cells}
+    assert results["lira@online"]["attack"] == "lira" and results["lira@online"]["label"] == "lira@online"
+    assert results["lira@online"]["threat_model"]["reference_pool"] == "online"
+    assert results["lira"]["threat_model"]["reference_pool"] == "offline"
+    assert results["secmi@paper"]["attack_config"]["secmi_offset"] == "paper"
+    assert results["secmi"]["attack_config"]["secmi_offset"] == "official"
+    a = np.load(results["secmi"]["scores_path"])["scores"]
+    b = np.load(results["secmi@paper"]["scores_path"])["scores"]
+    assert not np.allclose(a, b)                                    # two comparisons, two score vectors
+    head = (out / "side_by_side.csv").read_text().splitlines()[0].split(",")
+    for col in ("secmi_auc", "secmi@paper_auc", "lira_auc", "lira@online_auc"):
+        assert col in head, col
+    before = sorted(p.name for p in runs.iterdir())
+    r = CliRunner().invoke(main, ["attack", "--method", "centralized", "--attack", "pia@paper", "--preset", "test",
+                                  "--runs-dir", str(runs), "--device", "cpu"])
+    assert r.exit_code == 2 and "not a variant of pia" in r.output
+    assert sorted(p.name for p in runs.iterdir()) == before

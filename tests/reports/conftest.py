@@ -11,7 +11,9 @@ from helpers import train_cfg
 @pytest.fixture(scope="session")
 def report_runs_dir(tmp_path_factory):
     """A run store of its own: other test packages add attacks to the shared store's runs."""
-    return tmp_path_factory.mktemp("report_runs")
+    from helpers import shared_tmp
+
+    return shared_tmp(tmp_path_factory, "report_runs")
 
 
 @pytest.fixture(scope="session")

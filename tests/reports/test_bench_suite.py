@@ -84,6 +84,11 @@ def test_shipped_suites_load():
         spec, path = load_suite(name)
         assert path.name == f"{name}.yaml"
         assert {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"} <= set(spec["methods"])
+    spec, _ = load_suite("tiny-references")
+    cells = plan(spec, preset=None, sets=[], runs_dir="/nonexistent-runs", device="cpu", validate_methods=False)
+    # every membership attack, each reference-model attack in both pools
+    assert {c.attack for c in cells} >= {"lira", "lira@online", "rmia", "rmia@online", "gsa", "gsa@online", "sima",
+                                         "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "loss"}
     with pytest.raises(BadInput, match="available"):
         load_suite("nosuchsuite")
 
@@ -93,7 +98,8 @@ def test_tiny_suite_plans_every_method_and_attack(tmp_path):
     spec, _ = load_suite("tiny")
     cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
     attacks = {c.attack for c in cells if c.kind == "attack"}
-    assert attacks == {"loss", "secmi", "pia", "pian", "memorization", "reconstruction"}
+    assert attacks == {"loss", "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "sima", "memorization",
+                       "reconstruction"}
     assert {c.method for c in cells} == {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"}
     assert all(c.status == "pending" for c in cells)
     assert not (tmp_path / "runs").exists()

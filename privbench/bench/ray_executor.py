@@ -1,0 +1,211 @@
+"""``privbench bench --executor ray``: every training and every cell of a bench grid as a Ray task
+(docs/benchmarks.md, "The Ray executor").
+
+* One **training task** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
+  finished run is a cache hit of a second). Every attack, samples and FID cell of that run is a **cell task** that
+  takes the training task's ``ObjectRef`` as an argument: Ray starts it once the training has finished, and a
+  training that failed fails its cells without running them (no polling).
+* Resources: ``cpus_per_task`` CPUs per task (and as many torch threads in it); with ``--device cuda`` a training
+  task reserves one GPU and a cell task :data:`CELL_GPU` of one (several attacks share a GPU).
+* Retries: a task whose work raises tries again up to ``retries`` times in its worker (each attempt is counted in
+  the cell's ``attempts``); a worker or node that dies is retried by Ray (``max_retries``). A cell that still fails
+  is recorded as failed, with its error, exactly as the local executor records it (``privbench bench`` exits 3).
+* The driver keeps the one progress bar and ``bench.json``: it advances as futures complete (``ray.wait``) and
+  rewrites ``bench.json`` after each. The run store and the bench directory must be a path every node sees (a
+  shared file system): the tasks read and write the same cached runs as the local executor.
+
+Ray is an optional extra (``pip install 'privbench[ray]'``), imported only here and only for ``--executor ray``.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+import os
+import time
+from pathlib import Path
+
+from ..core.errors import BadInput
+from ..core.extras import require
+
+#: the GPU share a cell task (an attack, a sample grid, an FID) reserves with --device cuda; a training takes a GPU
+CELL_GPU = 0.25
+
+
+class CellFailed(Exception):
+    """Raised by a task whose every attempt failed (``stage``: training or cell)."""
+
+    def __init__(self, stage: str, attempts: int, reason: str):
+        super().__init__(stage, attempts, reason)
+        self.stage, self.attempts, self.reason = stage, attempts, reason
+
+    def __str__(self) -> str:
+        return f"{self.stage} failed after {self.attempts} attempt(s): {self.reason}"
+
+
+def _in_task(threads: int) -> None:
+    """What every task sets first: its thread count (the CPUs it reserved) and no progress bars of its own."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ["MKL_NUM_THREADS"] = str(threads)
+    os.environ["PRIVBENCH_PROGRESS"] = "0"
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path: str) -> dict:
+    """Train (or find cached) the run of ``cfg``; raises :class:`CellFailed` once every attempt failed."""
+    _in_task(threads)
+    from ..runs import train as api
+    from ..runs.store import run_dir_for, verified_done
+
+    run_dir = run_dir_for(cfg, Path(runs))
+    reason = None
+    for attempt in range(1, retries + 2):
+        t0 = time.time()
+        try:
+            cached = verified_done(run_dir) is not None
+            with open(log_path, "a") as log, contextlib.redirect_stderr(log):
+                print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} train {run_dir.name} "
+                      f"(ray task, attempt {attempt})", file=log)
+                api.train(cfg, Path(runs), device)
+            return {"status": "done", "cached": cached, "attempts": attempt,
+                    "seconds": None if cached else round(time.time() - t0, 1)}
+        except Exception as e:  # noqa: BLE001 - retried, then reported as the cells' failure
+            reason = f"{type(e).__name__}: {e}"
+    raise CellFailed("training", retries + 1, reason)
+
+
+def cell_task(c, runs: str, device: str, n_samples: int, fcfg: dict | None, log_path: str, threads: int,
+              retries: int, trained: dict | None) -> dict:
+    """Run one cell (``trained``: the training task's result; Ray passes it once that task finished; None for an
+    external model's cell, which has nothing to train)."""
+    _in_task(threads)
+    from .runner import run_cell
+
+    for attempt in range(1, retries + 2):
+        c.status, c.reason, c.attempts = "pending", None, attempt
+        t0 = time.time()
+        run_cell(c, Path(runs), device, n_samples, fcfg, Path(log_path))
+        if c.status != "failed":
+            break
+    if c.reason != "cached":
+        c.seconds = round(time.time() - t0, 1)
+    return {k: getattr(c, k) for k in ("status", "reason", "result_path", "summary", "seconds", "attempts")}
+
+
+def _failure(e: BaseException) -> tuple[str, int | None]:
+    """(one-line reason, attempts) of a task's exception as ``ray.get`` raises it."""
+    cause = getattr(e, "cause", None) or e
+    if isinstance(cause, CellFailed):
+        return (cause.reason if cause.stage == "cell" else f"training failed: {cause.reason}"), cause.attempts
+    text = " ".join(str(cause).split())
+    return f"{type(cause).__name__}: {text[:500]}", None
+
+
+class RayExecutor:
+    """Runs a planned grid on a Ray cluster (``address``: ``None`` = $RAY_ADDRESS or a cluster on this machine, else
+    a new local one; ``local`` = a new local cluster; ``auto`` or HOST:PORT / ray://HOST:PORT = an existing one)."""
+
+    def __init__(self, address: str | None = None, retries: int = 1, cpus_per_task: int = 1):
+        self.address, self.retries, self.cpus = address, retries, cpus_per_task
+        self.ray = None
+        self.owns = False
+        self.device = "cpu"
+        self.trainings: list[dict] = []
+
+    def connect(self, device: str) -> str:
+        """Join (or start) the cluster; returns the device the tasks use (auto: cuda if the cluster has a GPU)."""
+        ray = self.ray = require("ray", "--executor ray")
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.WARNING)
+            except ConnectionError as e:
+                raise BadInput(f"--address {self.address}: cannot join a Ray cluster ({' '.join(str(e).split())})") \
+                    from None
+            self.owns = True
+        gpus = float(ray.cluster_resources().get("GPU", 0))
+        cpus = float(ray.cluster_resources().get("CPU", 0))
+        if device in (None, "auto"):
+            device = "cuda" if gpus > 0 else "cpu"
+        if device == "cuda" and gpus < 1:
+            raise BadInput("--device cuda: the Ray cluster has no GPU (ray status lists its resources)")
+        if cpus < self.cpus:
+            raise BadInput(f"--cpus-per-task {self.cpus}: the Ray cluster has {cpus:g} CPUs")
+        self.device = device
+        return device
+
+    def describe(self) -> dict:
+        ray = self.ray
+        res = ray.cluster_resources()
+        gpu = self.device == "cuda"
+        return {"address": ray.get_runtime_context().gcs_address, "nodes": len([n for n in ray.nodes() if n["Alive"]]),
+                "cpus": res.get("CPU", 0), "gpus": res.get("GPU", 0), "cpus_per_task": self.cpus,
+                "gpus_per_training": 1 if gpu else 0, "gpus_per_cell": CELL_GPU if gpu else 0,
+                "ray_version": ray.__version__}
+
+    def close(self) -> None:
+        if self.owns and self.ray is not None:
+            self.ray.shutdown()
+            self.owns = False
+
+    def run(self, cells, *, runs, device, n_samples, fcfg, log_path, write, pb, report_failure) -> None:
+        ray = self.ray
+        if ray is None:  # not connected: nothing was pending
+            pb.update(len(cells))
+            return
+        gpu = device == "cuda"
+        opts = dict(num_cpus=self.cpus, max_retries=self.retries, retry_exceptions=False)
+        train = ray.remote(train_task).options(num_gpus=1 if gpu else 0, name="privbench-train", **opts)
+        cell = ray.remote(cell_task).options(num_gpus=CELL_GPU if gpu else 0, name="privbench-cell", **opts)
+        runs, log_path = str(Path(runs).resolve()), str(Path(log_path).resolve())
+        pending = [c for c in cells if c.status == "pending"]
+        pb.update(len(cells) - len(pending))
+        trains: dict = {}                  # ObjectRef -> its trainings record
+        by_run: dict = {}                  # run_dir -> ObjectRef
+        for c in pending:
+            if getattr(c, "external", None) is not None:
+                continue           # an external model: nothing to train, its cell loads the model itself
+            if c.run_dir not in by_run:
+                ref = train.remote(c.cfg, runs, device, self.cpus, self.retries, log_path)
+                by_run[c.run_dir] = ref
+                rec = {"run_dir": c.run_dir, "method": c.method, "dataset": c.dataset, "seed": c.seed,
+                       "status": "pending", "cached": None, "seconds": None, "attempts": None, "reason": None}
+                trains[ref] = rec
+                self.trainings.append(rec)
+        futures = {cell.remote(c, runs, device, n_samples, fcfg, log_path, self.cpus, self.retries,
+                               by_run.get(c.run_dir)): c for c in pending}
+        waiting = list(trains) + list(futures)
+        try:
+            while waiting:
+                ready, waiting = ray.wait(waiting, num_returns=1)
+                for ref in ready:
+                    if ref in trains:
+                        rec = trains[ref]
+                        try:
+                            rec.update(ray.get(ref))
+                        except Exception as e:  # noqa: BLE001 - recorded; its cells fail with it
+                            rec["status"], (rec["reason"], rec["attempts"]) = "failed", _failure(e)
+                        write()
+                        continue
+                    c = futures[ref]
+                    try:
+                        for k, v in ray.get(ref).items():
+                            setattr(c, k, v)
+                    except Exception as e:  # noqa: BLE001 - a failed training, a dead worker: the cell failed
+                        c.status, (c.reason, c.attempts) = "failed", _failure(e)
+                    if c.status == "failed":
+                        report_failure(c)
+                    write()
+                    pb.set_postfix_str(c.label()[:60])
+                    pb.update(1)
+        except KeyboardInterrupt:
+            for ref in waiting:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+            for c in futures.values():
+                if c.status == "pending":
+                    c.reason = "interrupted"
+            write()
+            raise
