@@ -99,7 +99,9 @@ def test_tiny_suite_plans_every_method_and_attack(tmp_path):
     cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
     attacks = {c.attack for c in cells if c.kind == "attack"}
     assert attacks == {"loss", "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "sima", "memorization",
-                       "reconstruction"}
+                       "reconstruction", "lira", "rmia", "gsa"}
+    # the reference-model attacks on the DP targets (dpdm, dpsad's student), not on the teacher
+    assert {(c.method, c.target) for c in cells if c.attack == "lira"} == {("dpdm", "model"), ("dpsad", "student")}
     assert {c.method for c in cells} == {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"}
     assert all(c.status == "pending" for c in cells)
     assert not (tmp_path / "runs").exists()
