@@ -75,11 +75,20 @@ def _eps(r: dict) -> str:
     return f"{p['epsilon']:.3g}"
 
 
+def _tpr(m: dict, key: str, n_nonmembers, fmt) -> str:
+    """A TPR at a fixed FPR, or "n/a" when the non-member count cannot resolve that FPR (FPR < 1/n; the report
+    and docs/conventions.md say why; result.json keeps the number)."""
+    from .present import resolvable
+
+    return fmt(m.get(key)) if resolvable(key, n_nonmembers) else "n/a"
+
+
 def _one_line(r: dict) -> str:
     m = r.get("metrics") or {}
     if r.get("kind", MEMBERSHIP) == MEMBERSHIP:
         return (f"AUC {_f(m.get('auc'))}{_ci((m.get('ci95') or {}).get('auc'))} ASR {_f(m.get('asr'))} "
-                f"TPR@1% {_f(m.get('tpr_at_1pct_fpr'))} TPR@0.1% {_f(m.get('tpr_at_0_1pct_fpr'))}")
+                f"TPR@1% {_tpr(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers'), _f)} "
+                f"TPR@0.1% {_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'), _f)}")
     if r.get("kind") == MEMORIZATION:
         return f"memorized {_f(m.get('memorized_fraction'))} of {m.get('n_generated')} samples"
     return (f"best {m.get('best_attacker')}: re-id {_f(m.get('reid_rate'))} (chance {_f(m.get('reid_chance'), 4)}) "
@@ -104,7 +113,7 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
             out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
                       f"{_f(m['auc']) + _ci(ci.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
                       f"{_f(m['tpr_at_1pct_fpr']) + _ci(ci.get('tpr_at_1pct_fpr')):19s} "
-                      f"{_f(m['tpr_at_0_1pct_fpr']):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
+                      f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'), _f):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
     for r in other:
         out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
                   f"   epsilon {_eps(r)}\n")
@@ -176,7 +185,8 @@ def format_bench(res: dict) -> str:
     lines = []
     rows = res.get("_rows") or []
     if rows:
-        hdr = (f"{'method/target':24s} {'role':8s} {'formal eps':>10s} {'eps lb':>6s}  {'attack':7s} {'AUC [95% CI]':19s} "
+        aw = max([7] + [len(a["attack"]) for b in rows for a in (b["attacks"] or [])])  # labels: secmi-nn@paper
+        hdr = (f"{'method/target':24s} {'role':8s} {'formal eps':>10s} {'eps lb':>6s}  {'attack':{aw}s} {'AUC [95% CI]':19s} "
                f"{'TPR@1%':>6s} {'TPR@.1%':>7s} {'memorized':>9s} {'re-id':>6s} {'FID all/maj/min':>17s}")
         lines += [hdr, "-" * len(hdr)]
         for b in rows:
@@ -193,15 +203,17 @@ def format_bench(res: dict) -> str:
                 if a:
                     m, ci = a["metrics"], (a["ci"].get("auc") or [None, None])
                     auc = f"{fmt(m.get('auc'))} [{fmt(ci[0], 2)},{fmt(ci[1], 2)}]"
-                    body = (f" {a['attack']:7s} {auc:19s} {fmt(m.get('tpr_at_1pct_fpr')):>6s} "
-                            f"{fmt(m.get('tpr_at_0_1pct_fpr')):>7s}")
+                    n_non = a["result"].get("n_nonmembers")
+                    body = (f" {a['attack']:{aw}s} {auc:19s} {_tpr(m, 'tpr_at_1pct_fpr', n_non, fmt):>6s} "
+                            f"{_tpr(m, 'tpr_at_0_1pct_fpr', n_non, fmt):>7s}")
                 else:
-                    body = f" {'-':7s} {'-':19s} {'-':>6s} {'-':>7s}"
+                    body = f" {'-':{aw}s} {'-':19s} {'-':>6s} {'-':>7s}"
                 tail = (f" {fmt(mem.get('memorized_fraction')) if mem else '-':>9s} "
                         f"{fmt(rec.get('reid_rate')) if rec else '-':>6s} {fid:>17s}") if i == 0 else ""
                 lines.append(head + body + tail)
         lines.append("eps lb: Clopper-Pearson lower bound (split threshold), max over the target's membership attacks "
-                     "with a Bonferroni correction, 95%; '!' = exceeds the formal epsilon")
+                     "with a Bonferroni correction, 95%; '!' = exceeds the formal epsilon; TPR n/a: fewer "
+                     "non-members than 1/FPR, so that FPR cannot be resolved")
     c = res.get("counts", {})
     lines.append(f"bench {res.get('suite')}: {c.get('done', 0)} done, {c.get('skipped', 0)} skipped, "
                  f"{c.get('failed', 0)} failed, {c.get('pending', 0)} pending in {res.get('elapsed_s')} s")

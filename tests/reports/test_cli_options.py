@@ -186,3 +186,14 @@ def test_missing_extras_name_the_extra(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "pip install 'privbench[dp]'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = invoke("account", "dpsgd", "--epsilon", "5", "--sample-rate", "0.01", "--steps", "100", "--accountant", "pld")
     assert r.exit_code == 2 and "privbench[dp]" in r.stderr
+
+
+def test_text_tables_say_na_for_a_tpr_the_nonmember_count_cannot_resolve():
+    """The bench/attack text tables print "n/a" for a TPR at an FPR below 1/(non-members), as the report does."""
+    from privbench.reports.text import _tpr
+
+    m = {"tpr_at_0_1pct_fpr": 0.667, "tpr_at_1pct_fpr": 0.667}
+    assert _tpr(m, "tpr_at_0_1pct_fpr", 256, lambda v: f"{v:.3f}") == "n/a"
+    assert _tpr(m, "tpr_at_0_1pct_fpr", 1000, lambda v: f"{v:.3f}") == "0.667"
+    assert _tpr(m, "tpr_at_1pct_fpr", 256, lambda v: f"{v:.3f}") == "0.667"
+    assert _tpr(m, "tpr_at_1pct_fpr", 99, lambda v: f"{v:.3f}") == "n/a"
