@@ -116,6 +116,14 @@ def test_every_accountant_answers_the_standard_setting(name):
         assert 8.0 < eps < 11.0, (name, eps)
 
 
+def run_cli(args, cwd, env, ok=(0,)):
+    """``python -m privbench ARGS`` in a fresh process; its exit code must be one of ``ok``."""
+    r = subprocess.run([sys.executable, "-m", "privbench", *args], cwd=cwd, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode in ok, (args, r.stdout[-2000:], r.stderr[-2000:])
+    return r
+
+
 def test_a_new_attack_is_one_file(tmp_path):
     """Copy the package, drop tests/architecture/toy/toy_attack.py into its attacks/ folder and touch nothing else:
     the toy attack is listed, runs through `attack`, `bench`, `report` and `check`."""
@@ -126,10 +134,7 @@ def test_a_new_attack_is_one_file(tmp_path):
     runs = tmp_path / "runs"
 
     def cli(*args, ok=(0,)):
-        r = subprocess.run([sys.executable, "-m", "privbench", *args], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode in ok, (args, r.stdout[-2000:], r.stderr[-2000:])
-        return r
+        return run_cli(args, tmp_path, env, ok)
 
     assert "toy" in cli("list", "attacks").stdout
     r = cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs),
@@ -176,10 +181,7 @@ def test_a_plugin_package_registers_through_its_entry_point(tmp_path):
     runs = tmp_path / "runs"
 
     def cli(*args, ok=(0,)):
-        r = subprocess.run([sys.executable, "-m", "privbench", *args], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode in ok, (args, r.stdout[-2000:], r.stderr[-2000:])
-        return r
+        return run_cli(args, tmp_path, env, ok)
 
     listed = cli("list", "attacks")
     assert "toy" in listed.stdout and "failed to load" not in listed.stderr
