@@ -16,11 +16,11 @@ def digit_classifier():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("klass", [3, 7])
-def test_class_conditional_samples_are_read_as_k(runs_dir, digit_classifier, klass):
+@pytest.mark.parametrize("klass,sampler", [(3, "ddpm"), (7, "ddim")])  # the full chain, and DDIM's 100 calls
+def test_class_conditional_samples_are_read_as_k(runs_dir, digit_classifier, klass, sampler):
     from privbench.runs import train as api
 
-    cfg = train_cfg("centralized", "tiny")
+    cfg = train_cfg("centralized", "tiny", sample__sampler=sampler)
     out = api.sample(cfg, runs_dir, "cpu", n=200, klass=klass, out=str(runs_dir / f"g{klass}.png"),
                      npz=str(runs_dir / f"s{klass}.npz"))
     d = np.load(out["npz"])
