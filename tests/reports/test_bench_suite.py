@@ -100,8 +100,9 @@ def test_tiny_suite_plans_every_method_and_attack(tmp_path):
     attacks = {c.attack for c in cells if c.kind == "attack"}
     assert attacks == {"loss", "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "sima", "memorization",
                        "reconstruction", "lira", "rmia", "gsa"}
-    # the reference-model attacks on the DP targets (dpdm, dpsad's student), not on the teacher
-    assert {(c.method, c.target) for c in cells if c.attack == "lira"} == {("dpdm", "model"), ("dpsad", "student")}
+    # the reference-model attacks on the private targets with a formal or conditional epsilon
+    assert {(c.method, c.target) for c in cells if c.attack == "lira"} == {("pfdm", "shared"), ("dpdm", "model"),
+                                                                          ("dpsad", "student")}
     assert {c.method for c in cells} == {"pfdm", "dpdm", "dpsad", "centralized", "feddm", "local"}
     assert all(c.status == "pending" for c in cells)
     assert not (tmp_path / "runs").exists()
