@@ -15,7 +15,8 @@ if XDIST_WORKER:
 
 #: test files that share a session-trained target run on one worker, one after the other (the overfit
 #: centralized target trains for minutes; two workers would both wait for it)
-SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/models/test_pfdm.py": "overfit"}
+SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/models/test_pfdm.py": "overfit",
+                 "tests/core/test_sample_quality.py": "overfit"}
 
 
 @pytest.hookimpl(tryfirst=True)
