@@ -27,17 +27,11 @@ import torch
 import torch.distributed as dist
 
 from .errors import BadInput
+from .threads import env_positive_int
 
 
 def env_world_size() -> int:
-    raw = os.environ.get("WORLD_SIZE", "1").strip() or "1"
-    try:
-        n = int(raw)
-    except ValueError:
-        raise BadInput(f"$WORLD_SIZE={raw!r}: expected a positive integer (set by torchrun)") from None
-    if n < 1:
-        raise BadInput(f"$WORLD_SIZE={raw!r}: expected a positive integer (set by torchrun)")
-    return n
+    return env_positive_int("WORLD_SIZE", 1, " (set by torchrun)")
 
 
 def backend_for(device) -> str:

@@ -31,21 +31,25 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def env_positive_int(var: str, default: int, hint: str = "") -> int:
+    """A positive integer from the environment variable ``var`` (``default`` when unset or empty); BadInput
+    otherwise."""
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise BadInput(f"${var}={raw!r}: expected a positive integer{hint}")
+    return v
+
+
 def concurrent_workers() -> int:
     """Processes of privbench sharing this machine's cores at once (≥ 1), from the environment."""
-    n = 1
-    for var in ("PRIVBENCH_WORKERS", "LOCAL_WORLD_SIZE"):
-        raw = os.environ.get(var, "").strip()
-        if not raw:
-            continue
-        try:
-            v = int(raw)
-        except ValueError:
-            raise BadInput(f"${var}={raw!r}: expected a positive integer") from None
-        if v < 1:
-            raise BadInput(f"${var}={raw!r}: expected a positive integer")
-        n = max(n, v)  # torchrun workers inside a bench worker would multiply; neither layer does that
-    return n
+    # torchrun workers inside a bench worker would multiply; neither layer does that
+    return max(env_positive_int(var, 1) for var in ("PRIVBENCH_WORKERS", "LOCAL_WORLD_SIZE"))
 
 
 def default_threads() -> int:
