@@ -36,12 +36,15 @@ MAX_PARAMETERS = 1_000_000_000
 
 
 def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True,
-            item=None, item_lo=None, item_hi=None, min_len=None, max_len=None):
+            item=None, item_lo=None, item_hi=None, min_len=None, max_len=None, hashed_at_default=True):
     """A dataclass field with range/choice metadata used by ``--set`` validation (``training=False``: the field
     never changes what is trained, so it stays out of the run's config hash). For a list: ``item`` (the type of
-    every element), ``item_lo``/``item_hi`` (their inclusive range) and ``min_len``/``max_len``."""
+    every element), ``item_lo``/``item_hi`` (their inclusive range) and ``min_len``/``max_len``.
+    ``hashed_at_default=False``: a training field added after runs were made, whose default reproduces what those
+    runs did, enters the config hash only when set off its default (the runs keep their hash and cache)."""
     meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training,
-                item=item, item_lo=item_lo, item_hi=item_hi, min_len=min_len, max_len=max_len)
+                item=item, item_lo=item_lo, item_hi=item_hi, min_len=min_len, max_len=max_len,
+                hashed_at_default=hashed_at_default)
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
     return field(default=default, metadata=meta)
@@ -279,6 +282,8 @@ class Config:
             for f in fields(_section_cls(name)):
                 if not f.metadata.get("training", True):
                     d[name].pop(f.name, None)
+                elif not f.metadata.get("hashed_at_default", True) and d[name].get(f.name) == _default(f):
+                    d[name].pop(f.name, None)
         d.pop("preset")
         if d.get("train", {}).get("precision") == "fp32":  # the default: runs from before the setting keep their hash
             d["train"].pop("precision")
@@ -289,7 +294,8 @@ class Config:
         for key in keys:
             sec, _, name = key.partition(".")
             if name:
-                out.setdefault(sec, {})[name] = d[sec][name]
+                if name in d[sec]:  # absent: a hashed_at_default=False field at its default
+                    out.setdefault(sec, {})[name] = d[sec][name]
             else:
                 out[sec] = d[sec]
         return out
