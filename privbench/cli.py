@@ -265,6 +265,12 @@ def external_options(f):
                      help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
         click.option("--ema/--no-ema", default=True, show_default=True,
                      help="pytorch-ddpm: ema_model or net_model weights"),
+        click.option("--claimed-epsilon", default=None, type=float,
+                     help="with --model: the ε your own DP training claims (with --claimed-delta and --claim-basis); "
+                          "audit compares the empirical lower bounds with it; reports label it as your claim"),
+        click.option("--claimed-delta", default=None, type=float, help="with --model: the δ of --claimed-epsilon"),
+        click.option("--claim-basis", default=None,
+                     help="with --model: what the claimed ε covers, e.g. 'DP-SGD, add/remove-one, PRV accountant'"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -283,18 +289,20 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--claimed-epsilon/--claimed-delta/"
+                       "--claim-basis need --model (a privbench method's target carries its own accounting)")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, claim) -> dict:
+    from .privacy.claims import user_claim
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model")
+                           target_name=target or "model", claim=user_claim(*claim))
 
 
 @main.command()
@@ -307,7 +315,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+           ema, claimed_epsilon, claimed_delta, claim_basis, preset, seed, device, runs_dir, sets, config_file,
+           data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -315,13 +324,15 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                claimed_epsilon, claimed_delta, claim_basis),
                            config_file, download):
         from .reports.text import result_summary
 
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            claim=(claimed_epsilon, claimed_delta, claim_basis))
         _emit(res, as_json, result_summary(res))
         return
     dataset = dataset or "digits"
@@ -340,7 +351,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+        claimed_epsilon, claimed_delta, claim_basis, preset, seed, device, runs_dir, sets, config_file, data_root,
+        download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -348,11 +360,13 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                claimed_epsilon, claimed_delta, claim_basis),
                            config_file, download):
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            claim=(claimed_epsilon, claimed_delta, claim_basis))
     else:
         cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
         res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()

@@ -170,7 +170,9 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     model and its records are loaded and checked now (on the CPU), and each cell's run directory is the one
     ``privbench attack --model`` would write (``<runs-dir>/external-<hash>``), so its cache is shared with it.
     The suite's and the command line's ``attack.*``/``sample.*`` settings apply; its other keys concern training."""
+    from ..privacy.claims import user_claim
     from ..runs.external import SETTING_SECTIONS, load_external_target
+    from .suite import CLAIM_KEYS
 
     where = f"suite, external target {name}"
     shared = [(k, v) for k, v in as_sets(suite.get("set"), "set") + list(sets)
@@ -179,7 +181,7 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     opts = dict(model_path=espec["model"], members_spec=espec.get("members"), nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"),
                 dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
                 scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
-                target_name=name)
+                target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)))
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
     except BadInput as e:

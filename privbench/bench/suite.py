@@ -8,13 +8,16 @@ import re
 
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
+from ..privacy.claims import user_claim
 
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
               "samples", "external"}
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
 #: an external target (a model privbench did not train): the options of ``privbench attack --model``
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
-                 "attacks", "set"}
+                 "attacks", "set", "claimed_epsilon", "claimed_delta", "claim_basis"}
+#: the user's privacy claim for an external model (privbench.privacy.claims.user_claim; attack --model's options)
+CLAIM_KEYS = ("claimed_epsilon", "claimed_delta", "claim_basis")
 #: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
 EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root")
 FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}
@@ -156,6 +159,11 @@ def external_targets(ext, path: Path) -> dict[str, dict]:
             raise BadInput(f"{where}.{name}.arch: {spec['arch']!r}; choose diffusers or pytorch-ddpm")
         if not isinstance(spec.get("ema", True), bool):
             raise BadInput(f"{where}.{name}.ema: expected true or false")
+        try:
+            user_claim(*(spec.get(k) for k in CLAIM_KEYS))
+        except BadInput as e:
+            raise BadInput(f"{where}.{name}: {str(e).replace('--claimed-', 'claimed_').replace('--claim-', 'claim_')}"
+                           ) from None
         out[name] = spec
     return out
 

@@ -32,7 +32,7 @@ PFDM's shared model: its guarantee is per upload, so the upload mechanism itself
 from __future__ import annotations
 
 import io
-import math
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from ..core.errors import BadInput
 from ..attacks.base import MEMBERSHIP
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
+from .cells import NONE_TEXT, num
 from .collect import Result, load_results, read_result
 from .order import attack_rank, method_rank, target_rank
 
@@ -60,22 +61,24 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
     """The audit of one membership result (docs/cli.md §4.6 keys first, then extras).
 
     ``n_attacks``: how many membership results on the same target are audited together (their bounds share one
-    flag family; :func:`audit_results` passes it)."""
+    flag family; :func:`audit_results` passes it). The bounds are compared with the result's claim when it is
+    formal or claimed (by a paper or the user: ``exceeds_claim``); ``exceeds_formal`` is that flag for a formal ε
+    only (privbench.privacy.claims)."""
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
-    from ..privacy.compare import (bound_confidence, comparable_claim, exceeds, flag_delta, formal_relation,
-                                   membership_flag_bounds)
+    from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
 
     scores, labels = res.load_scores()
     p = res.privacy or {}
-    formal = res.formal_epsilon
-    formal_delta = p.get("delta")
-    d = delta if delta is not None else (float(formal_delta) if formal_delta else DEFAULT_DELTA)
+    claim = res.claim
+    compared = claim if claim and claim["kind"] in COMPARED else None
+    claim_delta = claim["delta"] if claim else None
+    d = delta if delta is not None else (float(claim_delta) if claim_delta else DEFAULT_DELTA)
     cp = clopper_pearson_epsilon(scores, labels, delta=d, confidence=confidence, threshold_selection="split",
                                  seed=seed)
     one = one_run_epsilon(scores, labels, delta=d, confidence=confidence, seed=seed)
-    lb = cp["epsilon_lower_bound"]
+    formal = res.formal_epsilon
     out: dict[str, Any] = {
-        "epsilon_lower_bound": lb,
+        "epsilon_lower_bound": cp["epsilon_lower_bound"],
         "confidence": confidence,
         "delta": d,
         "formal_epsilon": formal,
@@ -84,74 +87,100 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "n_nonmembers": cp["n_nonmembers"],
         # extras
         "method": res.method, "target": res.target, "attack": res.attack, "dataset": res.dataset,
-        "preset": res.preset, "seed": res.seed, "result": str(res.path),
-        "formal_delta": formal_delta, "formal_basis": p.get("basis"),
+        "preset": res.preset, "seed": res.seed, "result": str(res.path), "run": res.run_dir.name,
+        "formal_delta": claim_delta if formal is not None else None,
+        "formal_basis": claim["basis"] if formal is not None else None,
+        "claim": claim,  # {kind, epsilon, delta, basis}: one per result, whatever its kind
+        "claimed_epsilon": claim["epsilon"] if compared and compared["kind"] != FORMAL else None,
         "conditional_epsilon": p.get("conditional_epsilon"),  # no guarantee: never compared, never flagged
         "ceiling": cp["ceiling"],
         "clopper_pearson": cp,
         "one_run": one,
         "exceeds_formal": None,
+        "exceeds_claim": None,
     }
-    notes = []
-    if formal is None:  # nothing to flag: a conditional epsilon is no guarantee and is never compared
-        if p.get("conditional_epsilon") is not None:
-            notes.append(f"no formal epsilon to compare with: the conditional epsilon {p['conditional_epsilon']:.4g}"
-                         f" (conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
-        elif res.get("method") == "external":
-            notes.append("external model: privbench claims no formal epsilon for it; nothing to compare with")
-        else:
-            notes.append("non-private target: no formal epsilon to compare with")
-        out["notes"] = notes
+    if compared is None:
+        out["notes"] = [_nothing_to_compare(res, claim, p)]
         return out
+    notes = _flag(res, out, compared, scores, labels, d, confidence, seed, upload_audit, n_attacks)
+    if compared["kind"] != FORMAL:
+        notes.insert(0, f"no formal epsilon: {compared['epsilon']:.4g} is the {KIND_LABEL[compared['kind']]} "
+                        f"({compared['basis']}); compared as a claim, never shown as a guarantee")
+    out["notes"] = notes
+    return out
 
-    ua_cfg = upload_audit and upload_mechanism_of(res) is not None  # the target's ε is that of an LDP upload
+
+def _nothing_to_compare(res: Result, claim: dict | None, p: dict) -> str:
+    """The note of a result whose bounds have nothing to be compared with."""
+    if claim is not None:  # conditional: no guarantee, about a model that was not released
+        return (f"no formal epsilon to compare with: the conditional epsilon {claim['epsilon']:.4g} "
+                f"(conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
+    if res.get("method") == "external":
+        return ("external model: no formal epsilon and no claimed one (attack --model --claimed-epsilon E "
+                "--claimed-delta D --claim-basis TEXT states your training's claim); nothing to compare with")
+    return "non-private target: no formal epsilon to compare with"
+
+
+def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confidence: float, seed: int,
+          upload_audit: bool, n_attacks: int) -> list[str]:
+    """The family-wise flag of ``claim`` (module doc): fills ``out``'s flag keys, returns the notes."""
+    from ..privacy.claims import FORMAL, KIND_LABEL
+    from ..privacy.compare import (bound_confidence, comparable_claim, exceeds, flag_delta, formal_relation,
+                                   membership_flag_bounds)
+
+    notes: list[str] = []
+    formal = claim["kind"] == FORMAL
+    ua_cfg = formal and upload_audit and upload_mechanism_of(res) is not None  # ε of an LDP upload
     n_attacks = max(int(n_attacks), 1)
     k = 2 * n_attacks + (2 if ua_cfg else 0)
     conf_k = bound_confidence(confidence, k)
-    claim = comparable_claim(float(formal), float(formal_delta) if formal_delta is not None else d,
-                             formal_relation(p))
-    d_flag = flag_delta(d, claim)
+    cmp = comparable_claim(float(claim["epsilon"]), claim["delta"] if claim["delta"] is not None else d,
+                           formal_relation(res.privacy or {}))
+    d_flag = flag_delta(d, cmp)
     bounds = membership_flag_bounds(scores, labels, delta=d_flag, confidence=conf_k, seed=seed) \
-        if claim["testable"] else {}
+        if cmp["testable"] else {}
     family = (f"{k} bounds of {res.method}/{res.target}: Clopper-Pearson and one-run for each of its {n_attacks} "
               f"membership result(s) audited together" + (" and the upload-mechanism audit's Clopper-Pearson and "
                                                           "GDP bounds" if ua_cfg else ""))
+    hit = exceeds(bounds, cmp)
     out.update({
-        "neighbouring_relation": claim,
+        "neighbouring_relation": cmp,
         "flag_confidence": confidence,
         "flag_family": {"size": k, "members": family, "bound_confidence": conf_k, "delta": d_flag,
                         "correction": f"Bonferroni: each bound at 1 - {1.0 - confidence:g}/{k}"},
         "flag_bounds": bounds,
-        "exceeds_formal": exceeds(bounds, claim),
+        "exceeds_claim": hit,
+        "exceeds_formal": hit if formal else None,
     })
-    if formal_delta is not None and abs(float(formal_delta) - d) > 1e-15:
-        notes.append(f"audited at delta={d:g} but the formal epsilon is stated at delta={formal_delta:g}: "
+    what = KIND_LABEL[claim["kind"]]
+    if claim["delta"] is not None and abs(float(claim["delta"]) - d) > 1e-15:
+        notes.append(f"audited at delta={d:g} but the {what} is stated at delta={claim['delta']:g}: "
                      f"the two are not directly comparable (the flag uses delta={d_flag:.3g})")
-    if claim["factor"] != 1.0:
-        notes.append(f"formal epsilon is {claim['formal']}, the membership game {claim['empirical']}: compared with "
-                     f"{claim['conversion']}")
-    cmp_eps = claim["comparable_epsilon"]
-    if not claim["testable"]:
-        notes.append("the formal claim implies no bound on the replace-one membership game at this epsilon: "
+    if cmp["factor"] != 1.0:
+        notes.append(f"the {what} is {cmp['formal']}, the membership game {cmp['empirical']}: compared with "
+                     f"{cmp['conversion']}")
+    cmp_eps = cmp["comparable_epsilon"]
+    ceiling = out["clopper_pearson"]["ceiling"]
+    if not cmp["testable"]:
+        notes.append(f"the {what} implies no bound on the replace-one membership game at this epsilon: "
                      "no audit can contradict it (flag not testable)")
-    elif lb <= cmp_eps and cmp_eps > cp["ceiling"]:
-        notes.append(f"the comparable formal epsilon ({cmp_eps:.3g}) is above what {cp['n_evaluation']} evaluation "
-                     f"records can ever show (ceiling {cp['ceiling']:.3g}): this audit cannot test the claim's "
-                     "tightness")
-    if out["exceeds_formal"]:
+    elif out["epsilon_lower_bound"] <= cmp_eps and cmp_eps > ceiling:
+        notes.append(f"the comparable {what} ({cmp_eps:.3g}) is above what "
+                     f"{out['clopper_pearson']['n_evaluation']} evaluation records can ever show (ceiling "
+                     f"{ceiling:.3g}): this audit cannot test the claim's tightness")
+    if hit:
         notes.append(f"FLAG: an empirical lower bound at {conf_k:.4g} ({k} bounds, family-wise {confidence:g}) "
-                     f"exceeds the comparable claimed epsilon {cmp_eps:.4g}: either the implementation or the "
-                     "privacy claim is broken")
-    out["notes"] = notes
+                     f"exceeds the comparable {what} {cmp_eps:.4g}: either the implementation or the privacy "
+                     "claim is broken")
     if ua_cfg:
         ua = upload_audit_for(res, delta=d, confidence=confidence, seed=seed, flag_bound_confidence=conf_k)
         if ua is not None:
             out["upload_mechanism"] = ua
             if ua["exceeds_analytic"]:
-                out["exceeds_formal"] = True
+                out["exceeds_formal"] = out["exceeds_claim"] = True
                 notes.append(f"FLAG: the upload-mechanism audit exceeds the analytic epsilon of one upload (bounds "
                              f"at {conf_k:.4g}, family-wise {confidence:g})")
-    return out
+    return notes
 
 
 _UPLOAD_CACHE: dict[tuple, dict] = {}
@@ -241,12 +270,26 @@ def _target_key(r: Result) -> tuple:
     return r.target_key()
 
 
-def _f(v, nd=3) -> str:
-    if v is None:
+def _flag_text(a: dict) -> str:
+    """The audit row's verdict: only a formal ε is ever "ok"; a claim that is not exceeded is only not refuted."""
+    from ..privacy.claims import FORMAL
+
+    kind = (a.get("claim") or {}).get("kind")
+    if a.get("exceeds_claim") is None:
         return "-"
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    return f"{v:.{nd}f}"
+    if kind == FORMAL:
+        return "EXCEEDS FORMAL" if a["exceeds_claim"] else "ok"
+    who = "paper" if kind == "claimed_by_paper" else "user"
+    return f"EXCEEDS CLAIM ({who})" if a["exceeds_claim"] else f"not refuted ({who}'s claim)"
+
+
+def _claim_cell(a: dict) -> str:
+    """The ε column: a formal ε as a number; a claimed one marked as a claim (never mistaken for a guarantee)."""
+    if a.get("formal_epsilon") is not None:
+        return num(a["formal_epsilon"], 3)
+    if a.get("claimed_epsilon") is not None:
+        return num(a["claimed_epsilon"], 3) + "*"
+    return NONE_TEXT
 
 
 def format_audit(audits: list[dict]) -> str:
@@ -256,31 +299,24 @@ def format_audit(audits: list[dict]) -> str:
     out.write(hdr + "\n" + "-" * len(hdr) + "\n")
     for a in audits:
         o = a["one_run"]
-        flag = "EXCEEDS FORMAL" if a["exceeds_formal"] else ("ok" if a["exceeds_formal"] is False else "-")
-        out.write(f"{(a['method'] + '/' + a['target'])[:24]:24s} {a['attack']:7s} {_f(a['epsilon_lower_bound']):>9s} "
-                  f"{_f(a['ceiling'], 2):>7s} {_f(o['epsilon_lower_bound']):>12s} {_f(o['ceiling'], 2):>7s} "
-                  f"{_f(a['formal_epsilon']):>10s}  {flag}\n")
+        out.write(f"{(a['method'] + '/' + a['target'])[:24]:24s} {a['attack']:7s} "
+                  f"{num(a['epsilon_lower_bound'], 3):>9s} {num(a['ceiling'], 2):>7s} "
+                  f"{num(o['epsilon_lower_bound'], 3):>12s} {num(o['ceiling'], 2):>7s} "
+                  f"{_claim_cell(a):>10s}  {_flag_text(a)}\n")
     a0 = audits[0]
-    out.write(f"\nconfidence {a0['confidence']:g}; delta per row = the target's formal delta (else {DEFAULT_DELTA:g}).\n")
+    if any(a.get("claimed_epsilon") is not None for a in audits):
+        out.write("* a claimed epsilon (by the method's paper or by the user), not a formal guarantee: compared with "
+                  "the bounds as a claim\n")
+    out.write(f"\nconfidence {a0['confidence']:g}; delta per row = the target's formal or claimed delta (else "
+              f"{DEFAULT_DELTA:g}).\n")
     out.write(f"Clopper-Pearson threshold selection: {a0['threshold_selection']}.\n")
     out.write(f"  assumption: {a0['clopper_pearson']['assumption']}\n")
     out.write(f"One-run: {a0['one_run']['n_guesses_selection']}.\n  assumption: {a0['one_run']['assumption']}\n")
-    out.write(f"Flag (EXCEEDS FORMAL): family-wise confidence {a0['confidence']:g} per target: each of a target's k "
-              f"bounds (Clopper-Pearson and one-run per membership result, plus the upload-mechanism audit's two "
-              f"for PFDM's shared model) is recomputed at 1 - {1.0 - a0['confidence']:g}/k (Bonferroni) and "
-              f"compared with the formal epsilon expressed in the membership game's relation.\n")
-    bases = {(a["method"], a["target"]): a for a in audits if a.get("formal_basis")}
-    for (m, t), a in bases.items():
-        cond = a.get("conditional_epsilon")
-        out.write(f"formal epsilon of {m}/{t}: {_f(a['formal_epsilon'], 4)} at delta {a['formal_delta']} "
-                  + (f"(conditional epsilon {_f(cond, 4)}, no guarantee) " if cond is not None else "")
-                  + f"({a['formal_basis']})\n")
-        nr, ff = a.get("neighbouring_relation"), a.get("flag_family")
-        if nr and ff:
-            out.write(f"  neighbouring relation: formal {nr['formal']}; membership game {nr['empirical']} "
-                      f"({nr['empirical_game']}); conversion: {nr['conversion']}; flag: {ff['size']} bounds at "
-                      f"{ff['bound_confidence']:.4g} each, delta {ff['delta']:.3g}, compared with "
-                      f"{_f(nr['comparable_epsilon'], 4)}\n")
+    out.write(f"Flag (EXCEEDS FORMAL / EXCEEDS CLAIM): family-wise confidence {a0['confidence']:g} per target: each "
+              f"of a target's k bounds (Clopper-Pearson and one-run per membership result, plus the upload-mechanism "
+              f"audit's two for PFDM's shared model) is recomputed at 1 - {1.0 - a0['confidence']:g}/k (Bonferroni) "
+              f"and compared with the formal or claimed epsilon expressed in the membership game's relation.\n")
+    out.write(_bases(audits))
     seen = set()
     for a in audits:
         ua = a.get("upload_mechanism")
@@ -291,6 +327,35 @@ def format_audit(audits: list[dict]) -> str:
         for n in a.get("notes", []):
             out.write(f"  ! {a['method']}/{a['target']} {a['attack']}: {n}\n")
     return out.getvalue().rstrip("\n")
+
+
+def _bases(audits: list[dict]) -> str:
+    """One line per run (its result's run directory and target): the ε it carries, of which kind, on what basis.
+    Runs of one method/target may differ (DP-SAD paper mode next to a sound run), so a basis is never shared."""
+    from ..privacy.claims import KIND_LABEL
+
+    out = io.StringIO()
+    seen: set = set()
+    for a in audits:
+        c = a.get("claim")
+        key = (a.get("run"), a["target"], json.dumps(c, sort_keys=True, default=str))
+        if not c or key in seen:
+            continue
+        seen.add(key)
+        where = f"{a['method']}/{a['target']} ({a.get('run') or a['result']})"
+        if c["kind"] == "conditional":
+            out.write(f"epsilon of {where}: none formal (conditional epsilon {num(c['epsilon'], 4)}, "
+                      f"no guarantee) at delta {c['delta']} ({c['basis']})\n")
+        else:
+            out.write(f"{KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {where}: {num(c['epsilon'], 4)} "
+                      f"at delta {c['delta']} ({c['basis']})\n")
+        nr, ff = a.get("neighbouring_relation"), a.get("flag_family")
+        if nr and ff:
+            out.write(f"  neighbouring relation: formal {nr['formal']}; membership game {nr['empirical']} "
+                      f"({nr['empirical_game']}); conversion: {nr['conversion']}; flag: {ff['size']} bounds at "
+                      f"{ff['bound_confidence']:.4g} each, delta {ff['delta']:.3g}, compared with "
+                      f"{num(nr['comparable_epsilon'], 4)}\n")
+    return out.getvalue()
 
 
 def format_upload_audit(ua: dict, prefix: str = "") -> str:

@@ -80,8 +80,17 @@ class Result:
 
     @property
     def formal_epsilon(self) -> float | None:
-        p = self.privacy
-        return None if not p or p.get("epsilon") is None else float(p["epsilon"])
+        """The formal ε (a guarantee) only: a conditional or claimed ε is not one (privbench.privacy.claims)."""
+        from ..privacy.claims import formal_epsilon
+
+        return formal_epsilon(self.privacy)
+
+    @property
+    def claim(self) -> dict | None:
+        """The result's ε claim ``{kind, epsilon, delta, basis}`` (formal, conditional or claimed), or None."""
+        from ..privacy.claims import claim_of
+
+        return claim_of(self.privacy)
 
     @property
     def is_copy(self) -> bool:

@@ -12,8 +12,10 @@ Every gate names ``method``, ``target``, ``attack``, ``metric`` and exactly one 
 A gate checks every result it matches (e.g. every seed); each (gate, result) pair is one check.
 
 ``metric`` is any key of the result's ``metrics`` (``auc``, ``asr``, ``tpr_at_1pct_fpr``, ``tpr_at_0_1pct_fpr``,
-``memorized_fraction``, ``reid_rate``, ``psnr``, …), ``privacy.epsilon`` (the formal ε; a non-private target has
-none, which counts as ε = ∞ and so breaches a ``max`` gate), or ``<key>_ci95_low`` / ``<key>_ci95_high`` for the
+``memorized_fraction``, ``reid_rate``, ``psnr``, …), ``privacy.epsilon`` (the formal ε; a target without one — a
+non-private target, an outside model, DP-SAD's paper mode whose ε is claimed by the paper — counts as ε = ∞ and so
+breaches a ``max`` gate, and the breach says why), ``audit.exceeds_claim`` (1 when ``audit`` flags the result: a
+lower bound above its formal or claimed ε — gate it with ``max: 0``), or ``<key>_ci95_low`` / ``<key>_ci95_high`` for the
 bootstrap CI ends of ``metrics.ci95[<key>]`` (gate on the upper end so that CI does not flake on noise).
 
 Decisions (documented in docs/cli.md §10):
@@ -85,15 +87,80 @@ def describe(g: dict) -> str:
 
 
 def _matches(g: dict, r: Result) -> bool:
+    """``attack`` is compared with the result's label (``secmi@paper``), so a gate names exactly the variant it
+    checks: ``attack: secmi`` is the default SecMI, never ``secmi@paper``."""
     for k in MATCH_KEYS:
-        if k in g and str(g[k]) != str(r.get(k)):
+        have = r.attack if k == "attack" else r.get(k)
+        if k in g and str(g[k]) != str(have):
             return False
     return True
+
+
+def _tpr_metric(metric: str) -> str | None:
+    """The TPR-at-fixed-FPR key a gate metric reads (``tpr_at_1pct_fpr`` or one of its CI ends), else None."""
+    from .present import FPR_OF
+
+    for suf in ("", *_CI_SUFFIXES):
+        base = metric[: len(metric) - len(suf)] if suf else metric
+        if (not suf or metric.endswith(suf)) and base in FPR_OF:
+            return base
+    return None
+
+
+def _check_resolvable(g: dict, r: Result) -> None:
+    """A gate on a TPR at an FPR the result's non-member count cannot resolve checks a number every report shows
+    as n/a (the TPR at zero false positives, whatever the FPR): bad input, naming the smallest resolvable FPR."""
+    from .present import FPR_LABEL, resolvable
+
+    base = _tpr_metric(g["metric"])
+    n = r.get("n_nonmembers")
+    if base is None or resolvable(base, n):
+        return
+    raise BadInput(f"{describe(g)}: {base} cannot be resolved with {int(n)} non-members in {r.label()} (a TPR at "
+                   f"{FPR_LABEL[base]} FPR needs at least {math.ceil(1 / _fpr(base) - 1e-9)}; the smallest "
+                   f"resolvable FPR here is 1/{int(n)} = {100 / int(n):.3g}%); gate on auc, asr or a CI of them, "
+                   f"or attack with more non-members")
+
+
+def _fpr(metric: str) -> float:
+    from .present import FPR_OF
+
+    return FPR_OF[metric]
+
+
+AUDIT_EXCEEDS = "audit.exceeds_claim"
+
+
+def audit_exceeds(g: dict, r: Result, results: list[Result]) -> tuple[float, str]:
+    """``audit.exceeds_claim``: 1 when ``privbench audit`` flags the result (an empirical lower bound, family-wise
+    over the target's membership results given, exceeds its formal or claimed ε), else 0; with the audit's reason.
+    A result with nothing to compare with (no ε, or only a conditional one) is bad input: the gate could never
+    breach."""
+    from ..attacks.base import MEMBERSHIP
+    from ..privacy.claims import KIND_LABEL, compared_claim
+    from .audit import audit_result
+
+    claim = compared_claim(r.privacy)
+    if r.kind != MEMBERSHIP or claim is None:
+        raise BadInput(f"{describe(g)}: {r.label()} has no formal or claimed epsilon to audit against (give an "
+                       f"outside model's claim with attack --model --claimed-epsilon E --claimed-delta D "
+                       f"--claim-basis TEXT)" if r.kind == MEMBERSHIP else
+                       f"{describe(g)}: {r.label()} is not a membership result; {AUDIT_EXCEEDS} needs one")
+    family = sum(1 for x in results if x.kind == MEMBERSHIP and x.target_key() == r.target_key())
+    a = audit_result(r, n_attacks=family)
+    bounds = a.get("flag_bounds") or {}
+    why = (f"an empirical lower bound (max {max(bounds.values()):.4g} at {a['flag_family']['bound_confidence']:.4g}) "
+           f"exceeds the {KIND_LABEL[claim['kind']]} {claim['epsilon']:.4g} (comparable "
+           f"{a['neighbouring_relation']['comparable_epsilon']:.4g})" if a["exceeds_claim"] and bounds
+           else "the upload-mechanism audit exceeds the analytic epsilon" if a["exceeds_claim"] else "")
+    return (1.0 if a["exceeds_claim"] else 0.0), why
 
 
 def metric_value(r: Result, metric: str) -> tuple[float | None, bool]:
     """(value, known): known=False when the metric name is not available for this result."""
     m = r.metrics
+    if metric == AUDIT_EXCEEDS:
+        return None, True  # computed by check_gates (it needs the other results of the target)
     if metric == "privacy.epsilon":
         e = r.formal_epsilon
         return (math.inf if e is None else e), True
@@ -112,11 +179,18 @@ def metric_value(r: Result, metric: str) -> tuple[float | None, bool]:
     return None, False
 
 
+def _why_infinite(r: Result) -> str:
+    from ..privacy.claims import no_formal_reason
+    from .collect import role_of
+
+    return no_formal_reason(r.privacy, role_of(r.method))
+
+
 def _available(r: Result) -> list[str]:
     m = r.metrics
     keys = [k for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     keys += [f"{k}{s}" for k in (m.get("ci95") or {}) for s in _CI_SUFFIXES]
-    return keys + ["privacy.epsilon"]
+    return keys + ["privacy.epsilon", AUDIT_EXCEEDS]
 
 
 def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], int]:
@@ -137,6 +211,10 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
             if not known:
                 raise BadInput(f"{describe(g)}: unknown metric {g['metric']!r} for {r.attack} results; available: "
                                f"{', '.join(_available(r))}")
+            _check_resolvable(g, r)
+            why = ""
+            if g["metric"] == AUDIT_EXCEEDS:
+                v, why = audit_exceeds(g, r, res)
             n_checked += 1
             where = f"{r.label()} [{r.path}]"
             if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -148,7 +226,7 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
             if "min" in g and not v >= float(g["min"]):
                 bad.append(f"{v:.4g} < min {g['min']:g}")
             if bad:
-                shown = "inf (no formal guarantee)" if math.isinf(v) else f"{v:.4g}"
+                shown = f"inf ({_why_infinite(r)})" if math.isinf(v) else f"{v:.4g}" + (f" ({why})" if why else "")
                 breaches.append(f"{describe(g)}: {g['metric']} = {shown} ({'; '.join(bad)}) in {where}")
     return breaches, n_checked
 

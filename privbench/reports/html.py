@@ -15,10 +15,15 @@ from ..core.provenance import git_info, version
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from .collect import Result
 from .order import target_rank
-from .present import FPR_OF, Footnotes, basis_text, resolvable, seeds_table, unresolvable_reason
+from .present import (FPR_OF, Footnotes, audit_verdict, basis_text, resolvable, seeds_table,
+                      unresolvable_reason)
 from .tables import Tables, fmt, fmt_ci
 
 TEMPLATES = Path(__file__).parent / "templates"
+#: what a target is, in the side-by-side table's pill (collect.role_of): a model privbench did not train is never
+#: called a baseline
+ROLE_LABELS = {"private": "private", "baseline": "non-private baseline",
+               "external": "external model (trained outside privbench)"}
 
 
 def png_data_uri(path: str | Path) -> str:
@@ -156,7 +161,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "numpy": np.__version__,
         "targets": targets, "n_results": len(tables.results),
         "methods": sorted({b["method"] for b in targets}),
-        "audit_rows": _records(audit),
+        "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
+        "role_labels": ROLE_LABELS,
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),

@@ -13,30 +13,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
+from .cells import ci as _ci
+from .cells import num as _f
 from .tables import Tables
 
-# the membership metrics that are a TPR at a fixed FPR, with that FPR
-FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
-FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
 TEST_PRESET = "test"
-
-
-def resolvable(metric: str, n_nonmembers: Any) -> bool:
-    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n). Unknown counts are not refused."""
-    if metric not in FPR_OF or n_nonmembers is None:
-        return True
-    try:
-        n = int(n_nonmembers)
-    except (TypeError, ValueError):
-        return True
-    return n * FPR_OF[metric] >= 1 - 1e-9
-
-
-def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
-    need = math.ceil(1 / FPR_OF[metric] - 1e-9)
-    return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "
-            f"with {int(n_nonmembers)}, so its smallest non-zero FPR is 1/{int(n_nonmembers)} = "
-            f"{100 / int(n_nonmembers):.2g}%")
 
 
 class Footnotes:
@@ -67,17 +49,34 @@ def _letters(i: int) -> str:
 
 
 def basis_text(privacy: dict | None, role: str) -> str:
-    """The footnote of a formal ε cell: what it covers (or that there is none)."""
-    if privacy and privacy.get("epsilon") is not None:
-        return f"ε basis: {privacy.get('basis') or 'not stated by the result'}"
-    if privacy and privacy.get("conditional_epsilon") is not None:
-        return ("no formal ε; conditional ε " + f"{privacy['conditional_epsilon']:.4g} (no guarantee): "
-                + str(privacy.get("conditional_basis") or privacy.get("basis") or "assumptions the run does not meet"))
+    """The footnote of a formal ε cell: what it covers (or that there is none, and what the result has instead)."""
+    from ..privacy.claims import KIND_LABEL, claim_of
+
+    c = claim_of(privacy)
+    if c and c["kind"] == "formal":
+        return f"ε basis: {c['basis']}"
+    if c and c["kind"] == "conditional":
+        return ("no formal ε; conditional ε " + f"{c['epsilon']:.4g} (no guarantee): "
+                + str(c["basis"] or "assumptions the run does not meet"))
+    if c:
+        return f"no formal ε; {KIND_LABEL[c['kind']]}: {c['epsilon']:.4g} at δ={c['delta']:g} — {c['basis']}"
     if role == "private":
         return "no formal ε for this target: it is not covered by the method's guarantee"
     if role == "external":
         return "no formal ε: an external model (privbench did not train it; any guarantee it has is not known here)"
     return "no formal ε: a non-private baseline"
+
+
+def other_epsilon(privacy: dict | None) -> Cell:
+    """The "claimed / conditional ε" cell: a number that is no guarantee, with its kind (never in a formal column)."""
+    from ..privacy.claims import claim_of
+
+    c = claim_of(privacy)
+    if not c or c["kind"] == "formal":
+        return Cell()
+    kind = {"conditional": "conditional", "claimed_by_paper": "claimed by paper",
+            "claimed_by_user": "claimed by user"}[c["kind"]]
+    return Cell(_f(c["epsilon"], 2), f"({kind})")
 
 
 def test_preset_banner(tables: Tables) -> str | None:
@@ -113,26 +112,11 @@ class PaperTable:
     notes: Footnotes = field(default_factory=Footnotes)
 
 
-def _f(v, nd: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float) and math.isinf(v):
-        return "∞"
-    try:
-        return f"{float(v):.{nd}f}"
-    except (TypeError, ValueError):
-        return str(v)
-
-
-def _ci(c, nd: int = 2) -> str:
-    if not c or c[0] is None:
-        return ""
-    return f"[{float(c[0]):.{nd}f}, {float(c[1]):.{nd}f}]"
-
-
 def _eps_cell(b: dict, notes: Footnotes) -> Cell:
-    p = b.get("privacy") or {}
-    text = _f(p.get("epsilon"), 2) if p.get("epsilon") is not None else "none"
+    from ..privacy.claims import formal_epsilon
+
+    e = formal_epsilon(b.get("privacy"))
+    text = _f(e, 2) if e is not None else "none"
     return Cell(text, marks=[notes.mark(basis_text(b.get("privacy"), b["role"]))])
 
 
@@ -212,26 +196,47 @@ def audit_table(tables: Tables) -> PaperTable | None:
                    "a split half) and one-run (Steinke, Nasr & Jagielski 2023), with the largest bound the record "
                    "counts allow (ceiling). A bound above the formal ε means the implementation or the claim is "
                    "broken.",
-                   ["method", "target", "attack", "CP ε lb (ceiling)", "one-run ε lb (ceiling)", "formal ε", "verdict"],
-                   "lllrrrl")
+                   ["method", "target", "attack", "CP ε lb (ceiling)", "one-run ε lb (ceiling)", "formal ε",
+                    "claimed ε", "verdict"],
+                   "lllrrrrl")
     where = [k for k in ("dataset", "seed") if df[k].nunique() > 1]
     t.columns, t.align = where + t.columns, "l" * len(where) + t.align
     for r in df.astype(object).to_dict("records"):
         e = r.get("formal_epsilon")
-        verdict = ("no claim" if r.get("exceeds_formal") is None or e is None or (isinstance(e, float) and math.isnan(e))
-                   else "EXCEEDS formal ε" if r["exceeds_formal"] else "consistent")
+        e = None if e is None or (isinstance(e, float) and math.isnan(e)) else e
+        claimed = r.get("claimed_epsilon")
+        claimed = None if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)) else claimed
         t.rows.append([Cell(str(r[k])) for k in where] + [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]),
                        Cell(_f(r["epsilon_lower_bound"], 2), f"({_f(r['ceiling'], 2)})"),
                        Cell(_f(r["one_run_epsilon_lower_bound"], 2), f"({_f(r['one_run_ceiling'], 2)})"),
-                       Cell(_f(e, 2) if e is not None else "none"), Cell(verdict)])
+                       Cell(_f(e, 2) if e is not None else "none"),
+                       Cell(_f(claimed, 2), f"({_who(r.get('claim_kind'))})") if claimed is not None else Cell(),
+                       Cell(audit_verdict(r))])
     return t
+
+
+def _who(kind) -> str:
+    return "by paper" if kind == "claimed_by_paper" else "by user"
+
+
+def audit_verdict(r: dict) -> str:
+    """An audit row's verdict: only a formal ε is ever "consistent"; a claim that is not exceeded is "not refuted"
+    (the bounds cannot confirm a claim, and a claim is no guarantee)."""
+    hit = r.get("exceeds_claim")
+    if hit is None or (isinstance(hit, float) and math.isnan(hit)):
+        return "nothing to compare"
+    if r.get("formal_epsilon") is not None and not (isinstance(r["formal_epsilon"], float)
+                                                    and math.isnan(r["formal_epsilon"])):
+        return "EXCEEDS formal ε" if hit else "consistent"
+    return f"EXCEEDS claimed ε ({_who(r.get('claim_kind'))})" if hit else f"not refuted (claim {_who(r.get('claim_kind'))})"
 
 
 def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
     where = _where_columns(targets)
     t = PaperTable("accountant", "Formal privacy",
                    "Every target's formal guarantee; the footnotes say what each ε covers.",
-                   where + ["method", "target", "ε", "δ", "accountant", "empirical ε lb"], "l" * len(where) + "llrrlr")
+                   where + ["method", "target", "ε", "claimed / conditional ε", "δ", "accountant", "empirical ε lb"],
+                   "l" * len(where) + "llrrrlr")
     seen = set()
     for b in targets:
         key = (b["run_dir"], b["target"])
@@ -240,7 +245,7 @@ def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
         seen.add(key)
         p = b.get("privacy") or {}
         t.rows.append([Cell(str(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
-                       Cell(f"{p['delta']:g}" if p.get("delta") is not None else "–"),
+                       other_epsilon(p), Cell(f"{p['delta']:g}" if p.get("delta") is not None else "–"),
                        Cell(str(p.get("accountant") or "–")),
                        Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")])
     return t

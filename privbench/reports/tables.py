@@ -19,7 +19,6 @@ reproducible benchmark noise, not a deployable release.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import pandas as pd
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.mechanisms import SEEDED_NOISE_LABEL
+from ..privacy.claims import claim_of, compared_claim, formal_epsilon
 from .collect import Result, role_of
 from .order import attack_rank, method_rank, target_rank
 
@@ -45,16 +45,24 @@ def rel(p) -> str:
 
 
 def conditional_columns(p: dict | None) -> dict:
-    """The columns a conditional ε and the noise source get (never ``formal_epsilon``: a conditional ε is no
-    guarantee, so no flag compares with it). ``noise_source`` carries the label of seeded noise; a private result
+    """The columns a conditional or claimed ε and the noise source get (never ``formal_epsilon``: neither is a
+    guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a private result
     written before ``dp.noise_source`` existed had seeded noise."""
+    from ..privacy.claims import claim_of
+
     p = p or {}
+    claim = claim_of(p)
     cond = p.get("conditional_on")
-    source = p.get("noise_source") or ("seeded" if p.get("epsilon") is not None
-                                       or p.get("conditional_epsilon") is not None else None)
+    # a DP method's result (formal, conditional or paper-claimed ε) written before dp.noise_source had seeded noise;
+    # a user's claim about an outside model says nothing about privbench's noise
+    native = claim is not None and claim["kind"] != "claimed_by_user"
+    source = p.get("noise_source") or ("seeded" if native else None)
     label = p.get("noise_label") or (SEEDED_NOISE_LABEL if source == "seeded" else None)
+    claimed = claim is not None and claim["kind"] in ("claimed_by_paper", "claimed_by_user")
     return {"conditional_epsilon": _num(p.get("conditional_epsilon")),
             "conditional_on": ", ".join(cond) if isinstance(cond, list) else cond,
+            "claimed_epsilon": claim["epsilon"] if claimed else None,
+            "claim_kind": claim["kind"] if claimed else None,
             "noise_source": f"{source} ({label})" if source and label else source}
 
 
@@ -124,8 +132,10 @@ def _audits(results: list[Result]) -> dict[int, dict]:
             else:
                 cpb, oneb = cp["epsilon_lower_bound"], one["epsilon_lower_bound"]
             claim, flag_bounds, conf_f, d_flag = None, {}, bound_confidence(CONFIDENCE, 2 * k), None
-            if _num(p.get("epsilon")) is not None:
-                claim = comparable_claim(float(p["epsilon"]), d, formal_relation(p))
+            stated = compared_claim(p)  # formal, or claimed by a paper or the user (privbench.privacy.claims)
+            if stated is not None:
+                claim = comparable_claim(stated["epsilon"], d, formal_relation(p))
+                claim["kind"] = stated["kind"]
                 d_flag = flag_delta(d, claim)
                 if claim["testable"]:
                     flag_bounds = membership_flag_bounds(s, y, delta=d_flag, confidence=conf_f)
@@ -193,7 +203,7 @@ class Tables:
             row["calibrated_auc"] = _num(cal.get("auc"))
             for k in ("memorized_fraction", "n_generated", "reid_rate", "reid_chance", "psnr", "ssim"):
                 row[k] = _num(m.get(k))
-            row["formal_epsilon"] = _num(p.get("epsilon"))
+            row["formal_epsilon"] = formal_epsilon(p)
             row["formal_delta"] = _num(p.get("delta"))
             row["epsilon_basis"] = p.get("basis")
             row.update(conditional_columns(p))
@@ -270,9 +280,13 @@ class Tables:
                 b["eps_lb_attack"] = None  # a bound of 0 came from no attack in particular
             b["eps_lb_one_run"] = max(ors) if ors else None
             b["noise_source"] = conditional_columns(b["privacy"])["noise_source"]
-            e = _num((b["privacy"] or {}).get("epsilon"))  # formal ε only: a conditional ε is never flagged
-            b["exceeds_formal"] = (None if e is None or b["eps_lb_cp"] is None
-                                   else any(_exceeds(a["audit"]) for a in b["attacks"] if a["audit"]))
+            b["claim"] = claim_of(b["privacy"])  # {kind, epsilon, delta, basis} (privbench.privacy.claims)
+            b["formal_epsilon"] = formal_epsilon(b["privacy"])
+            claim = compared_claim(b["privacy"])  # formal or claimed; a conditional ε is never flagged
+            hit = (None if claim is None or b["eps_lb_cp"] is None
+                   else any(_exceeds(a["audit"]) for a in b["attacks"] if a["audit"]))
+            b["exceeds_claim"] = hit
+            b["exceeds_formal"] = hit if claim is not None and claim["kind"] == "formal" else None
             claims = [a["audit"]["claim"] for a in b["attacks"] if a["audit"] and a["audit"]["claim"]]
             b["comparable_epsilon"] = claims[0]["comparable_epsilon"] if claims else None
             b["neighbouring_relation"] = _relation_text(claims[0]) if claims else None
@@ -288,7 +302,7 @@ class Tables:
             p = b["privacy"] or {}
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
                                    "method": b["method"], "target": b["target"],
-                                   "formal_epsilon": _num(p.get("epsilon")), "formal_delta": _num(p.get("delta")),
+                                   "formal_epsilon": formal_epsilon(p), "formal_delta": _num(p.get("delta")),
                                    "epsilon_basis": p.get("basis")}
             row.update(conditional_columns(p))
             by = {a["attack"]: a for a in b["attacks"]}
@@ -319,7 +333,8 @@ class Tables:
             row["eps_lb_cp_attack"] = b["eps_lb_attack"]
             row["eps_lb_one_run"] = b["eps_lb_one_run"]
             row["eps_lb_exceeds_formal"] = b["exceeds_formal"]
-            row["flag_confidence"] = CONFIDENCE if b["exceeds_formal"] is not None else None
+            row["eps_lb_exceeds_claim"] = b["exceeds_claim"]
+            row["flag_confidence"] = CONFIDENCE if b["exceeds_claim"] is not None else None
             row["flag_comparable_epsilon"] = b["comparable_epsilon"]
             row["neighbouring_relation"] = b["neighbouring_relation"]
             row["config_hash"] = b["config_hash"]
@@ -336,19 +351,23 @@ class Tables:
                 continue
             cp, one = a["cp"], a["one_run"]
             e = r.formal_epsilon
+            claim = compared_claim(r.privacy)
+            other = conditional_columns(r.privacy)
             rows.append({
                 "dataset": r.dataset, "seed": r.seed, "method": r.method, "target": r.target, "attack": r.attack,
                 "epsilon_lower_bound": cp["epsilon_lower_bound"], "ceiling": cp["ceiling"],
                 "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
                 "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
                 "one_run_guesses": one["n_guesses"], "one_run_correct": one["n_correct"],
-                "formal_epsilon": e, "conditional_epsilon": _num((r.privacy or {}).get("conditional_epsilon")),
+                "formal_epsilon": e, "conditional_epsilon": other["conditional_epsilon"],
+                "claimed_epsilon": other["claimed_epsilon"], "claim_kind": other["claim_kind"],
                 "exceeds_formal": None if e is None else _exceeds(a),
+                "exceeds_claim": None if claim is None else _exceeds(a),
                 "n_members": cp["n_members"], "n_nonmembers": cp["n_nonmembers"],
                 # the flag: one family per target (2k bounds), each at 1 − α/(2k), against the comparable claim
-                "flag_confidence": None if e is None else CONFIDENCE,
-                "flag_family_size": None if e is None else 2 * a["k"],
-                "flag_bound_confidence": None if e is None else a["flag_bound_confidence"],
+                "flag_confidence": None if claim is None else CONFIDENCE,
+                "flag_family_size": None if claim is None else 2 * a["k"],
+                "flag_bound_confidence": None if claim is None else a["flag_bound_confidence"],
                 "flag_delta": a["flag_delta"],
                 "flag_eps_lb_cp": a["flag_bounds"].get("clopper_pearson"),
                 "flag_eps_lb_one_run": a["flag_bounds"].get("one_run"),
@@ -368,11 +387,13 @@ class Tables:
             row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"], "target": b["target"],
                    "role": b["role"]}
             if p:
-                row.update({"epsilon": _num(p.get("epsilon")), "delta": _num(p.get("delta")),
+                row.update({"epsilon": formal_epsilon(p), "delta": _num(p.get("delta")),
                             "accountant": p.get("accountant"), "basis": p.get("basis")})
                 for k, v in p.items():
                     if k not in ("epsilon", "delta", "accountant", "basis") and not isinstance(v, (dict, list)):
                         row[k] = v
+                row.update({k: v for k, v in conditional_columns(p).items() if k in ("claimed_epsilon",
+                                                                                  "claim_kind")})
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
                             "basis": "none claimed: external model (trained outside privbench)"
@@ -402,25 +423,14 @@ class Tables:
         return pd.DataFrame(rows)
 
 
-def _undef(v) -> bool:
-    try:
-        import jinja2
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(v, jinja2.Undefined)
-
-
 def fmt(v, nd: int = 3) -> str:
-    if v is None or _undef(v) or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float) and math.isinf(v):
-        return "∞"
-    if isinstance(v, (int, float)):
-        return f"{v:.{nd}f}"
-    return str(v)
+    """The one cell rule (:mod:`.cells`), as the HTML template's ``f`` filter."""
+    from .cells import num
+
+    return num(v, nd)
 
 
-def fmt_ci(ci, nd: int = 2) -> str:
-    if _undef(ci) or not ci or ci[0] is None:
-        return ""
-    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+def fmt_ci(c, nd: int = 2) -> str:
+    from .cells import ci
+
+    return ci(c, nd)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
+from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
+from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
 
 ORACLE = "oracle (chosen on evaluation labels)"
 
@@ -41,9 +43,12 @@ def report_markdown(result: dict) -> str:
     lines = [f"# {r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']})",
              "", f"Run directory: `{r['run_dir']}`  ", f"Scores: `{r['scores_path']}`", ""]
     lines += ["```", format_table([r], detailed=True), "```", ""]
-    if r.get("privacy"):
-        p = r["privacy"]
-        lines.append(f"Formal guarantee: epsilon = {p.get('epsilon')} at delta = {p.get('delta')} ({p.get('basis')}).")
+    c = claim_of(r.get("privacy"))
+    if c and c["kind"] == "formal":
+        lines.append(f"Formal guarantee: epsilon = {c['epsilon']:.4g} at delta = {c['delta']} ({c['basis']}).")
+    elif c:
+        lines.append(f"Formal guarantee: none. {KIND_LABEL[c['kind']].replace('ε', 'epsilon')}: {c['epsilon']:.4g} "
+                     f"at delta = {c['delta']} ({c['basis']}); not a guarantee.")
     elif r.get("method") == "external":
         lines.append("Formal guarantee: none claimed (a model trained outside privbench; its training's own "
                      "accounting, if any, is not known here).")
@@ -61,26 +66,32 @@ def report_markdown(result: dict) -> str:
 # ---------------------------------------------------------------------- table
 
 def _f(v, nd=3) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
+    return num(v, nd)
 
 
-def _ci(ci) -> str:
-    return "" if not ci else f" [{ci[0]:.2f},{ci[1]:.2f}]"
+def _ci(c) -> str:
+    """`` [lo,hi]`` after a value (the one rule of :mod:`.cells`), or "" without an interval."""
+    text = ci(c, 2)
+    return f" {text}" if text else ""
 
 
 def _eps(r: dict) -> str:
-    p = r.get("privacy")
-    if not p or p.get("epsilon") is None:
-        return "-"
-    return f"{p['epsilon']:.3g}"
+    """The formal ε only; a claimed or conditional ε is never shown as one (privbench.privacy.claims)."""
+    e = formal_epsilon(r.get("privacy"))
+    return "none" if e is None else f"{e:.3g}"
 
 
-def _tpr(m: dict, key: str, n_nonmembers, fmt) -> str:
+def _tpr(m: dict, key: str, n_nonmembers, fmt=None) -> str:
     """A TPR at a fixed FPR, or "n/a" when the non-member count cannot resolve that FPR (FPR < 1/n; the report
     and docs/conventions.md say why; result.json keeps the number)."""
-    from .present import resolvable
+    return metric_text(m, key, n_nonmembers)
 
-    return fmt(m.get(key)) if resolvable(key, n_nonmembers) else "n/a"
+
+def _tpr_ci(m: dict, key: str, n_nonmembers) -> str:
+    """A TPR with its interval, or "n/a" alone."""
+    if not resolvable(key, n_nonmembers):
+        return NA_TEXT
+    return _f(m.get(key)) + _ci((m.get("ci95") or {}).get(key))
 
 
 def _one_line(r: dict) -> str:
@@ -107,21 +118,21 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
         out.write(hdr + "\n" + "-" * len(hdr) + "\n")
         for r in mem:
             m = r["metrics"]
-            ci = m.get("ci95") or {}
+            cis = m.get("ci95") or {}
             cal = r.get("calibrated") or {}
-            cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else "-"
+            cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else NONE_TEXT
             out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
-                      f"{_f(m['auc']) + _ci(ci.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
-                      f"{_f(m['tpr_at_1pct_fpr']) + _ci(ci.get('tpr_at_1pct_fpr')):19s} "
+                      f"{_f(m['auc']) + _ci(cis.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
+                      f"{_tpr_ci(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers')):19s} "
                       f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'), _f):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
     for r in other:
         out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
                   f"   epsilon {_eps(r)}\n")
     for r in results:
-        p = r.get("privacy")
-        if p and p.get("basis"):
-            out.write(f"  epsilon of {r['method']}/{r['target']}: {_eps(r)} at delta {p.get('delta')} "
-                      f"({p['basis']})\n")
+        c = claim_of(r.get("privacy"))
+        if c:
+            out.write(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
+                      f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})\n")
     for r in results:
         for w in r.get("warnings") or []:
             out.write(f"  ! {r['attack']}: {w}\n")
@@ -194,22 +205,22 @@ def format_bench(res: dict) -> str:
             mem = (b[MEMORIZATION] or {}).get("metrics") or {}
             rec = (b[RECONSTRUCTION] or {}).get("metrics") or {}
             f = b["fid"] or {}
-            fid = (f"{fmt(f.get('overall'), 1)}/{fmt(f.get('majority'), 1)}/{fmt(f.get('minority'), 1)}" if f else "-")
+            fid = (f"{fmt(f.get('overall'), 1)}/{fmt(f.get('majority'), 1)}/{fmt(f.get('minority'), 1)}" if f else NONE_TEXT)
             atts = b["attacks"] or [None]
             for i, a in enumerate(atts):
                 head = (f"{(b['method'] + '/' + b['target'])[:24]:24s} {b['role'][:8]:8s} "
-                        f"{fmt(p.get('epsilon'), 2) if p.get('epsilon') is not None else 'none':>10s} "
+                        f"{fmt(formal_epsilon(p), 2) if formal_epsilon(p) is not None else 'none':>10s} "
                         f"{fmt(b['eps_lb_cp'], 2):>6s}{'!' if b['exceeds_formal'] else ' '}" if i == 0 else " " * 52)
                 if a:
-                    m, ci = a["metrics"], (a["ci"].get("auc") or [None, None])
-                    auc = f"{fmt(m.get('auc'))} [{fmt(ci[0], 2)},{fmt(ci[1], 2)}]"
+                    m = a["metrics"]
+                    auc = f"{fmt(m.get('auc'))}{_ci(a['ci'].get('auc'))}"
                     n_non = a["result"].get("n_nonmembers")
                     body = (f" {a['attack']:{aw}s} {auc:19s} {_tpr(m, 'tpr_at_1pct_fpr', n_non, fmt):>6s} "
                             f"{_tpr(m, 'tpr_at_0_1pct_fpr', n_non, fmt):>7s}")
                 else:
-                    body = f" {'-':{aw}s} {'-':19s} {'-':>6s} {'-':>7s}"
-                tail = (f" {fmt(mem.get('memorized_fraction')) if mem else '-':>9s} "
-                        f"{fmt(rec.get('reid_rate')) if rec else '-':>6s} {fid:>17s}") if i == 0 else ""
+                    body = f" {NONE_TEXT:{aw}s} {NONE_TEXT:19s} {NONE_TEXT:>6s} {NONE_TEXT:>7s}"
+                tail = (f" {fmt(mem.get('memorized_fraction')) if mem else NONE_TEXT:>9s} "
+                        f"{fmt(rec.get('reid_rate')) if rec else NONE_TEXT:>6s} {fid:>17s}") if i == 0 else ""
                 lines.append(head + body + tail)
         lines.append("eps lb: Clopper-Pearson lower bound (split threshold), max over the target's membership attacks "
                      "with a Bonferroni correction, 95%; '!' = exceeds the formal epsilon; TPR n/a: fewer "

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records
+from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
 from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
@@ -153,23 +153,32 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
 # ---------------------------------------------------------------------- the run
 
 class _NoMethod:
-    """What the runner's writer asks of a Method: an external model carries no formal guarantee."""
+    """What the runner's writer asks of a Method: an external model carries no formal guarantee, only the claim its
+    user stated (``--claimed-epsilon``; privbench.privacy.claims), if any."""
+
+    def __init__(self, claim: dict | None = None):
+        self.claim = claim
 
     def privacy(self, target):
-        return None
+        return dict(self.claim) if self.claim else None
 
 
-def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str) -> str:
+def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str, claim: dict | None = None) -> str:
+    """The external run's name. A user's privacy claim enters it only when given (a result is never rewritten
+    with another claim, and runs without one keep their hash)."""
     model = {k: prov.get(k) for k in ("weights_sha256", "format", "weights", "prediction_type", "num_classes",
                                       "sample_shape")}
     model["scheduler"] = {k: v for k, v in (prov.get("scheduler") or {}).items() if k != "source"}
-    return config_hash({"version": EXTERNAL_VERSION, "model": model, "target": target_name,
-                        "records": records_sha256(records.x, records.y, records.labels, records.index),
-                        "attack": attack.hash_dict(cfg), "attack_settings": asdict(cfg.attack),
-                        "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset})
+    what = {"version": EXTERNAL_VERSION, "model": model, "target": target_name,
+            "records": records_sha256(records.x, records.y, records.labels, records.index),
+            "attack": attack.hash_dict(cfg), "attack_settings": asdict(cfg.attack),
+            "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset}
+    if claim:
+        what["claim"] = claim
+    return config_hash(what)
 
 
-def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
+def _notes(prov: dict, mem: RecordSet, non: RecordSet, claim: dict | None = None) -> list[str]:
     notes = [f"external model ({prov.get('format')}): {prov.get('weights')}; {prov.get('prediction_type')} "
              f"prediction ({prov.get('prediction_conversion')}); schedule: {prov['scheduler'].get('source')}"]
     for what, s in (("members", mem), ("non-members", non)):
@@ -177,7 +186,12 @@ def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
             how = s.provenance.get("resized") or f"{s.provenance.get('resized_files')} files"
             notes.append(f"{what} resized to the model's side ({how}); scores assume the model was trained on "
                          f"images resized the same way")
-    notes.append("no formal guarantee is known for an external model (privacy: none)")
+    if claim:
+        notes.append(f"no formal guarantee: the user claims epsilon={claim['claimed_epsilon']:g} at delta="
+                     f"{claim['delta']:g} ({claim['claim_basis']}); privbench has not verified it, and audit compares "
+                     f"it with the empirical lower bounds")
+    else:
+        notes.append("no formal guarantee is known for an external model (privacy: none)")
     return notes
 
 
@@ -193,21 +207,23 @@ class ExternalTarget:
     preset: str
     sets: tuple
     dataset: str | None
+    claim: dict | None = None      # the user's privacy claim (privbench.privacy.claims.user_claim), or None
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
         an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
         cfg = external_config(self.preset, seed, self.sets, self.dataset)
         att = _check_attack(cfg, attack, self.tgt, strict=strict)
-        h = run_hash(self.prov, self.records, att, cfg, self.name)
+        h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim)
         return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
 
 
 def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
                          device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                          dataset: str | None = None, data_root=None, split=None,
-                         target_name: str = "model") -> ExternalTarget:
-    """Load and check an external model and its records (everything that can be bad input, nothing written)."""
+                         target_name: str = "model", claim: dict | None = None) -> ExternalTarget:
+    """Load and check an external model and its records (everything that can be bad input, nothing written).
+    ``claim``: the privacy object of the user's claim (:func:`privbench.privacy.claims.user_claim`)."""
     from ..models.external import load_external
 
     external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
@@ -220,7 +236,7 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
                                 data_root=data_root, split=split)
     records = build_external_records(mem, non, tgt.num_classes)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset)
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim)
 
 
 def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
@@ -257,8 +273,9 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         if tgt.device.type == "cuda":
             torch.cuda.synchronize(tgt.device)
         timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-        result = assemble_result(cfg, att, _NoMethod(), ext.name, tgt, records, out, run_dir, run_dir, timing)
-        result["notes"] = _notes(ext.prov, ext.mem, ext.non) + list(result.get("notes") or [])
+        result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir,
+                                 timing)
+        result["notes"] = _notes(ext.prov, ext.mem, ext.non, ext.claim) + list(result.get("notes") or [])
         result["provenance"] = provenance
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
@@ -267,16 +284,18 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
 def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model", strict: bool = True) -> dict:
+                    split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None) -> dict:
     """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
-    with ``strict=False``)."""
+    with ``strict=False``). ``claim``: the user's privacy claim (:func:`privbench.privacy.claims.user_claim`), written
+    as the result's ``privacy`` object; audit compares the empirical bounds with it."""
     external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
-    ATTACKS.get(attack)                            # an unknown attack, too
+    name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
+    ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
-                               data_root=data_root, split=split, target_name=target_name)
+                               data_root=data_root, split=split, target_name=target_name, claim=claim)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 

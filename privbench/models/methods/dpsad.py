@@ -57,6 +57,7 @@ from ...core.io import atomic_write_json
 from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, sanitize_per_record
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
+from ...privacy.claims import CLAIMED_BY_PAPER
 from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
                       read_privacy, resolve_sample_rate, write_privacy)
 from ..method import Method
@@ -380,7 +381,7 @@ class DPSAD(Method):
                                          f"{what})")
         p = self.privacy(name)
         if self.mode == "paper":
-            claim = f"epsilon={p['epsilon']:.3g} as claimed by the paper, not a sound guarantee"
+            claim = f"epsilon={p['claimed_epsilon']:.3g} as claimed by the paper, not a sound guarantee"
         elif p["epsilon"] is None:
             claim = (f"no formal epsilon; conditional epsilon={p['conditional_epsilon']:.3g}, conditional on the "
                      f"non-private teacher and discriminator")
@@ -399,6 +400,9 @@ class DPSAD(Method):
             delta = d["accounting"]["delta"] if d else self.cfg.dp.delta
             out = privacy_dict(path, "", basis=PAPER_BASIS.format(delta=delta,
                                                                   teacher=PAPER_TEACHER[self.teacher_data]))
+            # a claim, never a guarantee: privacy.epsilon stays null (privbench.privacy.claims)
+            out["claimed_epsilon"], out["epsilon"] = out["epsilon"], None
+            out["claim_kind"] = CLAIMED_BY_PAPER
             out["claimed_by_paper"] = True
             out["end_to_end"] = False
             out["teacher_data"] = self.teacher_data

@@ -1,0 +1,120 @@
+"""One notion of a privacy claim: what a result's ``privacy`` object says about the released model, with its kind.
+
+A result carries at most one ε claim, of one of four kinds:
+
+* ``formal`` — a guarantee privbench's own accounting proves for the released target (``privacy.epsilon``);
+* ``conditional`` — a DP accountant's number that holds only under assumptions the run does not meet (DP-SAD with
+  a teacher trained on the members; ``privacy.conditional_epsilon``): no guarantee, and never compared with an
+  empirical lower bound (it is about a hypothetical model, not the released one);
+* ``claimed_by_paper`` — the number a method's paper states for the released model but that is no sound guarantee
+  (DP-SAD ``paper`` mode; ``privacy.claimed_epsilon``);
+* ``claimed_by_user`` — the ε the user's own training claims for a model privbench did not train
+  (``attack``/``run --model --claimed-epsilon E --claimed-delta D --claim-basis TEXT``; ``privacy.claimed_epsilon``).
+
+Only a formal ε is ever a guarantee: it alone fills ``privacy.epsilon``, the "formal ε" columns and the gate metric
+``privacy.epsilon``. The two claimed kinds are statements about the released model, so ``audit`` compares the
+empirical lower bounds with them exactly as with a formal ε (same Bonferroni family, same neighbouring-relation
+conversion) and flags an excess as ``exceeds_claim``; a conditional ε is shown, never compared.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..core.errors import BadInput
+
+FORMAL = "formal"
+CONDITIONAL = "conditional"
+CLAIMED_BY_PAPER = "claimed_by_paper"
+CLAIMED_BY_USER = "claimed_by_user"
+KINDS = (FORMAL, CONDITIONAL, CLAIMED_BY_PAPER, CLAIMED_BY_USER)
+
+#: how each kind is named wherever a claim is shown (tables, audit lines, gate breaches)
+KIND_LABEL = {
+    FORMAL: "formal ε",
+    CONDITIONAL: "conditional ε (no guarantee)",
+    CLAIMED_BY_PAPER: "ε claimed by the paper (no guarantee)",
+    CLAIMED_BY_USER: "ε claimed by the user (not verified by privbench)",
+}
+#: the kinds an empirical lower bound is compared with (a conditional ε is about a model that was not released)
+COMPARED = (FORMAL, CLAIMED_BY_PAPER, CLAIMED_BY_USER)
+
+
+def _num(v) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def claim_of(privacy: dict | None) -> dict[str, Any] | None:
+    """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all).
+
+    Results written before ``claimed_epsilon`` existed stored DP-SAD's paper-mode number in ``epsilon`` with
+    ``claimed_by_paper: true``: that is read as a paper claim, never as a formal ε."""
+    if not isinstance(privacy, dict):
+        return None
+    p = privacy
+    delta = _num(p.get("delta"))
+    basis = str(p.get("basis") or "not stated by the result")
+    claimed = _num(p.get("claimed_epsilon"))
+    if claimed is not None:
+        kind = p.get("claim_kind") or (CLAIMED_BY_PAPER if p.get("claimed_by_paper") else CLAIMED_BY_USER)
+        return {"kind": kind if kind in KINDS else CLAIMED_BY_USER, "epsilon": claimed, "delta": delta,
+                "basis": str(p.get("claim_basis") or basis)}
+    eps = _num(p.get("epsilon"))
+    if eps is not None:
+        return {"kind": CLAIMED_BY_PAPER if p.get("claimed_by_paper") else FORMAL, "epsilon": eps, "delta": delta,
+                "basis": basis}
+    cond = _num(p.get("conditional_epsilon"))
+    if cond is not None:
+        return {"kind": CONDITIONAL, "epsilon": cond, "delta": delta,
+                "basis": str(p.get("conditional_basis") or basis)}
+    return None
+
+
+def formal_epsilon(privacy: dict | None) -> float | None:
+    """The formal ε of a result (a guarantee), else None — whatever other number the result carries."""
+    c = claim_of(privacy)
+    return c["epsilon"] if c and c["kind"] == FORMAL else None
+
+
+def compared_claim(privacy: dict | None) -> dict[str, Any] | None:
+    """The claim an empirical lower bound is compared with (formal or claimed), else None."""
+    c = claim_of(privacy)
+    return c if c and c["kind"] in COMPARED else None
+
+
+def no_formal_reason(privacy: dict | None, role: str | None = None) -> str:
+    """Why a result has no formal ε, in a few words (a gate breach and a table footnote say it)."""
+    c = claim_of(privacy)
+    if c is not None and c["kind"] != FORMAL:
+        return f"no formal guarantee: ε {c['epsilon']:.4g} is the {KIND_LABEL[c['kind']]}"
+    if role == "external":
+        return "no formal guarantee: a model trained outside privbench"
+    return "no formal guarantee"
+
+
+def user_claim(epsilon, delta, basis) -> dict[str, Any] | None:
+    """The ``privacy`` object of an outside model whose training claims (ε, δ) on ``basis`` (None: no claim).
+
+    BadInput unless all three are given together, ε > 0 finite, δ in (0, 1) and the basis non-empty."""
+    given = [v is not None for v in (epsilon, delta, basis)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise BadInput("--claimed-epsilon, --claimed-delta and --claim-basis go together: give all three "
+                       "(the ε your training claims, its δ, and what it covers)")
+    e, d = _num(epsilon), _num(delta)
+    if e is None or not math.isfinite(e) or e <= 0:
+        raise BadInput(f"--claimed-epsilon={epsilon!r}: must be a finite number > 0")
+    if d is None or not 0 < d < 1:
+        raise BadInput(f"--claimed-delta={delta!r}: must be in (0, 1)")
+    text = str(basis).strip()
+    if not text or len(text) > 500 or any(ord(ch) < 32 for ch in text):
+        raise BadInput("--claim-basis: one line of text (at most 500 characters) saying what the ε covers, e.g. "
+                       "'DP-SGD, add/remove-one, PRV accountant, 10 epochs'")
+    return {"epsilon": None, "delta": d, "claimed_epsilon": e, "claim_kind": CLAIMED_BY_USER,
+            "basis": f"claimed by the user, not verified by privbench: {text}", "claim_basis": text}

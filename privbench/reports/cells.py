@@ -1,0 +1,92 @@
+"""The one rule every table cell follows — text (``attack``, ``run``, ``bench``, ``audit``), CSV, HTML, LaTeX and
+Markdown all format numbers here, so no two outputs disagree about the same result:
+
+* a missing value (None, NaN, an undefined template variable) is ``–`` (in CSV: an empty field);
+* an infinite value is ``∞``;
+* a TPR at a fixed FPR that the non-member count cannot resolve (FPR < 1/n: with n non-members the smallest
+  non-zero FPR is 1/n, so "TPR at FPR ≤ x" is the TPR at zero false positives whatever x < 1/n is) is ``n/a``
+  (in CSV: empty, and its CI ends too); result.json keeps the computed number;
+* a bootstrap interval is ``[lo, hi]`` after its value.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NONE_TEXT = "–"
+NA_TEXT = "n/a"
+INF_TEXT = "∞"
+
+# the membership metrics that are a TPR at a fixed FPR, with that FPR
+FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
+FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if type(v).__name__ in ("Undefined", "ChainableUndefined", "StrictUndefined"):  # jinja2, without importing it
+        return True
+    return isinstance(v, float) and math.isnan(v)
+
+
+def num(v: Any, nd: int = 3) -> str:
+    """A number with ``nd`` decimals; ``–`` when missing, ``∞`` when infinite; other values as text."""
+    if _missing(v):
+        return NONE_TEXT
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (int, float)) or hasattr(v, "__float__") and not isinstance(v, str):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return str(v)
+        if math.isinf(f):
+            return INF_TEXT if f > 0 else "−" + INF_TEXT
+        return f"{f:.{nd}f}"
+    return str(v)
+
+
+def ci(c: Any, nd: int = 2) -> str:
+    """``[lo, hi]`` of a bootstrap interval, or "" when there is none."""
+    if _missing(c) or not c or _missing(c[0]) or _missing(c[1]):
+        return ""
+    return f"[{float(c[0]):.{nd}f}, {float(c[1]):.{nd}f}]"
+
+
+def resolvable(metric: str, n_nonmembers: Any) -> bool:
+    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n). Unknown counts are not refused."""
+    if metric not in FPR_OF or n_nonmembers is None:
+        return True
+    try:
+        n = int(n_nonmembers)
+    except (TypeError, ValueError):
+        return True
+    return n * FPR_OF[metric] >= 1 - 1e-9
+
+
+def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
+    need = math.ceil(1 / FPR_OF[metric] - 1e-9)
+    return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "
+            f"with {int(n_nonmembers)}, so its smallest non-zero FPR is 1/{int(n_nonmembers)} = "
+            f"{100 / int(n_nonmembers):.2g}%")
+
+
+def metric_text(metrics: dict, metric: str, n_nonmembers: Any, nd: int = 3) -> str:
+    """A membership metric's cell: ``n/a`` for an unresolvable TPR, else :func:`num`."""
+    if not resolvable(metric, n_nonmembers):
+        return NA_TEXT
+    return num((metrics or {}).get(metric), nd)
+
+
+def metric_value(metrics: dict, metric: str, n_nonmembers: Any) -> float | None:
+    """A membership metric as a CSV value: None (empty) when missing or an unresolvable TPR."""
+    if not resolvable(metric, n_nonmembers):
+        return None
+    v = (metrics or {}).get(metric)
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
