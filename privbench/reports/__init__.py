@@ -49,7 +49,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
     from .present import paper_tables, seeds_frame, several_seeds, test_preset_banner
 
-    tables = Tables.build(results, bench)
+    tables = Tables.build(results, bench, base=d)
     targets = tables.targets()
     title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
              else f"privbench report — {d.resolve().name}")
@@ -87,7 +87,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     if "html" in formats:
         from .html import render_html
 
-        written.append(render_html(tables, out / "index.html", title=title, source=str(directory), bench=bench,
+        written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
                                    files=[p.relative_to(out).as_posix() for p in written]))
     return written

@@ -47,6 +47,19 @@ def num(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
+def text(v: Any) -> str:
+    """A non-numeric cell (a name, a hash, a count, a mapping of settings): ``–`` when missing, never "None"."""
+    if _missing(v) or v == "":
+        return NONE_TEXT
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={text(x)}" for k, x in v.items()) or NONE_TEXT
+    if isinstance(v, (list, tuple)):
+        return ", ".join(text(x) for x in v) or NONE_TEXT
+    return str(v)
+
+
 def ci(c: Any, nd: int = 2) -> str:
     """``[lo, hi]`` of a bootstrap interval, or "" when there is none."""
     if _missing(c) or not c or _missing(c[0]) or _missing(c[1]):

@@ -215,6 +215,83 @@ class Result:
             return None
 
 
+# ------------------------------------------------------------------ verification (docs/cli.md §3)
+
+#: membership metrics recomputed from scores.npz; equal to what result.json records up to float rounding
+_VERIFIED_METRICS = ("auc", "asr", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr")
+_TOL = 1e-9
+
+
+def verify_result(r: Result) -> None:
+    """Believe a result only once its files agree with it (``check``, ``report`` and ``audit`` call this).
+
+    A result privbench wrote records the SHA-256 of its ``scores.npz`` (``sha256``): the file must exist and hash
+    to it. A membership result's AUC, ASR and TPRs (and their bootstrap CIs, with the recorded ``attack.bootstrap``
+    and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
+    disagrees. A result with no recorded hashes (hand-made, or written before privbench recorded them) is not
+    verified: :func:`unverified` lists them."""
+    recorded = r.get("sha256")
+    if not isinstance(recorded, dict):
+        return
+    for name, digest in recorded.items():
+        f = r.attack_dir / Path(str(name)).name
+        if not f.is_file():
+            raise BadInput(f"{f}: missing, but {r.path} records its SHA-256; the result cannot be verified (re-run "
+                           f"the attack)")
+        from ..core.io import sha256_file
+
+        if sha256_file(f) != digest:
+            raise BadInput(f"{f}: its SHA-256 differs from the one {r.path} records: the file was changed after "
+                           f"the attack wrote it (re-run the attack)")
+    if r.kind == MEMBERSHIP and "scores.npz" in recorded:
+        _check_metrics(r)
+
+
+def _check_metrics(r: Result) -> None:
+    """The recorded membership metrics against the ones recomputed from scores.npz (BadInput on a mismatch)."""
+    from ..metrics.roc import membership_metrics
+
+    scores, labels = r.load_scores()
+    cfg = r.get("attack_config") or {}
+    boot = cfg.get("bootstrap") if isinstance(cfg, dict) else None
+    boot = boot if isinstance(boot, int) and not isinstance(boot, bool) and 0 < boot <= 100_000 else 0
+    keys = list(_VERIFIED_METRICS)
+    rule = r.metrics.get("tpr_rule") or (cfg.get("tpr_rule") if isinstance(cfg, dict) else None)
+    if rule not in (None, "le"):  # a result computed with another TPR rule: its TPRs are not recomputed here
+        keys = ["auc", "asr"]
+    try:
+        got = membership_metrics(scores, labels, bootstrap=boot, seed=r.seed)
+    except BadInput as e:
+        raise BadInput(f"{r.scores_file}: {e}") from None
+    where = f"{r.path} records"
+    for k in keys:
+        if k not in r.metrics:
+            continue
+        if not _same(r.metrics[k], got[k]):
+            raise BadInput(f"{r.path}: metrics.{k} = {r.metrics[k]!r} but {r.scores_file.name} gives {got[k]:.6g}: "
+                           f"the result was edited after the attack wrote it (re-run the attack)")
+        ci = (r.metrics.get("ci95") or {}).get(k)
+        if boot and ci is not None and got["ci95"][k] is not None:
+            if not (isinstance(ci, list) and len(ci) == 2 and all(_same(a, b) for a, b in zip(ci, got["ci95"][k]))):
+                raise BadInput(f"{r.path}: metrics.ci95.{k} = {ci!r} but {r.scores_file.name} gives "
+                               f"[{got['ci95'][k][0]:.6g}, {got['ci95'][k][1]:.6g}] ({where} bootstrap={boot}, "
+                               f"seed {r.seed}): the result was edited after the attack wrote it")
+
+
+def _same(recorded, computed) -> bool:
+    if isinstance(recorded, bool) or not isinstance(recorded, (int, float)):
+        return False
+    a, b = float(recorded), float(computed)
+    if np.isnan(a) or np.isnan(b):
+        return bool(np.isnan(a) and np.isnan(b))
+    return abs(a - b) <= _TOL * max(1.0, abs(b))
+
+
+def unverified(results: Iterable[Result]) -> list[Result]:
+    """Results that record no hashes of their files (hand-made or written by an older privbench): not verified."""
+    return [r for r in results if not isinstance(r.get("sha256"), dict)]
+
+
 def read_result(path: str | Path) -> Result:
     path = Path(path)
     try:
@@ -252,7 +329,8 @@ def dedupe(results: Iterable[Result]) -> list[Result]:
 
 
 def load_results(paths: list[str | Path]) -> list[Result]:
-    """RESULTS arguments → de-duplicated results, sorted by (dataset, seed, method, target, attack).
+    """RESULTS arguments → de-duplicated, verified (:func:`verify_result`) results, sorted by (dataset, seed, method,
+    target, attack).
 
     Files ending in ``.json`` that are not results (e.g. ``bench.json``) are skipped when found inside a
     directory; a file named on the command line must be a result.
@@ -271,6 +349,8 @@ def load_results(paths: list[str | Path]) -> list[Result]:
             out.append(read_result(f))
     res = dedupe(out)
     res.sort(key=lambda r: (r.dataset, r.seed, r.method, r.target, r.attack))
+    for r in res:
+        verify_result(r)
     return res
 
 

@@ -17,6 +17,7 @@ from .collect import Result
 from .order import target_rank
 from .present import (FPR_OF, Footnotes, audit_verdict, basis_text, resolvable, seeds_table,
                       unresolvable_reason)
+from .cells import text as cell_text
 from .tables import Tables, fmt, fmt_ci
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -122,6 +123,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = fmt
     env.filters["ci"] = fmt_ci
+    env.filters["v"] = cell_text  # names, hashes, counts: "–" when missing, never "None"
     targets = tables.targets() if targets is None else targets
     if figures is None:
         from .figures import write_roc_figures
@@ -140,7 +142,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     fids = tables.fid_frame()
     extractors = sorted({str(x) for x in fids["extractor"].dropna()}) if len(fids) else []
     git = git_info()
-    flags = [b for b in targets if b["exceeds_formal"]]
+    flags = [b for b in targets if b["exceeds_claim"]]  # a formal or claimed ε exceeded (privbench.privacy.claims)
     ups = _upload_audits(tables)
     flags_up = [u for u in ups if u["exceeds_analytic"]]
     cp_example = next((a["audit"]["cp"] for b in targets for a in b["attacks"] if a["audit"]), None)
@@ -156,6 +158,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         ("provenance", "Provenance"), ("warnings", "Warnings and notes")]
     ctx = {
         "title": title, "source": source, "bench": bench or {}, "toc": toc,
+        "suite_file": Path(str((bench or {}).get("suite_path") or "")).name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__,

@@ -5,7 +5,7 @@ tables as plain rows of cells that :mod:`.latex` and :mod:`.markdown` typeset.
 A TPR at a fixed FPR x needs at least 1/x non-members: with n non-members the smallest non-zero FPR is 1/n, so
 for x < 1/n the "TPR at FPR ≤ x" is the TPR at zero false positives, whatever x is (with 256 non-members,
 TPR@0.1% equals the TPR at 0 FPR and says nothing about 0.1 %). Such a cell reads "n/a", and its footnote says
-why; ``results.csv`` keeps the computed value, ``side_by_side.csv`` leaves it empty.
+why; every CSV leaves it empty and only ``result.json`` keeps the computed value (one rule: :mod:`.cells`).
 """
 from __future__ import annotations
 

@@ -28,6 +28,8 @@ import pandas as pd
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.mechanisms import SEEDED_NOISE_LABEL
 from ..privacy.claims import claim_of, compared_claim, formal_epsilon
+from .cells import metric_value as cell_value
+from .cells import resolvable
 from .collect import Result, role_of
 from .order import attack_rank, method_rank, target_rank
 
@@ -35,13 +37,22 @@ CONFIDENCE = 0.95
 _CI_KEYS = {"auc": "auc", "asr": "asr", "tpr_at_1pct_fpr": "tpr_1pct", "tpr_at_0_1pct_fpr": "tpr_0_1pct"}
 
 
-def rel(p) -> str:
-    """A path relative to the working directory when it lies below it (committed reports stay portable)."""
-    p = Path(p)
+def rel(p, base=None) -> str:
+    """``p`` relative to ``base`` (the directory the report was made from: a bench, a run or a runs folder; else
+    the working directory), with ``..`` where it lies beside it: a report never holds an absolute path, so a
+    committed report does not carry a developer's home directory and stays valid when the folders move together."""
+    import os
+
+    p = Path(p).resolve()
+    b = Path(base).resolve() if base is not None else Path.cwd().resolve()
     try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
+        return p.relative_to(b).as_posix() or "."
     except ValueError:
-        return str(p)
+        pass
+    try:
+        return Path(os.path.relpath(p, b)).as_posix()
+    except ValueError:  # another drive (Windows): the name is all that can be said without an absolute path
+        return p.name
 
 
 def conditional_columns(p: dict | None) -> dict:
@@ -175,11 +186,12 @@ class Tables:
     bench: dict | None = None
     fids: dict[tuple, dict] = field(default_factory=dict)
     audits: dict[int, dict] = field(default_factory=dict)
+    base: Path | None = None       # paths in the tables are relative to it (the report's source directory)
 
     @classmethod
-    def build(cls, results: list[Result], bench: dict | None = None) -> "Tables":
+    def build(cls, results: list[Result], bench: dict | None = None, base=None) -> "Tables":
         fids = load_fids([r.run_dir for r in results])
-        return cls(results, bench, fids, _audits(results))
+        return cls(results, bench, fids, _audits(results), Path(base) if base is not None else None)
 
     # -------------------------------------------------------------- long: one row per result
     def results_frame(self) -> pd.DataFrame:
@@ -194,9 +206,11 @@ class Tables:
                 "method": r.method, "target": r.target, "attack": r.attack, "kind": r.kind,
                 "n_members": r.get("n_members"), "n_nonmembers": r.get("n_nonmembers"),
             }
+            n_non = r.get("n_nonmembers")
             for k, short in _CI_KEYS.items():
-                row[short] = _num(m.get(k))
-                c = ci.get(k)
+                # one rule for every table (reports.cells): a TPR the non-member count cannot resolve is empty
+                row[short] = cell_value(m, k, n_non)
+                c = ci.get(k) if resolvable(k, n_non) else None
                 row[f"{short}_ci_lo"] = _num(c[0]) if c else None
                 row[f"{short}_ci_hi"] = _num(c[1]) if c else None
             cal = r.get("calibrated") or {}
@@ -214,8 +228,8 @@ class Tables:
             row["audit_delta"] = a["delta"] if a else None
             row["attack_hash"] = r.get("attack_hash")
             row["config_hash"] = r.config_hash
-            row["run_dir"] = rel(r.run_dir)
-            row["result"] = rel(r.path)
+            row["run_dir"] = rel(r.run_dir, self.base)
+            row["result"] = rel(r.path, self.base)
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -293,8 +307,6 @@ class Tables:
         return out
 
     def side_by_side_frame(self) -> pd.DataFrame:
-        from .present import resolvable
-
         rows = []
         blocks = self.targets()
         attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (attack_rank(a), a))
@@ -311,7 +323,7 @@ class Tables:
                 m = a["metrics"] if a else {}
                 ci = a["ci"] if a else {}
                 for k, short in _CI_KEYS.items():
-                    # a TPR at an FPR below 1/n_nonmembers is left empty (reports.present; results.csv keeps it)
+                    # a TPR at an FPR below 1/n_nonmembers is left empty (reports.cells; result.json keeps it)
                     hide = a is not None and not resolvable(k, a["result"].get("n_nonmembers"))
                     row[f"{att}_{short}"] = None if hide else _num(m.get(k))
                     if k != "asr":
@@ -338,7 +350,7 @@ class Tables:
             row["flag_comparable_epsilon"] = b["comparable_epsilon"]
             row["neighbouring_relation"] = b["neighbouring_relation"]
             row["config_hash"] = b["config_hash"]
-            row["run_dir"] = rel(b["run_dir"])
+            row["run_dir"] = rel(b["run_dir"], self.base)
             rows.append(row)
         return pd.DataFrame(rows)
 
