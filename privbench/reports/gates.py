@@ -207,11 +207,11 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
             raise BadInput(f"{describe(g)} matched none of the {len(res)} results given; a gate that checks "
                            f"nothing would pass silently (mark it optional: true to allow this)")
         for r in matched:
+            _check_resolvable(g, r)
             v, known = metric_value(r, g["metric"])
             if not known:
                 raise BadInput(f"{describe(g)}: unknown metric {g['metric']!r} for {r.attack} results; available: "
                                f"{', '.join(_available(r))}")
-            _check_resolvable(g, r)
             why = ""
             if g["metric"] == AUDIT_EXCEEDS:
                 v, why = audit_exceeds(g, r, res)

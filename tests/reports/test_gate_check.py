@@ -104,3 +104,42 @@ def test_shipped_tiny_gates_parse():
     assert any(x["method"] == "pfdm" and x["target"] == "shared" and x["attack"] == "pia" and x["metric"] == "auc"
                and x["max"] <= 0.6 for x in g)
     assert {x["method"] for x in g} >= {"pfdm", "dpdm", "dpsad"}
+
+
+def _tiny_external(tmp_path, n=32):
+    """A result like the docs' example: an outside model attacked on 32 members and 32 non-members."""
+    from report_fakes import write_result
+    import numpy as np
+
+    y = np.r_[np.ones(n, int), np.zeros(n, int)]
+    return write_result(tmp_path / "ext", y * 0.3 + np.random.default_rng(1).normal(size=2 * n), y,
+                        method="external", target="model", attack="pia")
+
+
+@pytest.mark.parametrize("metric", ["tpr_at_1pct_fpr", "tpr_at_1pct_fpr_ci95_high", "tpr_at_0_1pct_fpr"])
+def test_a_gate_on_an_unresolvable_tpr_is_exit_2(tmp_path, metric):
+    """With 32 non-members a TPR at 1 % FPR is the TPR at zero false positives (every report shows n/a); a gate on it
+    used to breach or pass on that number."""
+    p = _tiny_external(tmp_path)
+    g = gates(tmp_path, f"{{method: external, target: model, attack: pia, metric: {metric}, max: 0.05}}")
+    code, out, err = check("--gates", g, p)
+    assert code == 2, (out, err)
+    assert "smallest resolvable FPR here is 1/32 = 3.12%" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_docs_example_gates_work_on_the_docs_example(tmp_path):
+    """docs/external-models.md's gates file, against a result of the size of its own Python example (32 + 32):
+    each gate checks (exit 0 or 1), none is bad input."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "external-models.md").read_text()
+    blocks = re.findall(r"```yaml\n(gates:\n.*?)```", doc, re.S)
+    assert blocks, "docs/external-models.md shows a gates file"
+    p = _tiny_external(tmp_path)
+    for i, block in enumerate(blocks):
+        g = tmp_path / f"doc{i}.yaml"
+        g.write_text(block)
+        code, out, err = check("--gates", g, p)
+        assert code in (0, 1), (block, err)
