@@ -312,7 +312,7 @@ def format_audit(audits: list[dict]) -> str:
     out.write(f"Clopper-Pearson threshold selection: {a0['threshold_selection']}.\n")
     out.write(f"  assumption: {a0['clopper_pearson']['assumption']}\n")
     out.write(f"One-run: {a0['one_run']['n_guesses_selection']}.\n  assumption: {a0['one_run']['assumption']}\n")
-    out.write(f"Flag (EXCEEDS FORMAL / EXCEEDS CLAIM): family-wise confidence {a0['confidence']:g} per target: each "
+    out.write(f"Flag (EXCEEDS FORMAL), or EXCEEDS CLAIM for a claimed epsilon: family-wise confidence {a0['confidence']:g} per target: each "
               f"of a target's k bounds (Clopper-Pearson and one-run per membership result, plus the upload-mechanism "
               f"audit's two for PFDM's shared model) is recomputed at 1 - {1.0 - a0['confidence']:g}/k (Bonferroni) "
               f"and compared with the formal or claimed epsilon expressed in the membership game's relation.\n")
