@@ -9,6 +9,7 @@ Gates file::
 
 Every gate names ``method``, ``target``, ``attack``, ``metric`` and exactly one or both of ``max`` / ``min``
 (inclusive: ``value <= max`` and ``value >= min`` hold). Optional filters: ``dataset``, ``preset``, ``seed``.
+``attack`` is the result's label (``secmi@paper``; a plain name is the attack's default variant only).
 A gate checks every result it matches (e.g. every seed); each (gate, result) pair is one check.
 
 ``metric`` is any key of the result's ``metrics`` (``auc``, ``asr``, ``tpr_at_1pct_fpr``, ``tpr_at_0_1pct_fpr``,
@@ -23,7 +24,8 @@ Decisions (documented in docs/cli.md §10):
 * exit 1: at least one check breached; every breach is listed (a value that is NaN or missing from a matched
   result of the right attack is a breach: it cannot be shown to hold);
 * exit 2 (bad input): missing or unreadable gates file or results, malformed YAML, unknown gate keys, a
-  threshold that is not a number, an unknown metric (not a key the matched results have), and **a gate that
+  threshold that is not a number, an unknown metric (not a key the matched results have), a gate on a TPR at an
+  FPR a matched result's non-member count cannot resolve (every report shows it as n/a), and **a gate that
   matches no result** — a gate that checks nothing would let CI pass silently when a target was renamed or a
   bench cell was skipped. Mark a gate ``optional: true`` to allow it to match nothing (reported, not checked).
 """

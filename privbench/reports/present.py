@@ -59,7 +59,8 @@ def basis_text(privacy: dict | None, role: str) -> str:
         return ("no formal ε; conditional ε " + f"{c['epsilon']:.4g} (no guarantee): "
                 + str(c["basis"] or "assumptions the run does not meet"))
     if c:
-        return f"no formal ε; {KIND_LABEL[c['kind']]}: {c['epsilon']:.4g} at δ={c['delta']:g} — {c['basis']}"
+        at = f" at δ={c['delta']:g}" if c["delta"] is not None else ""
+        return f"no formal ε; {KIND_LABEL[c['kind']]}: {c['epsilon']:.4g}{at} — {c['basis']}"
     if role == "private":
         return "no formal ε for this target: it is not covered by the method's guarantee"
     if role == "external":
