@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import platform
+import re
 import tempfile
 from pathlib import Path
 
@@ -177,12 +178,28 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "fids": _records(fids), "extractors": extractors,
         "provenance": _records(prov),
         "runs": _runs(tables),
-        "warnings": [(r.label(), w) for r in tables.sorted_results() for w in (r.get("warnings") or [])],
-        "notes": [(r.label(), n) for r in tables.sorted_results() for n in (r.get("notes") or [])],
+        "warnings": [(r.label(), portable(w, tables.base)) for r in tables.sorted_results()
+                     for w in (r.get("warnings") or [])],
+        "notes": [(r.label(), portable(n, tables.base)) for r in tables.sorted_results()
+                  for n in (r.get("notes") or [])],
     }
     html = env.get_template("report.html").render(**ctx)
     atomic_write_text(out_path, html)
     return out_path
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.])/[^\s:;,()'\"]+")
+
+
+def portable(text, base) -> str:
+    """A note or warning with every absolute path that exists on this machine rewritten relative to ``base`` (an
+    outside model's notes name its weights and scheduler files): a report holds no absolute path."""
+    from .tables import rel
+
+    def sub(m):
+        return rel(m.group(0), base) if Path(m.group(0)).exists() else m.group(0)
+
+    return _ABSOLUTE.sub(sub, str(text))
 
 
 def _records(df) -> list[dict]:

@@ -4,6 +4,7 @@ path."""
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 
@@ -49,7 +50,13 @@ def test_csv_tables_follow_the_same_rule(tmp_path):
 
 def test_a_report_says_what_an_outside_model_is_and_holds_no_none_or_absolute_path(tmp_path, monkeypatch):
     runs = tmp_path / "store" / "runs"
-    _external_run(runs)
+    res = _external_run(runs)
+    sched = tmp_path / "store" / "my-ddpm" / "scheduler_config.json"  # an outside model's notes name its files
+    sched.parent.mkdir()
+    sched.write_text("{}")
+    d = json.loads(res.read_text())
+    d["notes"] = [f"external model (diffusers-pipeline); schedule: {sched}"]
+    res.write_text(json.dumps(d))
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # the runs lie outside the working directory, as in a bench on another disk
@@ -58,7 +65,7 @@ def test_a_report_says_what_an_outside_model_is_and_holds_no_none_or_absolute_pa
     assert ">non-private baseline</span>" not in html
     assert '<span class="pill external">external model (trained outside privbench)</span>' in html
     assert ">None<" not in html and "None</" not in html and "{'" not in html
-    assert str(tmp_path) not in html
+    assert str(tmp_path) not in html and "schedule: ../my-ddpm/scheduler_config.json" in html
     for name in ("results.csv", "side_by_side.csv"):
         text = (tmp_path / "rep" / name).read_text()
         assert str(tmp_path) not in text, name
