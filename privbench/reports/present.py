@@ -16,6 +16,7 @@ from typing import Any
 from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
 from .cells import ci as _ci
 from .cells import num as _f
+from .cells import text as _t
 from .tables import Tables
 
 TEST_PRESET = "test"
@@ -151,7 +152,7 @@ def membership_table(tables: Tables, targets: list[dict]) -> PaperTable:
         t.block_starts.add(len(t.rows))
         for i, a in enumerate(b["attacks"]):
             m = a["metrics"]
-            head = ([Cell(str(b[k])) for k in where] +
+            head = ([Cell(_t(b[k])) for k in where] +
                     [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
                      Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")] if i == 0
                     else [Cell("") for _ in range(len(where) + 4)])
@@ -178,7 +179,7 @@ def target_table(targets: list[dict]) -> PaperTable | None:
         fid = b.get("fid") or {}
         if not (mem or rec or fid):
             continue
-        t.rows.append([Cell(str(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]),
+        t.rows.append([Cell(_t(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]),
                        Cell(_f(mem.get("memorized_fraction")) if mem else "–"),
                        Cell(_f(rec.get("reid_rate")), f"({_f(rec.get('reid_chance'), 4)})") if rec else Cell(),
                        Cell(_f(fid.get("overall"), 2) if fid else "–"),
@@ -207,7 +208,7 @@ def audit_table(tables: Tables) -> PaperTable | None:
         e = None if e is None or (isinstance(e, float) and math.isnan(e)) else e
         claimed = r.get("claimed_epsilon")
         claimed = None if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)) else claimed
-        t.rows.append([Cell(str(r[k])) for k in where] + [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]),
+        t.rows.append([Cell(_t(r[k])) for k in where] + [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]),
                        Cell(_f(r["epsilon_lower_bound"], 2), f"({_f(r['ceiling'], 2)})"),
                        Cell(_f(r["one_run_epsilon_lower_bound"], 2), f"({_f(r['one_run_ceiling'], 2)})"),
                        Cell(_f(e, 2) if e is not None else "none"),
@@ -245,9 +246,9 @@ def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
             continue
         seen.add(key)
         p = b.get("privacy") or {}
-        t.rows.append([Cell(str(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
+        t.rows.append([Cell(_t(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
                        other_epsilon(p), Cell(f"{p['delta']:g}" if p.get("delta") is not None else "–"),
-                       Cell(str(p.get("accountant") or "–")),
+                       Cell(_t(p.get("accountant"))),
                        Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")])
     return t
 
@@ -262,9 +263,9 @@ def fid_table(tables: Tables) -> PaperTable | None:
                    ["method", "target", "client", "overall", "majority", "minority", "average", "sampler"],
                    "llrrrrrl")
     for r in df.astype(object).to_dict("records"):
-        t.rows.append([Cell(str(r["method"])), Cell(str(r["target"])), Cell(str(r["client"])),
+        t.rows.append([Cell(_t(r["method"])), Cell(_t(r["target"])), Cell(_t(r["client"])),
                        Cell(_f(r["overall"], 2)), Cell(_f(r["majority"], 2)), Cell(_f(r["minority"], 2)),
-                       Cell(_f(r["average"], 2)), Cell(str(r.get("sampler") or "–"))])
+                       Cell(_f(r["average"], 2)), Cell(_t(r.get("sampler")))])
         t.rows[-1][3].marks.append(t.notes.mark(f"feature extractor: {r['extractor']}"))
     return t
 
@@ -345,7 +346,7 @@ def seeds_table(targets: list[dict]) -> PaperTable | None:
         if (r["dataset"], r["method"], r["target"]) != last:
             t.block_starts.add(len(t.rows))
             last = (r["dataset"], r["method"], r["target"])
-        cells = [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]), Cell(str(r["n_seeds"]))]
+        cells = [Cell(r["method"]), Cell(r["target"]), Cell(r["attack"]), Cell(_t(r["n_seeds"]))]
         for short in ("auc", "tpr_1pct", "tpr_0_1pct", "eps_lb_cp"):
             m, s = pm(r.get(f"{short}_mean"), r.get(f"{short}_std"), 2 if short == "eps_lb_cp" else 3)
             c = Cell(m, s)
