@@ -55,6 +55,13 @@ class DataConfig:
     n_members: int = setting(256, lo=2, hi=100_000_000, help="records in the member split (the training data)")
     n_nonmembers: int = setting(256, lo=2, hi=100_000_000, help="records in the held-out non-member split")
     resolution: int = setting(0, lo=0, hi=1024, help="image side after padding/resizing; 0 = the dataset's native size")
+    public: str = setting("none", hashed_at_default=False,
+                          help="the public split: none (no public records unless a consumer asks for them), pool "
+                               "(data.n_public records of the same distribution, disjoint from every other split) or "
+                               "classes:A-B (the records of classes A..B; members and non-members from the others)")
+    n_public: int = setting(0, lo=0, hi=100_000_000, hashed_at_default=False,
+                            help="records in the public split; 0 = as many as data.n_members (pool) or every record "
+                                 "of the public classes (classes:A-B)")
     data_root: str = setting("", training=False, help="folder with torchvision-format datasets (mnist, cifar10, celeba)")
     download: bool = setting(False, training=False, help="allow torchvision to download the dataset into data_root")
 
@@ -506,6 +513,9 @@ def check_config(cfg: Config) -> None:
     if d.beta_schedule in ("linear", "scaled_linear") and not d.beta_start < d.beta_end:
         raise BadInput(f"diffusion.beta_start={d.beta_start:g} must be < diffusion.beta_end={d.beta_end:g} "
                        f"(the {d.beta_schedule} schedule increases the noise)")
+    public = cfg.data.public
+    if public not in ("none", "pool") and not (public.startswith("classes:") and public[8:9].isdigit()):
+        raise BadInput(f"data.public={public!r}: choose none, pool or classes:A-B (e.g. classes:5-9)")
     if cfg.sample.ddim_steps > d.num_timesteps:
         raise BadInput(f"sample.ddim_steps={cfg.sample.ddim_steps}: must be <= diffusion.num_timesteps="
                        f"{d.num_timesteps}")

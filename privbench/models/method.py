@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 
 from ..data.base import dataset_info, load_dataset
-from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, member_split
+from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, partition
 from ..core.errors import BadInput
+from ..core.registry import METHODS
 from ..core.io import append_log, atomic_write_text
 from ..core.schedule import Schedule
 from .target import Target
@@ -30,6 +31,28 @@ def resolve_device(device: str | None) -> torch.device:
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise BadInput(f"--device {device!r}: choose auto, cpu or cuda")
     return torch.device(device)
+
+
+def public_size(cfg) -> int:
+    """Records of the run's public split: ``data.n_public`` (0: ``data.n_members`` under ``pool``, every record of
+    the public classes under ``classes:A-B``); under ``none`` only what the method asks for (``public_demand``)."""
+    d = cfg.data
+    if d.public == "pool":
+        return d.n_public or d.n_members
+    if d.public != "none":
+        return d.n_public
+    factory = METHODS.get(cfg.method).factory
+    demand = getattr(factory, "public_demand", None)
+    return int(demand(cfg)) if demand is not None else 0
+
+
+def run_partition(cfg, labels) -> MemberSplit:
+    """The partition (members, non-members, public) of a run with config ``cfg``: one function of the seed."""
+    d = cfg.data
+    owner = "data.n_public" if d.public != "none" else getattr(METHODS.get(cfg.method).factory, "public_demand_key",
+                                                                "data.n_public")
+    return partition(labels.numpy() if isinstance(labels, torch.Tensor) else labels, d.n_members, d.n_nonmembers,
+                     cfg.seed, d.public, public_size(cfg), owner)
 
 
 @dataclass
@@ -66,7 +89,7 @@ class RunContext:
             return self.split_override
         if path.exists():
             return MemberSplit.from_json(path.read_text())
-        s = member_split(len(self.dataset[1]), self.cfg.data.n_members, self.cfg.data.n_nonmembers, self.cfg.seed)
+        s = run_partition(self.cfg, self.dataset[1])
         atomic_write_text(path, s.to_json())
         return s
 
@@ -131,6 +154,15 @@ class Method:
         order = list(cls.target_order)
         idx = target.split(":", 1)[1] if ":" in target else ""
         return (order.index(kind) if kind in order else len(order), int(idx) if idx.isdigit() else 0, target)
+
+    #: the setting that sizes ``public_demand`` (named when the public split does not fit)
+    public_demand_key = "data.n_public"
+
+    @classmethod
+    def public_demand(cls, cfg) -> int:
+        """Public records the method needs under ``data.public=none`` (0: none); they are allocated by the run's
+        partition like ``data.public=pool`` records (docs/methods.md §0)."""
+        return 0
 
     @classmethod
     def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:
