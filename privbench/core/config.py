@@ -104,6 +104,14 @@ class TrainConfig:
     # change how the steps run, not what they compute: never in the hash
     precision: str = setting("fp32", choices=["fp32", "bf16"],
                              help="bf16: autocast of the model's forward/backward (weights, Adam, EMA stay fp32)")
+    init: str = setting("scratch", choices=["scratch", "public"], hashed_at_default=False,
+                        help="public: every trained network starts from a non-private pre-training on the run's "
+                             "public split (data.public), cached and shared (models/public_init.py)")
+    public_steps: int = setting(0, lo=0, hashed_at_default=False,
+                                help="steps of the public pre-training (train.init=public); 0 = train.steps")
+    public_seed: int = setting(0, lo=0, hi=MAX_SEED, hashed_at_default=False,
+                               help="seed of the public pre-training (its init and batches; never the run's seed, "
+                                    "so seeds and epsilons with one public split share it)")
     channels_last: bool = setting(False, training=False,
                                   help="NHWC memory format for the convolutions (GPU tensor cores); same math")
     compile: bool = setting(False, training=False,
@@ -130,6 +138,11 @@ class DPConfig:
                                help="per-record gradient backend (models/per_sample.py, models/ghost.py); all exact")
     physical_batch: int = setting(0, lo=0, hi=MAX_BATCH,
                                   help="records per per-sample-gradient pass (memory); 0 = the whole batch")
+    trainable: str = setting("all", choices=["all", "lora", "attention"], hashed_at_default=False,
+                             help="what DP-SGD updates: all parameters, LoRA adapters (peft) on the UNet's attention "
+                                  "and conv layers, or the attention layers (DP-LDM); the label embedding is always "
+                                  "trained (models/trainable.py)")
+    lora_rank: int = setting(4, lo=1, hi=1024, hashed_at_default=False, help="rank of the LoRA adapters")
     noise_source: str = setting("seeded", choices=["seeded", "secure"],
                                 help="privacy randomness: seeded = from the run's seed (reproducible benchmark noise, "
                                      "not a deployable release); secure = OS entropy, never stored")

@@ -62,6 +62,12 @@ class RunContext:
     device: torch.device
     #: an explicit member split (reference models: a random half of a pool), used instead of the seeded one
     split_override: MemberSplit | None = None
+    #: where shared artefacts of several runs live (the public pre-training); default: the run's parent folder
+    runs_root: Path | None = None
+
+    @property
+    def store_root(self) -> Path:
+        return Path(self.runs_root) if self.runs_root is not None else self.run_dir.parent
 
     @property
     def ckpt_dir(self) -> Path:
@@ -118,9 +124,36 @@ class RunContext:
         return self.info.num_classes if self.cfg.model.class_conditional else None
 
     def new_denoiser(self, num_extra: int = 0) -> Denoiser:
+        return self.build_denoiser(self.cfg.seed, num_extra)  # same init for the same config and seed
+
+    def build_denoiser(self, seed: int, num_extra: int = 0) -> Denoiser:
         c, h, _ = self.image_shape
-        torch.manual_seed(self.cfg.seed)  # same init for the same config and seed
+        torch.manual_seed(seed)
         return build_denoiser(self.cfg.model, c, h, self.info.num_classes, num_extra)
+
+    def initial_denoiser(self, num_extra: int = 0) -> Denoiser:
+        """The network a method starts training from: seeded (``train.init=scratch``) or the public pre-training's
+        weights (``train.init=public``, :mod:`privbench.models.public_init`; cached, trained on first use)."""
+        model = self.new_denoiser(num_extra)
+        if self.cfg.train.init != "public":
+            return model
+        from .public_init import load_into, pretrained_denoiser
+
+        fresh = load_into(model, pretrained_denoiser(self))
+        self.log(f"[init] from the public pre-training ({len(self.split.public)} public records)"
+                 + (f"; {', '.join(fresh)} keep their seeded initialisation" if fresh else ""))
+        return model
+
+    def init_record(self) -> dict:
+        """What the trained networks started from, for result.json and the report: ``scratch``, or the public
+        pre-training (its public split's mode, size and content hash, steps, folder)."""
+        if self.cfg.train.init != "public":
+            return {"init": "scratch"}
+        from .public_init import pretrain_dir, pretrain_settings, public_hash
+
+        return {"init": "public", "public_mode": self.split.public_mode, "n_public": len(self.split.public),
+                "public_sha256": public_hash(self.split.public), "pretrain_steps": pretrain_settings(self.cfg)["steps"],
+                "pretrain_dir": pretrain_dir(self).name}
 
     def log(self, msg: str) -> None:
         append_log(self.run_dir, msg)

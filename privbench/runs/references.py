@@ -91,7 +91,7 @@ def _target_members(method, target_name: str) -> set[int]:
 
 
 def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None, public: list[int] = (),
-                    public_mode: str = "none"):
+                    public_mode: str = "none", runs_root: Path | None = None):
     """Train (or load) reference i; returns its Method."""
     incl = inclusion(cfg.seed, i, len(pool))
     members = [p for p, keep in zip(pool, incl) if keep]
@@ -104,7 +104,7 @@ def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None,
     # the reference trains as the target did, on the target's public split (public records are public; a public
     # split of its own could hold the target's members)
     split = MemberSplit(members, nonmembers, rcfg.seed, list(public), public_mode)
-    ctx = RunContext(rcfg, ref_dir, device, split_override=split)
+    ctx = RunContext(rcfg, ref_dir, device, split_override=split, runs_root=runs_root)  # shares the pre-training
     method = METHODS.create(rcfg.method, ctx)
     done = ref_dir / "train_done.json"
     if not done.exists():
@@ -146,7 +146,7 @@ def build_references(cfg, method, target_name: str, records: Records, *, n: int,
     pool_records = _records(ctx, pool)
     for i in range(n):
         ref_method, _ = train_reference(cfg, store, i, pool, device, log=ctx.log, public=ctx.split.public,
-                                        public_mode=ctx.split.public_mode)
+                                        public_mode=ctx.split.public_mode, runs_root=ctx.store_root)
         members = _target_members(ref_method, target_name)
         targets.append(ref_method.load_target(target_name))
         seeds.append(int(ref_method.cfg.seed))

@@ -40,7 +40,10 @@ def make_method(cfg: Config, run_dir: Path, device) -> Method:
 def _validate_before_writing(cfg: Config, method: Method) -> None:
     """Everything that can be bad input is checked before the run directory is touched."""
     x, y = method.ctx.dataset  # unknown / missing data root → BadInput
-    run_partition(cfg, y)
+    split = run_partition(cfg, y)
+    if cfg.train.init == "public" and not split.public:
+        raise BadInput("train.init=public: the run has no public split to pre-train on; set data.public=pool or "
+                       "classes:A-B")
     check_model(method)
     method.validate()
 

@@ -259,7 +259,7 @@ class DPSAD(Method):
             tx, ty, what = x, y, "members"
         if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
             ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
-        teacher = train_denoiser(ctx.new_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
+        teacher = train_denoiser(ctx.initial_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
                                  cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
                                  steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
         teacher.eval()
@@ -273,7 +273,7 @@ class DPSAD(Method):
             raise WorkFailed(f"dpsad: the member split has {len(x)} records, the plan {plan.n_records}")
         x = x.to(dev)
         y = y.to(dev) if cond else None
-        student = ctx.new_denoiser().to(dev)
+        student = ctx.initial_denoiser().to(dev)
         params = [p for p in student.parameters() if p.requires_grad]
         disc = self._discriminator().to(dev)
         opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))

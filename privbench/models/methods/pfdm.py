@@ -223,7 +223,7 @@ class PFDM(FederatedMethod):
             )
             ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
                     f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
-            train_denoiser(ctx.new_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
+            train_denoiser(ctx.initial_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
                            ctx.ckpt_dir, name=name,
                            seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
                            t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
@@ -274,7 +274,12 @@ class PFDM(FederatedMethod):
         """A fresh shared denoiser built from the upload shape and the config alone (the same network as
         ``ctx.new_denoiser()``, without touching the dataset)."""
         torch.manual_seed(self.cfg.seed)
-        return build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
+        model = build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
+        if self.cfg.train.init == "public":  # the public pre-training: a function of public records only
+            from ..public_init import load_into, pretrained_denoiser
+
+            load_into(model, pretrained_denoiser(self.ctx))
+        return model
 
     def _write_summary(self) -> None:
         info = json.loads((self.ctx.run_dir / "uploads.json").read_text())
