@@ -62,6 +62,9 @@ class DataConfig:
     n_public: int = setting(0, lo=0, hi=100_000_000, hashed_at_default=False,
                             help="records in the public split; 0 = as many as data.n_members (pool) or every record "
                                  "of the public classes (classes:A-B)")
+    n_test: int = setting(0, lo=0, hi=100_000_000, hashed_at_default=False,
+                          help="records of the utility test split (downstream accuracy; read once, by no model and "
+                               "no selection step); 0 = none")
     data_root: str = setting("", training=False, help="folder with torchvision-format datasets (mnist, cifar10, celeba)")
     download: bool = setting(False, training=False, help="allow torchvision to download the dataset into data_root")
 

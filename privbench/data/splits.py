@@ -49,16 +49,19 @@ class MemberSplit:
     public: list[int] = field(default_factory=list)
     #: ``data.public``: none, pool or classes:A-B (the public classes; members come from the others)
     public_mode: str = "none"
+    #: the utility test split (``data.n_test``): real records no model and no selection step ever reads
+    test: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
         d = asdict(self)
-        d["sizes"] = {"members": len(self.members), "nonmembers": len(self.nonmembers), "public": len(self.public)}
+        d["sizes"] = {"members": len(self.members), "nonmembers": len(self.nonmembers), "public": len(self.public),
+                      "test": len(self.test)}
         d["sha256"] = self.content_hash()
         return json.dumps(d)
 
     def content_hash(self) -> str:
         """sha256 of the three index lists (what a consumer trains or evaluates on)."""
-        blob = json.dumps([self.members, self.nonmembers, self.public]).encode()
+        blob = json.dumps([self.members, self.nonmembers, self.public] + ([self.test] if self.test else [])).encode()
         return hashlib.sha256(blob).hexdigest()
 
     @staticmethod
@@ -104,22 +107,26 @@ def public_classes(mode: str, n_classes: int | None = None) -> list[int]:
 
 
 def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, public: str = "none",
-              n_public: int = 0, public_owner: str = "data.n_public") -> MemberSplit:
+              n_public: int = 0, public_owner: str = "data.n_public", n_test: int = 0) -> MemberSplit:
     """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records.
 
     ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (so runs from before the public
     split keep their records); the public records are a seeded choice among the rest. ``classes:A-B``: the public
     records are of classes A..B (``n_public`` = 0: all of them), members and non-members a seeded permutation of
     the other (private) classes' records. ``n_public`` = 0 under ``none``/``pool``: no public split.
-    ``public_owner`` names the setting that sized the public split (in the error when it does not fit)."""
+    ``public_owner`` names the setting that sized the public split (in the error when it does not fit).
+    ``n_test``: the next records of the members' permutation (private classes only under ``classes:A-B``) form
+    the utility test split, taken before the public records are chosen; 0 = none (the allocation of before)."""
     labels = np.asarray(labels)
     n_total = len(labels)
     pub_cls = public_classes(public, int(labels.max()) + 1 if n_total else None)
     if not pub_cls:
         split = member_split(n_total, n_members, n_nonmembers, seed)
+        if n_test:
+            split.test = _test_split(np.arange(n_total), n_members + n_nonmembers, n_test, seed)
         if n_public:
             used = np.zeros(n_total, dtype=bool)
-            used[np.asarray(split.members + split.nonmembers, dtype=np.int64)] = True
+            used[np.asarray(split.members + split.nonmembers + split.test, dtype=np.int64)] = True
             rest = np.flatnonzero(~used)
             if n_public > len(rest):
                 raise BadInput(f"public split ({public_owner}): {n_public} public records do not fit beside "
@@ -139,7 +146,17 @@ def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, 
     perm = private[np.random.default_rng([seed, 0x5EED]).permutation(len(private))]
     chosen = pub[np.random.default_rng([int(seed), _PUBLIC_STREAM]).permutation(len(pub))[:n_public or len(pub)]]
     return MemberSplit(sorted(perm[:n_members].tolist()), sorted(perm[n_members:n_members + n_nonmembers].tolist()),
-                       seed, sorted(chosen.tolist()), public)
+                       seed, sorted(chosen.tolist()), public,
+                       _test_split(private, n_members + n_nonmembers, n_test, seed) if n_test else [])
+
+
+def _test_split(candidates: np.ndarray, start: int, n_test: int, seed: int) -> list[int]:
+    """Records start..start+n_test of the members' seeded permutation of ``candidates``."""
+    perm = candidates[np.random.default_rng([seed, 0x5EED]).permutation(len(candidates))]
+    if start + n_test > len(perm):
+        raise BadInput(f"data.n_test={n_test}: only {len(perm) - start} records are left beside data.n_members + "
+                       f"data.n_nonmembers = {start}")
+    return sorted(perm[start:start + n_test].tolist())
 
 
 def reference_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
@@ -150,7 +167,7 @@ def reference_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_pop
     if mode not in ("offline", "online"):
         raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
     evaluation = sorted(set(split.members) | set(split.nonmembers))
-    used = set(evaluation) | set(split.public)
+    used = set(evaluation) | set(split.public) | set(split.test)
     outside = np.asarray([i for i in range(n_total) if i not in used], dtype=np.int64)
     perm = outside[np.random.default_rng([seed, _POOL_STREAM]).permutation(len(outside))]
     if mode == "online":

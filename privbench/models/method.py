@@ -52,7 +52,7 @@ def run_partition(cfg, labels) -> MemberSplit:
     owner = "data.n_public" if d.public != "none" else getattr(METHODS.get(cfg.method).factory, "public_demand_key",
                                                                 "data.n_public")
     return partition(labels.numpy() if isinstance(labels, torch.Tensor) else labels, d.n_members, d.n_nonmembers,
-                     cfg.seed, d.public, public_size(cfg), owner)
+                     cfg.seed, d.public, public_size(cfg), owner, d.n_test)
 
 
 @dataclass
@@ -187,6 +187,13 @@ class Method:
         order = list(cls.target_order)
         idx = target.split(":", 1)[1] if ":" in target else ""
         return (order.index(kind) if kind in order else len(order), int(idx) if idx.isdigit() else 0, target)
+
+    @classmethod
+    def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]] | None:
+        """The ``--set`` overrides that make a run of this method private at ``epsilon`` (a suite's ``epsilons``
+        axis); None for a non-private method (its cells stand at ε = ∞). DP-SGD methods: ``dp.epsilon`` (σ is then
+        calibrated by their accountant when the plan is made); BadInput when the ε cannot be reached."""
+        return [("dp.epsilon", float(epsilon))] if cls.private else None
 
     #: the setting that sizes ``public_demand`` (named when the public split does not fit)
     public_demand_key = "data.n_public"

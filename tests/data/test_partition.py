@@ -15,7 +15,8 @@ load_builtins()
 
 PUBLIC_MODES = [{"data__public": "none"}, {"data__public": "pool"}, {"data__public": "classes:5-9"},
                 {"data__public": "none", "dpsad__teacher_data": "public"},
-                {"data__public": "pool", "dpsad__teacher_data": "public"}]
+                {"data__public": "pool", "dpsad__teacher_data": "public"},
+                {"data__public": "pool", "data__n_test": 100}, {"data__public": "classes:5-9", "data__n_test": 100}]
 
 
 def _public_of(method) -> set[int]:
@@ -40,7 +41,9 @@ def test_partition_is_disjoint_for_every_method_and_attack(method_name, tmp_path
         method.ctx.run_dir.mkdir(parents=True)
         split = method.ctx.split
         members, nonmembers, public = set(split.members), set(split.nonmembers), _public_of(method)
+        test = set(split.test)
         assert len(members) == cfg.data.n_members and len(nonmembers) == cfg.data.n_nonmembers
+        assert len(test) == cfg.data.n_test and not test & (members | nonmembers | public)
         assert not members & nonmembers and not (members | nonmembers) & public, sets
         if sets["data__public"] != "none" or "dpsad__teacher_data" in sets:
             assert public, sets
@@ -56,9 +59,9 @@ def test_partition_is_disjoint_for_every_method_and_attack(method_name, tmp_path
                 continue
             for mode in ("offline", "online"):
                 pool, population = plan_pool(split, n_total, mode, cfg.seed, _population_size(attack))
-                assert not set(population) & (members | nonmembers | public | set(pool)), (attack_name, mode)
+                assert not set(population) & (members | nonmembers | public | test | set(pool)), (attack_name, mode)
                 if mode == "offline":
-                    assert not set(pool) & (members | nonmembers | public), (attack_name, sets)
+                    assert not set(pool) & (members | nonmembers | public | test), (attack_name, sets)
                 else:
                     assert set(pool) == members | nonmembers
 

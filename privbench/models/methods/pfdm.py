@@ -61,6 +61,10 @@ class PFDMConfig:
     local_steps: int = setting(600, lo=1, help="steps of each client's t<=t0 denoiser")
     server_steps: int = setting(1200, lo=1, help="steps of the shared T-step model on the uploads (tiny: 1200 = 300 "
                                                  "epochs of 256 uploads, the paper's global-model length)")
+    calibrate: str = setting("t0", choices=["t0", "clip"], training=False,
+                             help="how a suite's epsilons axis sets the per-upload epsilon (analytic Gaussian "
+                                  "accountant): t0 = the smallest t0 at fixed pfdm.clip, clip = the largest C at "
+                                  "fixed pfdm.t0")
     stage1_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
                                   help="sampler of the shared model's chain (T steps; ddim: sample.ddim_steps)")
     stage2_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
@@ -172,6 +176,23 @@ class PFDM(FederatedMethod):
     def t_model(self) -> int:
         """The upload level as a 0-indexed model timestep (t0 − 1)."""
         return t0_to_model_t(self.t0, self.cfg.diffusion.num_timesteps)
+
+    @classmethod
+    def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]]:
+        """Per-upload ε = ``epsilon`` through the analytic LDP accountant's inverse (``pfdm.calibrate``): the
+        smallest t0 at fixed C (ε ≤ target) or the largest C at fixed t0 (ε = target within 1e-9 relative)."""
+        from ...privacy.ldp import max_clip, min_t0
+
+        d, p, delta = cfg.diffusion, cfg.pfdm, cfg.dp.delta
+        sched = dict(num_timesteps=d.num_timesteps, beta_start=d.beta_start, beta_end=d.beta_end,
+                     beta_schedule=d.beta_schedule)
+        if p.calibrate == "t0":
+            t0 = min_t0(p.clip, epsilon, delta, **sched)
+            if t0 is None:
+                raise BadInput(f"pfdm: epsilon {epsilon:g} per upload is out of reach at pfdm.clip={p.clip:g} "
+                               f"(even t0 = T = {d.num_timesteps} gives more); lower pfdm.clip or raise epsilon")
+            return [("pfdm.t0", int(t0))]
+        return [("pfdm.clip", max_clip(p.t0, epsilon, delta, **sched))]
 
     def validate(self) -> None:
         t0_to_model_t(self.cfg.pfdm.t0, self.cfg.diffusion.num_timesteps)  # BadInput if t0 ∉ [1, T]
