@@ -10,7 +10,7 @@ from ..attacks.base import split_label
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
-from .suite import as_list, as_sets, fid_settings, samples_n
+from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n
 
 @dataclass
 class Cell:
@@ -34,6 +34,8 @@ class Cell:
     summary: dict | None = None
     seconds: float | None = None
     attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
+    variant: str | None = None     # the suite's name of a method entry that is not the method's own name
+    epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
     cfg: Any = None                # not serialised
 
     def to_json(self) -> dict:
@@ -43,7 +45,8 @@ class Cell:
 
     def label(self) -> str:
         what = self.attack if self.kind == "attack" else self.kind
-        return f"{self.method}/{self.target} {what} ({self.dataset}, seed {self.seed})"
+        eps = f", epsilon {self.epsilon:g}" if self.epsilon is not None else ""
+        return f"{self.variant or self.method}/{self.target} {what} ({self.dataset}, seed {self.seed}{eps})"
 
 
 def _datasets(spec_ds, default) -> list[tuple[str, list]]:
@@ -99,63 +102,74 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     samples_on = suite.get("samples", False) not in (False, None)
     cells: list[Cell] = []
     checked_data: set = set()
-    for mname, spec in suite["methods"].items():
+    for entry, spec in suite["methods"].items():
         spec = spec or {}
-        mname = str(mname)
+        entry = str(entry)
+        mname = str(spec.get("method", entry))  # an entry named after a variant says its method
+        variant = entry if entry != mname else None
         if mname not in METHODS:
             raise BadInput(f"suite methods: unknown method {mname!r}; choose from {', '.join(METHODS.names())}")
-        role = spec.get("role") or ("private" if METHODS.get(mname).factory.private else "baseline")
+        factory = METHODS.get(mname).factory
+        role = spec.get("role") or ("private" if factory.private else "baseline")
         if role not in ("private", "baseline"):
-            raise BadInput(f"methods.{mname}.role: {role!r}; choose private or baseline")
-        msets = as_sets(spec.get("set"), f"methods.{mname}.set")
-        for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", ["digits"])):
-            for seed in seeds:
-                base = dict(method=mname, dataset=ds, seed=int(seed), role=role)
-                overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
-                targets = [str(t) for t in as_list(spec.get("targets"), f"methods.{mname}.targets")]
+            raise BadInput(f"methods.{entry}.role: {role!r}; choose private or baseline")
+        msets = as_sets(spec.get("set"), f"methods.{entry}.set")
+        axis = epsilon_axis(suite, spec, [int(s) for s in seeds], bool(factory.private), f"methods.{entry}")
+        for ds, dsets, eps, seed in ((ds, dsets, eps, seed)
+                                     for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", ["digits"]))
+                                     for eps, eps_seeds in axis for seed in eps_seeds):
+            base = dict(method=mname, dataset=ds, seed=int(seed), role=role, variant=variant, epsilon=eps)
+            overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
+            if eps is not None:
                 try:
-                    cfg = build_config(mname, ds, preset, int(seed), overrides)
+                    pre = build_config(mname, ds, preset, int(seed), overrides)
+                    overrides = overrides + list(factory.epsilon_settings(pre, eps) or [])
                 except BadInput as e:
-                    raise BadInput(f"suite, method {mname} on {ds}: {e}") from None
-                rd = run_dir_for(cfg, runs_dir)
-                method = make_method(cfg, rd, device)
-                key = (cfg.dataset, cfg.data.data_root, cfg.data.resolution)
-                if key not in checked_data:
-                    method.ctx.dataset  # noqa: B018 - a missing dataset / data root is bad input, now
-                    checked_data.add(key)
-                if validate_methods and not (rd / "train_done.json").is_file():
-                    method.validate()
-                targets = [method.check_target(t) for t in (targets or [method.default_target])]
-                common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash())
-                for t in targets:
-                    listed = spec.get("attacks") is not None
-                    for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
-                        if split_label(a)[0] not in ATTACKS:
-                            raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
-                                           f"{', '.join(ATTACKS.names())}")
-                        att = make_attack(cfg, a, strict=False)
-                        if not att.applies(t):
-                            if listed or explicit_default:
-                                raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
-                                               f"(it attacks: {', '.join(att.applies_to)})")
-                            continue
-                        a = att.label  # canonical: lira@offline is lira (the default variant)
-                        if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd)
-                               for c in cells):
-                            continue
-                        c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
-                                 result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)
-                        cells.append(c)
-                if samples_on and spec.get("samples", True) is not False:
-                    for t in targets:
-                        cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
-                                          **common))
-                if fid_on and spec.get("fid", True) is not False:
-                    ft = fcfg["target"]
-                    ft = method.fid_target(int(fcfg["client"])) if ft == "auto" else method.check_target(ft)
-                    c = Cell("fid", target=ft, **common)
-                    c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
+                    raise BadInput(f"suite, {entry} at epsilon {eps:g} on {ds}: {e}") from None
+            targets = [str(t) for t in as_list(spec.get("targets"), f"methods.{mname}.targets")]
+            try:
+                cfg = build_config(mname, ds, preset, int(seed), overrides)
+            except BadInput as e:
+                raise BadInput(f"suite, method {mname} on {ds}: {e}") from None
+            rd = run_dir_for(cfg, runs_dir)
+            method = make_method(cfg, rd, device)
+            key = (cfg.dataset, cfg.data.data_root, cfg.data.resolution)
+            if key not in checked_data:
+                method.ctx.dataset  # noqa: B018 - a missing dataset / data root is bad input, now
+                checked_data.add(key)
+            if validate_methods and not (rd / "train_done.json").is_file():
+                method.validate()
+            targets = [method.check_target(t) for t in (targets or [method.default_target])]
+            common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash())
+            for t in targets:
+                listed = spec.get("attacks") is not None
+                for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
+                    if split_label(a)[0] not in ATTACKS:
+                        raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
+                                       f"{', '.join(ATTACKS.names())}")
+                    att = make_attack(cfg, a, strict=False)
+                    if not att.applies(t):
+                        if listed or explicit_default:
+                            raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
+                                           f"(it attacks: {', '.join(att.applies_to)})")
+                        continue
+                    a = att.label  # canonical: lira@offline is lira (the default variant)
+                    if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd)
+                           for c in cells):
+                        continue
+                    c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
+                             result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)
                     cells.append(c)
+            if samples_on and spec.get("samples", True) is not False:
+                for t in targets:
+                    cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
+                                      **common))
+            if fid_on and spec.get("fid", True) is not False:
+                ft = fcfg["target"]
+                ft = method.fid_target(int(fcfg["client"])) if ft == "auto" else method.check_target(ft)
+                c = Cell("fid", target=ft, **common)
+                c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
+                cells.append(c)
     for name, espec in (suite.get("external") or {}).items():
         cells += _external_cells(str(name), espec, suite, preset, seeds, sets, runs_dir, default_attacks)
     for c in cells:

@@ -11,8 +11,9 @@ from ..core.yamlio import read_yaml
 from ..privacy.claims import user_claim
 
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
-              "samples", "external"}
-METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
+              "samples", "external", "epsilons", "seeds_by_epsilon", "utility"}
+#: ``method``: the registered method of an entry whose key is a variant's name (``dpdm-lora: {method: dpdm}``)
+METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples", "method", "epsilons", "utility"}
 #: an external target (a model privbench did not train): the options of ``privbench attack --model``
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
                  "attacks", "set", "claimed_epsilon", "claimed_delta", "claim_basis"}
@@ -166,6 +167,40 @@ def external_targets(ext, path: Path) -> dict[str, dict]:
                            ) from None
         out[name] = spec
     return out
+
+
+def epsilon_axis(suite: dict, spec: dict, seeds: list[int], private: bool, where: str) -> list[tuple[float | None, list]]:
+    """[(ε, seeds)] of one method entry: a private method gets one cell per ε of ``epsilons`` (the entry's own
+    list, else the suite's), seeded by ``seeds_by_epsilon`` where it names the ε, else by ``seeds``; a
+    non-private method, or a suite without ``epsilons``, one (None, seeds) — ε = ∞ for a non-private one, whose
+    seeds are then every seed the axis uses (its horizontal reference gets the CI of all of them)."""
+    eps = spec.get("epsilons", suite.get("epsilons"))
+    by = suite.get("seeds_by_epsilon") or {}
+    if not isinstance(by, dict):
+        raise BadInput("seeds_by_epsilon: expected a mapping epsilon -> list of seeds")
+    by = {_epsilon(k, "seeds_by_epsilon"): [_seed(s, "seeds_by_epsilon") for s in as_list(v, "seeds_by_epsilon")]
+          for k, v in by.items()}
+    if eps is None:
+        return [(None, seeds)]
+    values = [_epsilon(e, f"{where}.epsilons") for e in as_list(eps, f"{where}.epsilons")]
+    if len(set(values)) != len(values):
+        raise BadInput(f"{where}.epsilons: {values} repeats a value")
+    if not private:
+        every = sorted(set(seeds).union(*[by.get(e, seeds) for e in values]))
+        return [(None, every)]
+    return [(e, by.get(e, seeds)) for e in values]
+
+
+def _epsilon(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < float("inf"):
+        raise BadInput(f"{where}: {v!r} is not a finite epsilon > 0")
+    return float(v)
+
+
+def _seed(v, where: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise BadInput(f"{where}: expected non-negative integer seeds, got {v!r}")
+    return v
 
 
 def fid_settings(suite: dict) -> dict:

@@ -55,6 +55,16 @@ class DataConfig:
     n_members: int = setting(256, lo=2, hi=100_000_000, help="records in the member split (the training data)")
     n_nonmembers: int = setting(256, lo=2, hi=100_000_000, help="records in the held-out non-member split")
     resolution: int = setting(0, lo=0, hi=1024, help="image side after padding/resizing; 0 = the dataset's native size")
+    public: str = setting("none", hashed_at_default=False,
+                          help="the public split: none (no public records unless a consumer asks for them), pool "
+                               "(data.n_public records of the same distribution, disjoint from every other split) or "
+                               "classes:A-B (the records of classes A..B; members and non-members from the others)")
+    n_public: int = setting(0, lo=0, hi=100_000_000, hashed_at_default=False,
+                            help="records in the public split; 0 = as many as data.n_members (pool) or every record "
+                                 "of the public classes (classes:A-B)")
+    n_test: int = setting(0, lo=0, hi=100_000_000, hashed_at_default=False,
+                          help="records of the utility test split (downstream accuracy; read once, by no model and "
+                               "no selection step); 0 = none")
     data_root: str = setting("", training=False, help="folder with torchvision-format datasets (mnist, cifar10, celeba)")
     download: bool = setting(False, training=False, help="allow torchvision to download the dataset into data_root")
 
@@ -97,6 +107,14 @@ class TrainConfig:
     # change how the steps run, not what they compute: never in the hash
     precision: str = setting("fp32", choices=["fp32", "bf16"],
                              help="bf16: autocast of the model's forward/backward (weights, Adam, EMA stay fp32)")
+    init: str = setting("scratch", choices=["scratch", "public"], hashed_at_default=False,
+                        help="public: every trained network starts from a non-private pre-training on the run's "
+                             "public split (data.public), cached and shared (models/public_init.py)")
+    public_steps: int = setting(0, lo=0, hashed_at_default=False,
+                                help="steps of the public pre-training (train.init=public); 0 = train.steps")
+    public_seed: int = setting(0, lo=0, hi=MAX_SEED, hashed_at_default=False,
+                               help="seed of the public pre-training (its init and batches; never the run's seed, "
+                                    "so seeds and epsilons with one public split share it)")
     channels_last: bool = setting(False, training=False,
                                   help="NHWC memory format for the convolutions (GPU tensor cores); same math")
     compile: bool = setting(False, training=False,
@@ -123,6 +141,11 @@ class DPConfig:
                                help="per-record gradient backend (models/per_sample.py, models/ghost.py); all exact")
     physical_batch: int = setting(0, lo=0, hi=MAX_BATCH,
                                   help="records per per-sample-gradient pass (memory); 0 = the whole batch")
+    trainable: str = setting("all", choices=["all", "lora", "attention"], hashed_at_default=False,
+                             help="what DP-SGD updates: all parameters, LoRA adapters (peft) on the UNet's attention "
+                                  "and conv layers, or the attention layers (DP-LDM); the label embedding is always "
+                                  "trained (models/trainable.py)")
+    lora_rank: int = setting(4, lo=1, hi=1024, hashed_at_default=False, help="rank of the LoRA adapters")
     noise_source: str = setting("seeded", choices=["seeded", "secure"],
                                 help="privacy randomness: seeded = from the run's seed (reproducible benchmark noise, "
                                      "not a deployable release); secure = OS entropy, never stored")
@@ -506,6 +529,9 @@ def check_config(cfg: Config) -> None:
     if d.beta_schedule in ("linear", "scaled_linear") and not d.beta_start < d.beta_end:
         raise BadInput(f"diffusion.beta_start={d.beta_start:g} must be < diffusion.beta_end={d.beta_end:g} "
                        f"(the {d.beta_schedule} schedule increases the noise)")
+    public = cfg.data.public
+    if public not in ("none", "pool") and not (public.startswith("classes:") and public[8:9].isdigit()):
+        raise BadInput(f"data.public={public!r}: choose none, pool or classes:A-B (e.g. classes:5-9)")
     if cfg.sample.ddim_steps > d.num_timesteps:
         raise BadInput(f"sample.ddim_steps={cfg.sample.ddim_steps}: must be <= diffusion.num_timesteps="
                        f"{d.num_timesteps}")

@@ -7,8 +7,9 @@ per record; audit.py states that gap.)
 """
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -38,16 +39,37 @@ def client_settings(cfg) -> ClientSplitConfig:
 
 @dataclass
 class MemberSplit:
+    """The partition of a run's records (``split.json``): members, non-members and the public split.
+
+    Every other use of the dataset (the offline reference pool and RMIA's population: :func:`reference_pool`)
+    takes records outside these three, so all of them are disjoint by construction (docs/methods.md §0)."""
     members: list[int]
     nonmembers: list[int]
     seed: int
+    public: list[int] = field(default_factory=list)
+    #: ``data.public``: none, pool or classes:A-B (the public classes; members come from the others)
+    public_mode: str = "none"
+    #: the utility test split (``data.n_test``): real records no model and no selection step ever reads
+    test: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        d = asdict(self)
+        d["sizes"] = {"members": len(self.members), "nonmembers": len(self.nonmembers), "public": len(self.public),
+                      "test": len(self.test)}
+        d["sha256"] = self.content_hash()
+        return json.dumps(d)
+
+    def content_hash(self) -> str:
+        """sha256 of the three index lists (what a consumer trains or evaluates on)."""
+        blob = json.dumps([self.members, self.nonmembers, self.public] + ([self.test] if self.test else [])).encode()
+        return hashlib.sha256(blob).hexdigest()
 
     @staticmethod
     def from_json(s: str) -> "MemberSplit":
-        return MemberSplit(**json.loads(s))
+        d = json.loads(s)
+        d.pop("sizes", None)
+        d.pop("sha256", None)
+        return MemberSplit(**d)
 
 
 def member_split(n_total: int, n_members: int, n_nonmembers: int, seed: int) -> MemberSplit:
@@ -59,6 +81,108 @@ def member_split(n_total: int, n_members: int, n_nonmembers: int, seed: int) -> 
     perm = rng.permutation(n_total)
     return MemberSplit(sorted(perm[:n_members].tolist()),
                        sorted(perm[n_members:n_members + n_nonmembers].tolist()), seed)
+
+
+#: the public split's seeded stream (DP-SAD's public teacher drew its records from it before the partition existed)
+_PUBLIC_STREAM = 0x9B11C
+_POOL_STREAM = 0x9001
+
+
+def public_classes(mode: str, n_classes: int | None = None) -> list[int]:
+    """``classes:5-9`` → [5, 6, 7, 8, 9]; ``none``/``pool`` → []; BadInput for anything else."""
+    if mode in ("none", "pool"):
+        return []
+    spec = mode[len("classes:"):] if mode.startswith("classes:") else None
+    try:
+        lo, _, hi = (spec or "").partition("-")
+        classes = list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        classes = []
+    if spec is None or not classes:
+        raise BadInput(f"data.public={mode!r}: choose none, pool or classes:A-B (e.g. classes:5-9)")
+    if n_classes is not None and (classes[0] < 0 or classes[-1] >= n_classes or len(classes) >= n_classes):
+        raise BadInput(f"data.public={mode!r}: the public classes must be a proper subset of the dataset's "
+                       f"classes 0-{n_classes - 1}")
+    return classes
+
+
+def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, public: str = "none",
+              n_public: int = 0, public_owner: str = "data.n_public", n_test: int = 0) -> MemberSplit:
+    """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records.
+
+    ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (so runs from before the public
+    split keep their records); the public records are a seeded choice among the rest. ``classes:A-B``: the public
+    records are of classes A..B (``n_public`` = 0: all of them), members and non-members a seeded permutation of
+    the other (private) classes' records. ``n_public`` = 0 under ``none``/``pool``: no public split.
+    ``public_owner`` names the setting that sized the public split (in the error when it does not fit).
+    ``n_test``: the next records of the members' permutation (private classes only under ``classes:A-B``) form
+    the utility test split, taken before the public records are chosen; 0 = none (the allocation of before)."""
+    labels = np.asarray(labels)
+    n_total = len(labels)
+    pub_cls = public_classes(public, int(labels.max()) + 1 if n_total else None)
+    if not pub_cls:
+        split = member_split(n_total, n_members, n_nonmembers, seed)
+        if n_test:
+            split.test = _test_split(np.arange(n_total), n_members + n_nonmembers, n_test, seed)
+        if n_public:
+            used = np.zeros(n_total, dtype=bool)
+            used[np.asarray(split.members + split.nonmembers + split.test, dtype=np.int64)] = True
+            rest = np.flatnonzero(~used)
+            if n_public > len(rest):
+                raise BadInput(f"public split ({public_owner}): {n_public} public records do not fit beside "
+                               f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} in the dataset's "
+                               f"{n_total} records; lower {public_owner} or the split sizes")
+            pick = np.random.default_rng([int(seed), _PUBLIC_STREAM]).permutation(len(rest))[:n_public]
+            split.public = sorted(rest[pick].tolist())
+        split.public_mode = public
+        return split
+    is_pub = np.isin(labels, pub_cls)
+    private, pub = np.flatnonzero(~is_pub), np.flatnonzero(is_pub)
+    if n_members + n_nonmembers > len(private):
+        raise BadInput(f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} exceeds the "
+                       f"{len(private)} records of the private classes (data.public={public})")
+    if n_public > len(pub):
+        raise BadInput(f"data.n_public={n_public}: the public classes have only {len(pub)} records")
+    perm = private[np.random.default_rng([seed, 0x5EED]).permutation(len(private))]
+    chosen = pub[np.random.default_rng([int(seed), _PUBLIC_STREAM]).permutation(len(pub))[:n_public or len(pub)]]
+    return MemberSplit(sorted(perm[:n_members].tolist()), sorted(perm[n_members:n_members + n_nonmembers].tolist()),
+                       seed, sorted(chosen.tolist()), public,
+                       _test_split(private, n_members + n_nonmembers, n_test, seed) if n_test else [])
+
+
+def _test_split(candidates: np.ndarray, start: int, n_test: int, seed: int) -> list[int]:
+    """Records start..start+n_test of the members' seeded permutation of ``candidates``."""
+    perm = candidates[np.random.default_rng([seed, 0x5EED]).permutation(len(candidates))]
+    if start + n_test > len(perm):
+        raise BadInput(f"data.n_test={n_test}: only {len(perm) - start} records are left beside data.n_members + "
+                       f"data.n_nonmembers = {start}")
+    return sorted(perm[start:start + n_test].tolist())
+
+
+def reference_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
+                   ) -> tuple[list[int], list[int]]:
+    """(reference pool, RMIA population), sorted, from the records outside the partition (members, non-members and
+    public), a seeded permutation: ``offline`` takes |members ∪ non-members| of them as the pool, ``online`` uses
+    the evaluation split itself; the population comes after the pool. BadInput when too few records are outside."""
+    if mode not in ("offline", "online"):
+        raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
+    evaluation = sorted(set(split.members) | set(split.nonmembers))
+    used = set(evaluation) | set(split.public) | set(split.test)
+    outside = np.asarray([i for i in range(n_total) if i not in used], dtype=np.int64)
+    perm = outside[np.random.default_rng([seed, _POOL_STREAM]).permutation(len(outside))]
+    if mode == "online":
+        pool, rest = evaluation, perm
+    else:
+        if len(perm) < len(evaluation):
+            raise BadInput(f"attack.reference_pool=offline needs {len(evaluation)} records outside the evaluation "
+                           f"split and the public split; the dataset has {len(perm)} (use attack.reference_pool="
+                           f"online or smaller data.n_members/n_nonmembers/n_public)")
+        pool, rest = sorted(perm[:len(evaluation)].tolist()), perm[len(evaluation):]
+    if n_population and len(rest) < 1:
+        raise BadInput("rmia needs population records outside the evaluation split, the public split and the "
+                       "reference pool; the dataset has none left (use smaller data.n_members/n_nonmembers/n_public)")
+    population = sorted(rest[:n_population].tolist()) if n_population else []
+    return pool, population
 
 
 @dataclass

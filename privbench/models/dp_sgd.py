@@ -87,6 +87,9 @@ def resolve_sample_rate(cfg, n_records: int) -> float:
 
 def check_dp_config(cfg) -> None:
     """The checks of the DP section that do not need an accountant (BadInput, one line)."""
+    if cfg.dp.trainable == "attention" and not cfg.model.attention_levels:
+        raise BadInput("dp.trainable=attention: the UNet has no attention block; set model.attention_levels "
+                       "(e.g. [1])")
     dp = cfg.dp
     if not (dp.epsilon > 0 and math.isfinite(dp.epsilon)):
         raise BadInput(f"dp.epsilon={dp.epsilon!r}: must be a finite number > 0")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from ..core.config import register_section, setting
 from ..core.errors import BadInput
-from ..data.splits import client_settings, client_split, member_split
-from .method import Method
+from ..data.splits import client_settings, client_split
+from .method import Method, run_partition
 
 
 @dataclass
@@ -57,7 +57,7 @@ class FederatedMethod(Method):
         if p.n_clients > cfg.data.n_members:
             raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {cfg.data.n_members} members")
         labels = ctx.dataset[1].numpy()
-        split = member_split(len(labels), cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
+        split = run_partition(cfg, labels)
         cs = client_split(split.members, labels, p.n_clients, nc, p.majority_classes, p.imbalance, cfg.seed)
         empty = [m for m, c in enumerate(cs.clients) if not c]
         if empty:

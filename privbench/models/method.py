@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 
 from ..data.base import dataset_info, load_dataset
-from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, member_split
+from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, partition
 from ..core.errors import BadInput
+from ..core.registry import METHODS
 from ..core.io import append_log, atomic_write_text
 from ..core.schedule import Schedule
 from .target import Target
@@ -32,6 +33,28 @@ def resolve_device(device: str | None) -> torch.device:
     return torch.device(device)
 
 
+def public_size(cfg) -> int:
+    """Records of the run's public split: ``data.n_public`` (0: ``data.n_members`` under ``pool``, every record of
+    the public classes under ``classes:A-B``); under ``none`` only what the method asks for (``public_demand``)."""
+    d = cfg.data
+    if d.public == "pool":
+        return d.n_public or d.n_members
+    if d.public != "none":
+        return d.n_public
+    factory = METHODS.get(cfg.method).factory
+    demand = getattr(factory, "public_demand", None)
+    return int(demand(cfg)) if demand is not None else 0
+
+
+def run_partition(cfg, labels) -> MemberSplit:
+    """The partition (members, non-members, public) of a run with config ``cfg``: one function of the seed."""
+    d = cfg.data
+    owner = "data.n_public" if d.public != "none" else getattr(METHODS.get(cfg.method).factory, "public_demand_key",
+                                                                "data.n_public")
+    return partition(labels.numpy() if isinstance(labels, torch.Tensor) else labels, d.n_members, d.n_nonmembers,
+                     cfg.seed, d.public, public_size(cfg), owner, d.n_test)
+
+
 @dataclass
 class RunContext:
     cfg: object
@@ -39,6 +62,12 @@ class RunContext:
     device: torch.device
     #: an explicit member split (reference models: a random half of a pool), used instead of the seeded one
     split_override: MemberSplit | None = None
+    #: where shared artefacts of several runs live (the public pre-training); default: the run's parent folder
+    runs_root: Path | None = None
+
+    @property
+    def store_root(self) -> Path:
+        return Path(self.runs_root) if self.runs_root is not None else self.run_dir.parent
 
     @property
     def ckpt_dir(self) -> Path:
@@ -66,7 +95,7 @@ class RunContext:
             return self.split_override
         if path.exists():
             return MemberSplit.from_json(path.read_text())
-        s = member_split(len(self.dataset[1]), self.cfg.data.n_members, self.cfg.data.n_nonmembers, self.cfg.seed)
+        s = run_partition(self.cfg, self.dataset[1])
         atomic_write_text(path, s.to_json())
         return s
 
@@ -95,9 +124,36 @@ class RunContext:
         return self.info.num_classes if self.cfg.model.class_conditional else None
 
     def new_denoiser(self, num_extra: int = 0) -> Denoiser:
+        return self.build_denoiser(self.cfg.seed, num_extra)  # same init for the same config and seed
+
+    def build_denoiser(self, seed: int, num_extra: int = 0) -> Denoiser:
         c, h, _ = self.image_shape
-        torch.manual_seed(self.cfg.seed)  # same init for the same config and seed
+        torch.manual_seed(seed)
         return build_denoiser(self.cfg.model, c, h, self.info.num_classes, num_extra)
+
+    def initial_denoiser(self, num_extra: int = 0) -> Denoiser:
+        """The network a method starts training from: seeded (``train.init=scratch``) or the public pre-training's
+        weights (``train.init=public``, :mod:`privbench.models.public_init`; cached, trained on first use)."""
+        model = self.new_denoiser(num_extra)
+        if self.cfg.train.init != "public":
+            return model
+        from .public_init import load_into, pretrained_denoiser
+
+        fresh = load_into(model, pretrained_denoiser(self))
+        self.log(f"[init] from the public pre-training ({len(self.split.public)} public records)"
+                 + (f"; {', '.join(fresh)} keep their seeded initialisation" if fresh else ""))
+        return model
+
+    def init_record(self) -> dict:
+        """What the trained networks started from, for result.json and the report: ``scratch``, or the public
+        pre-training (its public split's mode, size and content hash, steps, folder)."""
+        if self.cfg.train.init != "public":
+            return {"init": "scratch"}
+        from .public_init import pretrain_dir, pretrain_settings, public_hash
+
+        return {"init": "public", "public_mode": self.split.public_mode, "n_public": len(self.split.public),
+                "public_sha256": public_hash(self.split.public), "pretrain_steps": pretrain_settings(self.cfg)["steps"],
+                "pretrain_dir": pretrain_dir(self).name}
 
     def log(self, msg: str) -> None:
         append_log(self.run_dir, msg)
@@ -131,6 +187,22 @@ class Method:
         order = list(cls.target_order)
         idx = target.split(":", 1)[1] if ":" in target else ""
         return (order.index(kind) if kind in order else len(order), int(idx) if idx.isdigit() else 0, target)
+
+    @classmethod
+    def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]] | None:
+        """The ``--set`` overrides that make a run of this method private at ``epsilon`` (a suite's ``epsilons``
+        axis); None for a non-private method (its cells stand at ε = ∞). DP-SGD methods: ``dp.epsilon`` (σ is then
+        calibrated by their accountant when the plan is made); BadInput when the ε cannot be reached."""
+        return [("dp.epsilon", float(epsilon))] if cls.private else None
+
+    #: the setting that sizes ``public_demand`` (named when the public split does not fit)
+    public_demand_key = "data.n_public"
+
+    @classmethod
+    def public_demand(cls, cfg) -> int:
+        """Public records the method needs under ``data.public=none`` (0: none); they are allocated by the run's
+        partition like ``data.public=pool`` records (docs/methods.md §0)."""
+        return 0
 
     @classmethod
     def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:

@@ -269,6 +269,27 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
     return hi
 
 
+def max_clip(t0: int, epsilon: float, delta: float, method: str = "analytic_gaussian", *,
+             num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
+             beta_schedule: str = "linear") -> float:
+    """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (ε grows with C/σ:
+    bisection on C to 1e-10 relative, the lower end returned so ε(C) ≤ ``epsilon``)."""
+    e, d, m = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
+    sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
+                      beta_schedule=beta_schedule)
+    f = _EPSILON_FUNCS[m]
+    lo, hi = 0.0, 1.0
+    while f(hi, sigma, d) <= e:  # ε → ∞ as C → ∞: a finite upper end exists
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-10 * hi:  # invariant: ε(lo) ≤ e < ε(hi)
+        mid = (lo + hi) / 2
+        if mid > 0 and f(mid, sigma, d) <= e:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 # --------------------------------------------------------------------------------------------- reports
 
 def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = None, steps: int = 1000,

@@ -4,8 +4,9 @@ target of the run.
 
 Pool (``attack.reference_pool``):
 
-* ``offline``: |evaluation split| records drawn (seeded) from the dataset records OUTSIDE the member/non-member
-  split — no reference ever trains on an evaluation record;
+* ``offline``: |evaluation split| records drawn (seeded) from the dataset records OUTSIDE the run's partition
+  (members, non-members, public: :func:`privbench.data.splits.reference_pool`) — no reference ever trains on an
+  evaluation record;
 * ``online``: the evaluation split itself (members and non-members) — each reference trains on each evaluation
   record with probability ½, as LiRA-online.
 
@@ -13,7 +14,9 @@ Reference i includes each pool record independently with probability ½ (a seede
 the same for every N, so N = 4 reuses the first 4 of N = 8), and trains with the target's config except for
 ``seed`` (its own, derived from the target's seed and i), ``data.n_members``/``data.n_nonmembers`` (the sizes of
 its halves) and the member split, which is handed to :class:`~privbench.models.method.RunContext` explicitly.
-Population records (RMIA's z) are further records outside the split and the pool, in no training set.
+Population records (RMIA's z) are further records outside the partition and the pool, in no training set. A
+reference trains on the target's public split where the method uses one (DP-SAD's public teacher, public
+pre-training), exactly as the target did.
 
 Layout: ``<run_dir>/references/<pool>-<hash>/`` holds ``pool.json`` (pool and population indices, seed) and
 ``inclusion.json`` (the inclusion matrix of every reference built so far); ``ref-<i>/`` is an ordinary privbench
@@ -36,44 +39,26 @@ from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json, atomic_write_text, read_json_or_none
 from ..core.registry import METHODS
-from ..data.splits import MemberSplit, member_split
-from ..models.method import RunContext
+from ..data.splits import MemberSplit, reference_pool
+from ..models.method import RunContext, run_partition
 from .store import run_lock
 
 #: bump when the pool, inclusion or reference training changes (new store directory)
 REFERENCE_VERSION = 1
-_POOL_STREAM, _INCLUSION_STREAM, _SEED_STREAM = 0x9001, 0x1C1, 0x4EF
+_INCLUSION_STREAM, _SEED_STREAM = 0x1C1, 0x4EF
 
 
 def plan_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
               ) -> tuple[list[int], list[int]]:
-    """(pool indices, population indices), sorted; BadInput when the dataset has too few records outside."""
-    if mode not in ("offline", "online"):
-        raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
-    evaluation = sorted(set(split.members) | set(split.nonmembers))
-    used = set(evaluation)
-    outside = np.asarray([i for i in range(n_total) if i not in used], dtype=np.int64)
-    perm = outside[np.random.default_rng([seed, _POOL_STREAM]).permutation(len(outside))]
-    if mode == "online":
-        pool, rest = evaluation, perm
-    else:
-        if len(perm) < len(evaluation):
-            raise BadInput(f"attack.reference_pool=offline needs {len(evaluation)} records outside the evaluation "
-                           f"split; the dataset has {len(perm)} (use attack.reference_pool=online or a smaller "
-                           f"data.n_members/n_nonmembers)")
-        pool, rest = sorted(perm[:len(evaluation)].tolist()), perm[len(evaluation):]
-    if n_population and len(rest) < 1:
-        raise BadInput("rmia needs population records outside the evaluation split and the reference pool; "
-                       "the dataset has none left (use a smaller data.n_members/n_nonmembers)")
-    population = sorted(rest[:n_population].tolist()) if n_population else []
-    return pool, population
+    """(pool indices, population indices), sorted, outside the run's partition
+    (:func:`privbench.data.splits.reference_pool`)."""
+    return reference_pool(split, n_total, mode, seed, n_population)
 
 
 def check_pool(cfg, method, mode: str, n_population: int = 0) -> None:
     """Everything about the pool that can be bad input, checked before anything is trained or written."""
-    n_total = len(method.ctx.dataset[1])
-    split = member_split(n_total, cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
-    plan_pool(split, n_total, mode, cfg.seed, n_population)
+    labels = method.ctx.dataset[1]
+    plan_pool(run_partition(cfg, labels), len(labels), mode, cfg.seed, n_population)
 
 
 def inclusion(seed: int, i: int, n_pool: int) -> np.ndarray:
@@ -92,8 +77,11 @@ def reference_config(cfg, i: int, n_in: int, n_out: int):
     return rcfg
 
 
-def store_dir(run_dir: Path, mode: str, pool: list[int], seed: int) -> Path:
-    key = config_hash({"pool": pool, "seed": seed, "version": REFERENCE_VERSION})
+def store_dir(run_dir: Path, mode: str, pool: list[int], seed: int, public: list[int] = ()) -> Path:
+    what = {"pool": pool, "seed": seed, "version": REFERENCE_VERSION}
+    if public:  # references trained with the target's public split (key unchanged for runs without one)
+        what["public"] = list(public)
+    key = config_hash(what)
     return Path(run_dir) / "references" / f"{mode}-{key}"
 
 
@@ -102,7 +90,8 @@ def _target_members(method, target_name: str) -> set[int]:
     return {int(i) for i in method.attack_split(target_name)[0]}
 
 
-def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None):
+def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None, public: list[int] = (),
+                    public_mode: str = "none", runs_root: Path | None = None):
     """Train (or load) reference i; returns its Method."""
     incl = inclusion(cfg.seed, i, len(pool))
     members = [p for p, keep in zip(pool, incl) if keep]
@@ -112,7 +101,10 @@ def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None)
                        f"use more records")
     rcfg = reference_config(cfg, i, len(members), len(nonmembers))
     ref_dir = store / f"ref-{i}"
-    ctx = RunContext(rcfg, ref_dir, device, split_override=MemberSplit(members, nonmembers, rcfg.seed))
+    # the reference trains as the target did, on the target's public split (public records are public; a public
+    # split of its own could hold the target's members)
+    split = MemberSplit(members, nonmembers, rcfg.seed, list(public), public_mode)
+    ctx = RunContext(rcfg, ref_dir, device, split_override=split, runs_root=runs_root)  # shares the pre-training
     method = METHODS.create(rcfg.method, ctx)
     done = ref_dir / "train_done.json"
     if not done.exists():
@@ -144,7 +136,7 @@ def build_references(cfg, method, target_name: str, records: Records, *, n: int,
     device = device if device is not None else ctx.device
     n_total = len(ctx.dataset[1])
     pool, population = plan_pool(ctx.split, n_total, mode, cfg.seed, n_population)
-    store = store_dir(ctx.run_dir, mode, pool, cfg.seed)
+    store = store_dir(ctx.run_dir, mode, pool, cfg.seed, ctx.split.public)
     store.mkdir(parents=True, exist_ok=True)
     if not (store / "pool.json").exists():
         atomic_write_json(store / "pool.json", {"mode": mode, "seed": cfg.seed, "pool_index": pool,
@@ -153,7 +145,8 @@ def build_references(cfg, method, target_name: str, records: Records, *, n: int,
     eval_index = records.index.tolist()
     pool_records = _records(ctx, pool)
     for i in range(n):
-        ref_method, _ = train_reference(cfg, store, i, pool, device, log=ctx.log)
+        ref_method, _ = train_reference(cfg, store, i, pool, device, log=ctx.log, public=ctx.split.public,
+                                        public_mode=ctx.split.public_mode, runs_root=ctx.store_root)
         members = _target_members(ref_method, target_name)
         targets.append(ref_method.load_target(target_name))
         seeds.append(int(ref_method.cfg.seed))

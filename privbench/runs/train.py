@@ -18,9 +18,9 @@ from ..core.errors import BadInput
 from ..core.io import atomic_path, safe_name
 from ..core.registry import METHODS
 from ..data.base import load_dataset as _load_dataset
-from ..data.splits import client_settings, client_split, member_split
+from ..data.splits import client_settings, client_split
 from ..models import checkpoint as ckpt
-from ..models.method import Method, RunContext, resolve_device
+from ..models.method import Method, RunContext, resolve_device, run_partition
 from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
 
 #: most samples one ``sample`` call draws (64 is the default; the grid of 100 000 images is already unreadable)
@@ -40,7 +40,10 @@ def make_method(cfg: Config, run_dir: Path, device) -> Method:
 def _validate_before_writing(cfg: Config, method: Method) -> None:
     """Everything that can be bad input is checked before the run directory is touched."""
     x, y = method.ctx.dataset  # unknown / missing data root → BadInput
-    member_split(len(y), cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
+    split = run_partition(cfg, y)
+    if cfg.train.init == "public" and not split.public:
+        raise BadInput("train.init=public: the run has no public split to pre-train on; set data.public=pool or "
+                       "classes:A-B")
     check_model(method)
     method.validate()
 
@@ -126,7 +129,7 @@ def _check_splits(method: Method) -> None:
     recomputed split (garbled, swapped from another run) is removed and rewritten, never used."""
     ctx, cfg = method.ctx, method.cfg
     path = ctx.run_dir / "split.json"
-    expected = member_split(len(ctx.dataset[1]), cfg.data.n_members, cfg.data.n_nonmembers, cfg.seed)
+    expected = run_partition(cfg, ctx.dataset[1])
     checks = [(path, expected.to_json())]
     cpath = ctx.run_dir / "clients.json"
     if cpath.exists():

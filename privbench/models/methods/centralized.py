@@ -21,7 +21,7 @@ class Centralized(Method):
         x, y = self.training_data()
         data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
         ctx.log(f"[model] training on {len(x)} member records, {self.cfg.train.steps} steps")
-        train_denoiser(ctx.new_denoiser(), data, ctx.schedule.alphas_cumprod(), self.cfg.train, ctx.ckpt_dir,
+        train_denoiser(ctx.initial_denoiser(), data, ctx.schedule.alphas_cumprod(), self.cfg.train, ctx.ckpt_dir,
                        name="model", seed=self.cfg.seed, device=ctx.device, desc="train centralized")
 
     def load_target(self, name=None):

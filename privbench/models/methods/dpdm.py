@@ -26,9 +26,10 @@ import torch
 from ...core.errors import WorkFailed
 from ...core.registry import METHODS
 from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, drop_labels, make_plan,
-                      multi_draw_loss, privacy_dict, resolve_sample_rate, write_privacy)
+                      multi_draw_loss, privacy_dict, read_privacy, resolve_sample_rate, write_privacy)
 from ..method import Method
 from ..per_sample import PerSampleGrads
+from ..trainable import apply_trainable
 from ..training import is_trained, load_ema
 
 
@@ -68,7 +69,9 @@ class DPDM(Method):
             raise WorkFailed(f"dpdm: the member split has {len(x)} records, the plan {plan.n_records}")
         dev = ctx.device
         x, y = x.to(dev), (y.to(dev) if ctx.num_classes else None)
-        model = ctx.new_denoiser().to(dev)
+        model = ctx.initial_denoiser()
+        trained = apply_trainable(model, cfg.dp.trainable, cfg.dp.lora_rank, cfg.seed)
+        model.to(dev)
         ps = PerSampleGrads(model, cfg.dp.grad_sample)
         ac = ctx.schedule.alphas_cumprod(dev)
         loss_fn = multi_draw_loss(ac)
@@ -85,14 +88,17 @@ class DPDM(Method):
         ctx.log(f"[model] DP-SGD on {plan.n_records} members: q={plan.sample_rate:g} (E[B]={plan.expected_batch:g}), "
                 f"{plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({'calibrated' if plan.calibrated else 'given'}, "
                 f"{plan.accountant}), C={plan.max_grad_norm:g}, K={K}, delta={plan.delta:g}, "
-                f"per-sample backend {cfg.dp.grad_sample}")
+                f"per-sample backend {cfg.dp.grad_sample}; trains {trained['trainable']} "
+                f"({trained['n_trainable']:,} of {trained['n_total']:,} parameters), init {cfg.train.init}")
         dp_sgd_train(model, plan, cfg.train, ctx.ckpt_dir, name="model", seed=cfg.seed, device=dev, step_fn=step_fn,
                      desc="train dpdm")
-        write_privacy(ppath, plan)
+        write_privacy(ppath, plan, trained=trained, init=ctx.init_record())
 
     def load_target(self, name=None):
         name = self.check_target(name)
-        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, "model", self.ctx.device)
+        model = self.ctx.new_denoiser()
+        apply_trainable(model, self.cfg.dp.trainable, self.cfg.dp.lora_rank, self.cfg.seed)  # the adapters' layout
+        model = load_ema(model, self.ctx.ckpt_dir, "model", self.ctx.device)
         p = self.privacy(name)
         return self.make_target(name, model,
                                 note=f"DP-SGD (epsilon={p['epsilon']:.3g}, delta={p['delta']:g}, "
@@ -100,8 +106,17 @@ class DPDM(Method):
 
     def privacy(self, target: str | None = None) -> dict | None:
         self.check_target(target)
-        return privacy_dict(self.ctx.ckpt_dir / "privacy-model.json",
-                            "the released model (EMA of the DP-SGD iterates: post-processing); each record's "
-                            "label is covered with its record")
+        path = self.ctx.ckpt_dir / "privacy-model.json"
+        scope = ("the released model (EMA of the DP-SGD iterates: post-processing); each record's label is covered "
+                 "with its record")
+        if self.cfg.train.init == "public":
+            scope += ("; end to end: the initial weights are a non-private pre-training on public records only "
+                      "(not protected, disjoint from the members)")
+        out = privacy_dict(path, scope)
+        stored = read_privacy(path) or {}
+        for key in ("trained", "init"):
+            if key in stored:
+                out[key] = stored[key]
+        return out
 
 

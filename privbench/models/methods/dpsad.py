@@ -2,7 +2,7 @@
 
 1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM (``train_denoiser``, ``dpsad.teacher_steps``
    steps) on the records ``dpsad.teacher_data`` names: ``members`` (the paper's setting) or ``public`` (records of
-   the dataset outside the member and non-member splits, ``dpsad.n_public`` of them, seeded). Never released.
+   the run partition's public split, disjoint from every other split: docs/methods.md §0). Never released.
 2. **Student** ε_θ (same architecture and initialization), ``train.steps`` steps on Poisson samples of the
    members (rate q as in dpdm). Per record one random timestep r ~ U{0..T−1} and x_r = √ᾱ_r·x₀ + √(1−ᾱ_r)·ε
    (forward process, no reverse rollout). The "outputs" are the denoised estimates
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -60,7 +59,7 @@ from ...core.seeding import sub_seed
 from ...privacy.claims import CLAIMED_BY_PAPER
 from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
                       read_privacy, resolve_sample_rate, write_privacy)
-from ..method import Method
+from ..method import Method, run_partition
 from ..per_sample import PerSampleGrads, frozen
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 
@@ -77,8 +76,9 @@ class DPSADConfig:
                                 help="what the teacher and discriminator train on: members (the paper; the student's "
                                      "epsilon is then only conditional) or public (a disjoint public split; the "
                                      "student's epsilon is end to end)")
-    n_public: int = setting(0, lo=0, help="public records for teacher_data=public (outside the member and non-member "
-                                          "splits, seeded); 0 = as many as data.n_members")
+    n_public: int = setting(0, lo=0, help="public records for teacher_data=public under data.public=none (the run "
+                                          "partition's public split); 0 = as many as data.n_members. Under "
+                                          "data.public=pool or classes:A-B, data.n_public sizes the split")
 
 
 register_section("dpsad", DPSADConfig, presets={"test": {"teacher_steps": 10}, "small": {"teacher_steps": 10000},
@@ -100,7 +100,8 @@ CONDITIONAL_SCOPE = ("the released student (EMA of its DP-SGD iterates), CONDITI
                      "discriminator being fixed functions independent of the members — they are not (trained "
                      "without DP on the same members), so this is not a guarantee")
 PUBLIC_SCOPE = ("the released student (EMA of its DP-SGD iterates), end to end for the members: the teacher was "
-                "trained only on {n} public records (dataset records outside the member and non-member splits) and "
+                "trained only on {n} public records (the run partition's public split: disjoint from the members, the "
+                "non-members, the reference pool and RMIA's population) and "
                 "the discriminator's updates use only those public records, the teacher's outputs on them and the "
                 "student's outputs on them (the student's parameters are the DP-SGD iterates already accounted); "
                 "the public records themselves are not protected")
@@ -199,30 +200,25 @@ class DPSAD(Method):
         return self.cfg.dpsad.teacher_data
 
     def n_public(self) -> int:
-        return self.cfg.dpsad.n_public or self.cfg.data.n_members
+        return len(self.ctx.split.public)
 
-    def _check_public_fits(self) -> int:
-        """BadInput (one line, nothing written) when the dataset has too few records outside the two splits."""
-        d = self.cfg.data
-        n_total = len(self.ctx.dataset[1])
-        want = self.n_public()
-        if d.n_members + d.n_nonmembers + want > n_total:
-            raise BadInput(f"dpsad.teacher_data=public: {want} public records do not fit beside data.n_members + "
-                           f"data.n_nonmembers = {d.n_members + d.n_nonmembers} in the dataset's {n_total} records; "
-                           f"lower dpsad.n_public or the split sizes")
-        return n_total
+    public_demand_key = "dpsad.n_public"
+
+    @classmethod
+    def public_demand(cls, cfg) -> int:
+        """``teacher_data=public`` under ``data.public=none``: ``dpsad.n_public`` records (0: data.n_members)."""
+        return (cfg.dpsad.n_public or cfg.data.n_members) if cfg.dpsad.teacher_data == "public" else 0
+
+    def _check_public_fits(self) -> None:
+        """BadInput (one line, nothing written) when the run's partition has no public split to train on."""
+        if not run_partition(self.cfg, self.ctx.dataset[1]).public:
+            raise BadInput("dpsad.teacher_data=public: the run's public split is empty (data.n_public)")
 
     def public_indices(self) -> list[int]:
-        """The public split of ``teacher_data=public``: ``n_public`` dataset records outside the member and
-        non-member splits, a seeded choice (disjoint from both, so no member reaches the teacher)."""
-        n_total = self._check_public_fits()
-        want = self.n_public()
-        split = self.ctx.split
-        used = np.zeros(n_total, dtype=bool)
-        used[np.asarray(split.members + split.nonmembers, dtype=np.int64)] = True
-        rest = np.flatnonzero(~used)
-        rng = np.random.default_rng([int(self.cfg.seed), _TAG_PUBLIC])
-        return sorted(rest[rng.permutation(len(rest))[:want]].tolist())
+        """The public split of ``teacher_data=public``: the run partition's public records (disjoint from the
+        members, the non-members, the reference pool and RMIA's population, so no member or evaluation record
+        reaches the teacher). A reference model uses its target's public split."""
+        return list(self.ctx.split.public)
 
     def teacher_records(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         """(x, y, dataset indices) the teacher and the discriminator are trained on."""
@@ -252,18 +248,19 @@ class DPSAD(Method):
         cond = ctx.num_classes is not None
         public = self.teacher_data == "public"
         if public:
-            # the teacher and the discriminator never see a member: a seeded public split outside both splits
+            # the teacher and the discriminator never see a member: the partition's public split
             xp, yp, pidx = self.teacher_records()
             atomic_write_json(ctx.run_dir / "public.json",
                               {"indices": pidx, "seed": cfg.seed,
-                               "note": "dataset records outside the member and non-member splits; the DP-SAD teacher "
+                               "note": "the run partition's public split (split.json): disjoint from the members, the "
+                                       "non-members, the reference pool and RMIA's population; the DP-SAD teacher "
                                        "and discriminator are trained on these only (dpsad.teacher_data=public)"})
             tx, ty, what = xp, yp, "public records (no member)"
         else:
             tx, ty, what = x, y, "members"
         if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
             ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
-        teacher = train_denoiser(ctx.new_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
+        teacher = train_denoiser(ctx.initial_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
                                  cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
                                  steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
         teacher.eval()
@@ -277,7 +274,7 @@ class DPSAD(Method):
             raise WorkFailed(f"dpsad: the member split has {len(x)} records, the plan {plan.n_records}")
         x = x.to(dev)
         y = y.to(dev) if cond else None
-        student = ctx.new_denoiser().to(dev)
+        student = ctx.initial_denoiser().to(dev)
         params = [p for p in student.parameters() if p.requires_grad]
         disc = self._discriminator().to(dev)
         opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
@@ -375,7 +372,7 @@ class DPSAD(Method):
         model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, name, self.ctx.device)
         if name == "teacher":
             what = ("the members" if self.teacher_data == "members"
-                    else f"{self.n_public()} public records outside the member and non-member splits (no member)")
+                    else f"{self.n_public()} public records of the run's partition (no member, no evaluation record)")
             return self.make_target(name, model,
                                     note=f"never released; non-private (the teacher DDPM, trained without DP on "
                                          f"{what})")

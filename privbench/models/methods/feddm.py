@@ -75,7 +75,7 @@ class FedDM(FederatedMethod):
             x, y = ctx.records(idx)
             data.append(TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None))
 
-        model = ctx.new_denoiser().to(ctx.device)
+        model = ctx.initial_denoiser().to(ctx.device)
         ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
         start = 0
         ckpt.clean(ctx.ckpt_dir, "global")

@@ -40,7 +40,7 @@ class Local(FederatedMethod):
             x, y = ctx.records(idx)
             data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
             ctx.log(f"[{name}] local-only DDPM on its {len(x)} records, {steps} steps (non-private)")
-            train_denoiser(ctx.new_denoiser(), data, ac, ema_capped(self.cfg.train, steps), ctx.ckpt_dir, name=name,
+            train_denoiser(ctx.initial_denoiser(), data, ac, ema_capped(self.cfg.train, steps), ctx.ckpt_dir, name=name,
                            seed=client_seed(self.cfg.seed, m), device=ctx.device, steps=steps,
                            desc=f"local client {m}")
 

@@ -61,6 +61,10 @@ class PFDMConfig:
     local_steps: int = setting(600, lo=1, help="steps of each client's t<=t0 denoiser")
     server_steps: int = setting(1200, lo=1, help="steps of the shared T-step model on the uploads (tiny: 1200 = 300 "
                                                  "epochs of 256 uploads, the paper's global-model length)")
+    calibrate: str = setting("t0", choices=["t0", "clip"], training=False,
+                             help="how a suite's epsilons axis sets the per-upload epsilon (analytic Gaussian "
+                                  "accountant): t0 = the smallest t0 at fixed pfdm.clip, clip = the largest C at "
+                                  "fixed pfdm.t0")
     stage1_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
                                   help="sampler of the shared model's chain (T steps; ddim: sample.ddim_steps)")
     stage2_sampler: str = setting("ddpm", choices=["ddpm", "ddim"], training=False,
@@ -173,6 +177,23 @@ class PFDM(FederatedMethod):
         """The upload level as a 0-indexed model timestep (t0 − 1)."""
         return t0_to_model_t(self.t0, self.cfg.diffusion.num_timesteps)
 
+    @classmethod
+    def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]]:
+        """Per-upload ε = ``epsilon`` through the analytic LDP accountant's inverse (``pfdm.calibrate``): the
+        smallest t0 at fixed C (ε ≤ target) or the largest C at fixed t0 (ε = target within 1e-9 relative)."""
+        from ...privacy.ldp import max_clip, min_t0
+
+        d, p, delta = cfg.diffusion, cfg.pfdm, cfg.dp.delta
+        sched = dict(num_timesteps=d.num_timesteps, beta_start=d.beta_start, beta_end=d.beta_end,
+                     beta_schedule=d.beta_schedule)
+        if p.calibrate == "t0":
+            t0 = min_t0(p.clip, epsilon, delta, **sched)
+            if t0 is None:
+                raise BadInput(f"pfdm: epsilon {epsilon:g} per upload is out of reach at pfdm.clip={p.clip:g} "
+                               f"(even t0 = T = {d.num_timesteps} gives more); lower pfdm.clip or raise epsilon")
+            return [("pfdm.t0", int(t0))]
+        return [("pfdm.clip", max_clip(p.t0, epsilon, delta, **sched))]
+
     def validate(self) -> None:
         t0_to_model_t(self.cfg.pfdm.t0, self.cfg.diffusion.num_timesteps)  # BadInput if t0 ∉ [1, T]
         super().validate()
@@ -223,7 +244,7 @@ class PFDM(FederatedMethod):
             )
             ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
                     f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
-            train_denoiser(ctx.new_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
+            train_denoiser(ctx.initial_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
                            ctx.ckpt_dir, name=name,
                            seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
                            t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
@@ -274,7 +295,12 @@ class PFDM(FederatedMethod):
         """A fresh shared denoiser built from the upload shape and the config alone (the same network as
         ``ctx.new_denoiser()``, without touching the dataset)."""
         torch.manual_seed(self.cfg.seed)
-        return build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
+        model = build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
+        if self.cfg.train.init == "public":  # the public pre-training: a function of public records only
+            from ..public_init import load_into, pretrained_denoiser
+
+            load_into(model, pretrained_denoiser(self.ctx))
+        return model
 
     def _write_summary(self) -> None:
         info = json.loads((self.ctx.run_dir / "uploads.json").read_text())

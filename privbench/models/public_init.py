@@ -1,0 +1,102 @@
+"""Public pre-training (``train.init=public``): the network every method starts from, trained non-privately on the
+run partition's public split only (issue 20 §2; PDP-Diffusion, DP-LDM, DPImageBench's "pre-train then DP-fine-tune").
+
+The pre-trained denoiser is cached as its own run under ``<runs root>/pretrain-<dataset>-<key>/`` where the key
+is a hash of what decides its weights and nothing else: the public records (their indices' hash), the dataset and
+resolution, the model and diffusion sections, the pre-training steps/optimizer settings and ``train.public_seed``.
+The members are not in the key and never read, so every ε cell, every seed with the same public split, the
+reference models and every method share one pre-training, and the ε of the private training stays end to end (the
+pre-training is a function of public records only; the public records themselves are not protected).
+
+Reusable: :func:`pretrained_denoiser` returns the weights for any caller that holds a
+:class:`~privbench.models.method.RunContext`; :meth:`RunContext.initial_denoiser` applies them.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from ..core.config import config_hash
+from ..core.errors import BadInput
+from ..core.io import atomic_write_json, path_lock, read_json_or_none
+from .training import TrainData, is_trained, load_ema, train_denoiser
+
+#: bump when the pre-training changes (new store directory)
+PRETRAIN_VERSION = 1
+_NAME = "public"
+
+
+def pretrain_settings(cfg) -> dict:
+    """What decides the pre-trained weights besides the public records."""
+    t = cfg.train
+    steps = t.public_steps or t.steps
+    train = {k: getattr(t, k) for k in ("batch_size", "lr", "weight_decay", "warmup", "grad_clip", "ema_decay")}
+    return {"version": PRETRAIN_VERSION, "dataset": cfg.dataset, "resolution": cfg.data.resolution,
+            "model": dataclasses.asdict(cfg.model), "diffusion": dataclasses.asdict(cfg.diffusion),
+            "steps": steps, "train": train, "seed": t.public_seed}
+
+
+def public_hash(public: list[int]) -> str:
+    return hashlib.sha256(json.dumps(sorted(int(i) for i in public)).encode()).hexdigest()
+
+
+def pretrain_dir(ctx) -> Path:
+    key = config_hash({"public": public_hash(ctx.split.public), **pretrain_settings(ctx.cfg)})
+    return Path(ctx.store_root) / f"pretrain-{ctx.cfg.dataset}-{key}"
+
+
+def pretrained_denoiser(ctx) -> torch.nn.Module:
+    """The denoiser pre-trained on ``ctx.split.public`` (trained once under a lock, then loaded from the cache)."""
+    public = list(ctx.split.public)
+    if not public:
+        raise BadInput("train.init=public: the run has no public split; set data.public=pool or classes:A-B")
+    cfg, out = ctx.cfg, pretrain_dir(ctx)
+    settings = pretrain_settings(cfg)
+    ckpt_dir = out / "checkpoints"
+    if not is_trained(ckpt_dir, _NAME, settings["steps"]):
+        with path_lock(out.parent, out.name, "is pre-training on the public split"):
+            if not is_trained(ckpt_dir, _NAME, settings["steps"]):
+                _pretrain(ctx, public, settings, out)
+    return load_ema(_fresh(ctx), ckpt_dir, _NAME, ctx.device)
+
+
+def _fresh(ctx) -> torch.nn.Module:
+    """The pre-training's initial network: seeded by ``train.public_seed``, never by the run's seed."""
+    return ctx.build_denoiser(seed=ctx.cfg.train.public_seed)
+
+
+def _pretrain(ctx, public: list[int], settings: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    x, y = ctx.records(public)
+    dev = ctx.device
+    data = TrainData(x.to(dev), y.to(dev) if ctx.num_classes else None)
+    tcfg = copy.copy(ctx.cfg.train)
+    atomic_write_json(out / "pretrain.json", {"n_public": len(public), "public_sha256": public_hash(public),
+                                              "public_mode": ctx.split.public_mode, **settings,
+                                              "note": "non-private pre-training on the public split only "
+                                                      "(train.init=public); no member is read"})
+    ctx.log(f"[pretrain] {settings['steps']} non-private steps on {len(public)} public records in {out}")
+    train_denoiser(_fresh(ctx), data, ctx.schedule.alphas_cumprod(), tcfg, out / "checkpoints", name=_NAME,
+                   seed=settings["seed"], device=dev, steps=settings["steps"], desc="pre-train on public records")
+
+
+def load_into(model: torch.nn.Module, pretrained: torch.nn.Module) -> list[str]:
+    """Copy the pre-trained weights into ``model`` (same architecture; a condition the pre-training did not have,
+    e.g. PFDM's clipped/unclipped flag, keeps its seeded initialisation). Returns the names left as initialised."""
+    have = pretrained.state_dict()
+    own = model.state_dict()
+    missing = [k for k in own if k not in have]
+    bad = [k for k in own if k in have and have[k].shape != own[k].shape]
+    if bad:
+        raise BadInput(f"train.init=public: the pre-trained network differs in {bad[0]} (shape)")
+    model.load_state_dict({k: have.get(k, v) for k, v in own.items()})
+    return missing
+
+
+def read_pretrain_record(ctx) -> dict | None:
+    return read_json_or_none(pretrain_dir(ctx) / "pretrain.json", "corrupt pretrain.json; remove it")
