@@ -5,7 +5,13 @@ forward throughput being records/s of the bare denoiser forward (no grad) at the
 device. PIA makes q = 2 (ε₀ at t = 0, then ε at t), SecMI_stat q = t_sec/k + 2 = 12 (paper offset) or 11
 (official), the loss attack q = n_draws = 1. Ratio = attack records/s ÷ bound; goal ≥ 0.9. No assertions.
 
-    python benchmarks/attack_throughput.py [--preset tiny] [--n 2048] [--device cpu] [--repeats 3]
+The hardware bound: the FLOPs of one record's forward are counted (``torch.utils.flop_counter``, at the
+attack's batch size and precision) and the device's matmul rate in the same dtype is measured in this run
+(``privbench.models.flops``); an attack's hardware bound is rate ÷ (q × FLOPs per forward), and its
+``hw ratio`` = records/s ÷ that bound. Elementwise work (GroupNorm, SiLU, the schedule arithmetic) is not
+counted, so small models sit far below 1 on every device.
+
+    python benchmarks/attack_throughput.py [--preset tiny] [--n 2048] [--device cpu] [--repeats 3] [--precision bf16]
     python benchmarks/attack_throughput.py --model DIR [--arch pytorch-ddpm] ...   # an external model
 
 With ``--model`` the target is ``privbench.models.external.load_external(DIR)`` (random records of its shape) and
@@ -33,6 +39,7 @@ from privbench.attacks.secmi import SecMI  # noqa: E402
 from privbench.attacks.secmi import secmi_nfe  # noqa: E402
 from privbench.core.config import build_config  # noqa: E402
 from privbench.core.threads import configure_threads  # noqa: E402
+from privbench.models.flops import forward_flops, matmul_rate  # noqa: E402
 from privbench.models.method import RunContext  # noqa: E402
 
 
@@ -51,9 +58,11 @@ def main():
     ap.add_argument("--model", default=None, help="an external model (diffusers folder or pytorch-ddpm ckpt.pt)")
     ap.add_argument("--arch", default=None, choices=["pytorch-ddpm"])
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: privbench's policy)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="attack.precision")
     a = ap.parse_args()
     configure_threads(a.threads)
     overrides = [("attack.batch_size", a.batch)] if a.batch else []
+    overrides.append(("attack.precision", a.precision))
     cfg = build_config("centralized", preset=a.preset, overrides=overrides)
     dev = torch.device(a.device)
     B = cfg.attack.batch_size
@@ -75,10 +84,13 @@ def main():
         ys = rec.y.to(dev)
         ts = torch.full((a.n,), 200, dtype=torch.long, device=dev)
 
+        cast = torch.bfloat16 if a.precision == "bf16" else None
+
         @torch.no_grad()
         def raw():
-            for lo in range(0, a.n, B):
-                model(xs[lo:lo + B], ts[lo:lo + B], ys[lo:lo + B] if tgt.num_classes else None)
+            with torch.autocast(dev.type, dtype=cast or torch.bfloat16, enabled=cast is not None):
+                for lo in range(0, a.n, B):
+                    model(xs[lo:lo + B], ts[lo:lo + B], ys[lo:lo + B] if tgt.num_classes else None)
 
         def once(fn):
             _sync(dev)
@@ -93,6 +105,14 @@ def main():
               f"image={tuple(tgt.meta['shape'])} params={sum(p.numel() for p in model.parameters())}"
               + (f" model={a.model}" if a.model else ""))
         print(f"raw forward: {fwd:10.1f} records/s")
+        nb = min(B, a.n)
+        flops = forward_flops(model, xs[:nb], ts[:nb], ys[:nb] if tgt.num_classes else None, autocast=cast) / nb
+        dtype = cast or torch.float32
+        peak = matmul_rate(dev, dtype)
+        hw = peak / flops
+        print(f"FLOPs: {flops / 1e6:.3f} MFLOP per record forward (torch.utils.flop_counter); matmul rate "
+              f"{str(dtype).split('.')[-1]} {peak / 1e9:.2f} GFLOP/s (measured now) -> hardware bound of the forward "
+              f"{hw:.1f} records/s; raw forward / hardware bound = {fwd / hw:.3f}")
         print("(each ratio is the median over repeats of attack time vs. raw-forward time measured back to back, "
               "so that machine load cancels)")
         for name, attack, q in [
@@ -113,7 +133,8 @@ def main():
                 rates.append(a.n / t_att)
             rps = statistics.median(rates)
             print(f"{name:24s} {rps:10.1f} records/s ({q} queries/record); bound = forward/{q} = {fwd / q:10.1f}; "
-                  f"ratio = {statistics.median(ratios):.3f} (goal >= 0.9)")
+                  f"ratio = {statistics.median(ratios):.3f} (goal >= 0.9); hardware bound {hw / q:.1f}, "
+                  f"hw ratio = {rps / (hw / q):.3f}")
 
 def _external(a, dev, cfg):
     """(target, random records of its shape, the bare network as ``f(x, t, y)``) of ``--model``."""

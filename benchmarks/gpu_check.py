@@ -14,7 +14,8 @@ as it is measured:
    default per-sample backend): one private step's time ÷ the non-private step on the same records;
 4. **attacks**: PIA and SecMI on ``--records`` records at ``--attack-batch`` records per query batch:
    records/s, the ratio to the bound set by the bare forward (forward records/s ÷ queries per record), peak
-   memory.
+   memory; then PIA at ``attack.precision=bf16``, batch 256, against the hardware bound (the bf16 matmul rate
+   of step 1 ÷ the FLOPs of its two forwards per record; goal on a GPU: ≥ 0.5).
 
     bash benchmarks/gpu_check.sh                                  # paper preset, cuda
     bash benchmarks/gpu_check.sh --preset test --device cpu       # the dry run (seconds)
@@ -278,7 +279,26 @@ def main():
         rps = n_rec / timed(lambda: attack.run(tgt, rec), dev, 2)
         say(f"[attack {label}] {rps:.0f} records/s ({q} queries/record); bound forward/{q} = {fwd / q:.0f}; "
             f"ratio = {rps / (fwd / q):.3f}; peak {peak(dev)}")
+    pia_bf16_vs_matmul(trained, tgt, rec, acfg, rate_bf16, dev)
     say(f"gpu_check: done in {time.perf_counter() - t_start:.0f} s")
+
+
+def pia_bf16_vs_matmul(net, tgt, rec, acfg, rate_bf16: float, dev) -> None:
+    """PIA at attack.precision=bf16, batch 256, against the hardware bound: the bf16 matmul rate measured in this
+    run ÷ the FLOPs of PIA's two forwards per record (issue 25's GPU goal: ratio ≥ 0.5 on the paper victim)."""
+    from privbench.attacks.pia import PIA
+    from privbench.models.flops import forward_flops
+
+    nb = min(256, len(rec))
+    xs, ys = rec.x[:nb].to(dev), rec.y[:nb].to(dev)
+    ts = torch.full((nb,), acfg.t, dtype=torch.long, device=dev)
+    per_record = 2 * forward_flops(net, xs, ts, ys, autocast=torch.bfloat16) / nb
+    bound = rate_bf16 / per_record
+    attack = PIA(replace(acfg, batch_size=256, precision="bf16"))
+    attack.run(tgt, rec)  # warm-up (autocast kernels)
+    rps = len(rec) / timed(lambda: attack.run(tgt, rec), dev, 2)
+    say(f"[attack PIA bf16 batch 256] {rps:.0f} records/s; {per_record / 1e9:.3f} GFLOP/record (2 forwards); "
+        f"bf16 matmul bound {bound:.0f} records/s; ratio = {rps / bound:.3f} (goal >= 0.5 on a GPU)")
 
 
 if __name__ == "__main__":

@@ -125,6 +125,9 @@ class CommonSettings:
     """Settings of every attack (``attack.*`` keys; an attack adds its own with a ``Settings`` subclass)."""
     batch_size: int = setting(256, lo=1, help="records per batched model query of every attack")
     bootstrap: int = setting(1000, lo=0, hi=100_000, help="bootstrap resamples for CIs")
+    precision: str = setting("fp32", choices=("fp32", "bf16"), hashed_at_default=False,
+                             help="bf16: the target's forward passes under bfloat16 autocast (scores in fp32; "
+                                  "GPU speed-up, see docs/scaling.md)")
 
 
 register_section("attack", CommonSettings, training=False, presets={"test": {"bootstrap": 50}})
@@ -174,6 +177,8 @@ class Attack:
         super().__init_subclass__(**kw)
         if "Settings" in cls.__dict__:
             register_section("attack", cls.Settings, presets=cls.settings_presets, training=False)
+        if "run" in cls.__dict__:  # every attack's queries run at its attack.precision
+            cls.run = _at_precision(cls.__dict__["run"])
 
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:
@@ -241,8 +246,11 @@ class Attack:
         return out
 
     def hash_dict(self, cfg=None) -> dict:
+        defaults = {f.name: f for f in dataclass_fields(self.Settings)}
         d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
-             "settings": {k: self.settings[k] for k in self.config_fields()}}
+             "settings": {k: self.settings[k] for k in self.config_fields()
+                          if defaults[k].metadata.get("hashed_at_default", True)
+                          or self.settings[k] != defaults[k].default}}  # e.g. precision=fp32: older results' hash
         if cfg is not None:
             for key in self.extra_config_keys:
                 sec, name = key.split(".")
@@ -261,6 +269,20 @@ class Attack:
             d["reference_models"] = int(self.settings["n_reference"])
             d["reference_pool"] = self.settings["reference_pool"]
         return d
+
+
+def _at_precision(run):
+    """``run`` with the target queried at the attack's ``precision`` (:meth:`Target.query_precision`)."""
+    import functools
+
+    @functools.wraps(run)
+    def wrapper(self, target, records, env=None):
+        precision = self.settings.get("precision", "fp32")
+        if precision == "fp32" or not hasattr(target, "query_precision"):
+            return run(self, target, records, env)
+        with target.query_precision(precision):
+            return run(self, target, records, env)
+    return wrapper
 
 
 #: bump when an attack's numbers change for the same config (invalidates cached attack results)

@@ -107,6 +107,7 @@ PLUGIN_GROUPS = {"privbench.attacks": ATTACKS, "privbench.methods": METHODS, "pr
                  "privbench.accountants": ACCOUNTANTS}
 
 _loaded = False
+_source_listing: dict | None = None  # registry_source's reading, once per process
 
 
 def _import_all(name: str) -> None:
@@ -126,6 +127,35 @@ def load_builtins() -> None:
     for name in BUILTINS:
         _import_all(name)
     _load_plugins()
+
+
+def _plugins_declared() -> bool:
+    from importlib.metadata import entry_points
+
+    if os.environ.get("PRIVBENCH_PLUGINS", "").strip():
+        return True
+    eps = entry_points()  # one scan of the installed distributions' metadata (a scan per group costs 4×)
+    return any(True for group in PLUGIN_GROUPS for _ in eps.select(group=group))
+
+
+def listing(var: str) -> list[tuple[str, str]]:
+    """(name, description) of every entry of the registry named ``var`` (``"ATTACKS"``, …), in registration order.
+
+    Without plug-ins and before anything imported the built-ins, they are read from their source
+    (:mod:`.registry_source`: no torch import, a fraction of a second); otherwise, or when a registration cannot be
+    read that way, from the imported registry."""
+    global _source_listing
+    reg = globals()[var]
+    if not _loaded and (_source_listing is not None or not _plugins_declared()):
+        from .registry_source import Unresolvable, builtin_listing
+
+        try:
+            if _source_listing is None:
+                _source_listing = builtin_listing(BUILTINS)
+            return _source_listing[var]
+        except (Unresolvable, SyntaxError, OSError, UnicodeDecodeError):
+            pass
+    return [(e.name, e.description) for e in reg]
 
 
 def _load_plugins() -> None:

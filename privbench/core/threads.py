@@ -11,16 +11,42 @@ same time on this machine:
 
 An explicit ``--threads N`` wins over both. ``OMP_NUM_THREADS`` given by the user is also honoured as the
 default (torch reads it at start-up; torchrun sets it to 1 when unset).
+
+Two more rules keep a busy machine (a CI runner, a laptop, a shared server) from costing more than its fair share
+(docs/scaling.md §1, measured by ``benchmarks/threads_under_load.py``):
+
+- **passive OpenMP wait** (:func:`passive_wait_by_default`, called by ``import privbench`` before torch is
+  imported): OpenMP's worker threads sleep between parallel regions instead of spinning on cores that other
+  processes need. A user's own ``OMP_WAIT_POLICY`` is left as it is;
+- **one thread for a small model** (:func:`fit_threads_to_model`): below :data:`SMALL_MODEL_PARAMS` parameters a
+  step's operations are too small for a second thread to pay for its wake-ups, and under load the second thread
+  waits for a core. Only a default count is lowered: ``--threads N`` and ``OMP_NUM_THREADS`` are kept.
+
+torch is imported inside the functions that need it, so that ``import privbench`` (and the command line's
+start-up) stays light.
 """
 from __future__ import annotations
 
 import os
-
-import torch
+import sys
 
 from .errors import BadInput
 
 _configured: int | None = None
+_explicit = False  # the count was given (--threads, OMP_NUM_THREADS), not chosen by default_threads
+
+#: models with fewer parameters train, sample and are attacked with one thread by default (the test and tiny
+#: presets' UNets: 41k and 0.3M parameters; the paper UNet has 35.7M) — benchmarks/threads_under_load.py
+SMALL_MODEL_PARAMS = 2_000_000
+
+
+def passive_wait_by_default() -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a wait policy or torch (and its OpenMP runtime, which
+    reads the variable when it loads) is already imported; True if set. Child processes inherit it."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ or "torch" in sys.modules:
+        return False
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
 
 
 def available_cores() -> int:
@@ -52,11 +78,13 @@ def concurrent_workers() -> int:
     return max(env_positive_int(var, 1) for var in ("PRIVBENCH_WORKERS", "LOCAL_WORLD_SIZE"))
 
 
-def default_threads() -> int:
+def _user_omp_threads() -> int | None:
     raw = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return max(1, available_cores() // concurrent_workers())
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def default_threads() -> int:
+    return _user_omp_threads() or max(1, available_cores() // concurrent_workers())
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
@@ -92,7 +120,10 @@ def configure_threads(n: int | None = None) -> int:
     ``OMP_NUM_THREADS`` would do at start-up. The inter-op pool can be sized only before its first use;
     when that has happened it is left as it is (privbench runs no inter-op parallel work).
     """
-    global _configured
+    global _configured, _explicit
+    import torch
+
+    explicit = n is not None or _user_omp_threads() is not None
     if n is None:
         n = default_threads()
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -103,10 +134,29 @@ def configure_threads(n: int | None = None) -> int:
         torch.set_num_interop_threads(n)
     except RuntimeError:  # already used (or already set) in this process: torch allows it only once
         pass
-    _configured = n
+    _configured, _explicit = n, explicit
     return n
+
+
+def fit_threads_to_model(model) -> int:
+    """One intra-op thread for a model below :data:`SMALL_MODEL_PARAMS` parameters when the count was chosen by
+    :func:`configure_threads`'s default (not given); returns the count in use. A no-op elsewhere (a library user
+    who never called configure_threads keeps torch's own setting)."""
+    global _configured
+    import torch
+
+    if _configured is None or _explicit or _configured == 1:
+        return torch.get_num_threads()
+    if sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS:
+        torch.set_num_threads(1)
+        _configured = 1
+    return torch.get_num_threads()
 
 
 def configured_threads() -> int:
     """The count set by :func:`configure_threads`, else torch's current intra-op count."""
-    return _configured if _configured is not None else torch.get_num_threads()
+    if _configured is not None:
+        return _configured
+    import torch
+
+    return torch.get_num_threads()

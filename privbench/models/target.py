@@ -2,6 +2,7 @@
 threat model hands the attacker (for PFDM, the uploads)."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -45,6 +46,19 @@ class Target:
         self.meta = meta or {}
         self.alphas_cumprod = schedule.alphas_cumprod(self.device)
         self.num_timesteps = schedule.num_timesteps
+        self._autocast: torch.dtype | None = None  # set by query_precision
+
+    @contextlib.contextmanager
+    def query_precision(self, precision: str = "fp32"):
+        """Within the block, ``predict_noise`` runs the network under autocast (``bf16``: matmuls and convolutions
+        in bfloat16, weights unchanged) and returns float32, so what an attack computes from ε̂ stays fp32."""
+        if precision not in ("fp32", "bf16"):
+            raise BadInput(f"attack.precision={precision!r}: choose fp32 or bf16")
+        old, self._autocast = self._autocast, (torch.bfloat16 if precision == "bf16" else None)
+        try:
+            yield self
+        finally:
+            self._autocast = old
 
     @property
     def white_box(self) -> bool:
@@ -66,6 +80,12 @@ class Target:
             t = torch.full((x_t.shape[0],), int(t), dtype=torch.long)
         t = t.to(self.device).long().expand(x_t.shape[0]) if t.dim() == 0 else t.to(self.device).long()
         y = y.to(self.device).long() if (y is not None and self.num_classes) else None
+        if self._autocast is not None:
+            with torch.autocast(self.device.type, dtype=self._autocast):
+                return self._predict(x_t, t, y).float()
+        return self._predict(x_t, t, y)
+
+    def _predict(self, x_t, t, y):
         if self._eps_fn is not None:
             return self._eps_fn(x_t, t, y)
         extra = None

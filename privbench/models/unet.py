@@ -59,6 +59,10 @@ def build_denoiser(model_cfg, channels: int, size: int, num_classes: int | None,
 
         raise BadInput(f"model.block_out_channels has {n_levels} levels; image size {size} must be divisible "
                        f"by {2 ** (n_levels - 1)}")
-    return Denoiser(channels, size, tuple(model_cfg.block_out_channels), model_cfg.layers_per_block,
-                    tuple(model_cfg.attention_levels), model_cfg.dropout, model_cfg.norm_num_groups,
-                    num_classes if model_cfg.class_conditional else None, num_extra)
+    from ..core.threads import fit_threads_to_model
+
+    net = Denoiser(channels, size, tuple(model_cfg.block_out_channels), model_cfg.layers_per_block,
+                   tuple(model_cfg.attention_levels), model_cfg.dropout, model_cfg.norm_num_groups,
+                   num_classes if model_cfg.class_conditional else None, num_extra)
+    fit_threads_to_model(net)  # a small model: one thread unless the count was given (core/threads.py)
+    return net

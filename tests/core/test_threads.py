@@ -63,3 +63,65 @@ def test_cli_threads_option(tmp_path):
     r = CliRunner().invoke(main, ["train", "--method", "centralized", "--preset", "test", "--threads", "0",
                                   "--runs-dir", str(tmp_path)])
     assert r.exit_code == 2 and "--threads" in r.output
+
+
+_POLICY_PROBE = ("import os, sys\n{pre}import privbench\n"
+                 "print(os.environ.get('OMP_WAIT_POLICY', '-'), 'torch' in sys.modules)")
+
+
+@pytest.mark.parametrize("user, torch_first, expected", [(None, False, "PASSIVE False"),
+                                                         ("ACTIVE", False, "ACTIVE False"),
+                                                         (None, True, "- True")])
+def test_passive_wait_policy_unless_the_user_set_one(user, torch_first, expected):
+    """`import privbench` sets OMP_WAIT_POLICY=PASSIVE before torch loads; a user's policy (or a torch already
+    loaded, whose OpenMP runtime has read the environment) is left alone."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    if user:
+        env["OMP_WAIT_POLICY"] = user
+    code = _POLICY_PROBE.format(pre="import torch\n" if torch_first else "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == expected
+
+
+def _model(n_params: int) -> torch.nn.Module:
+    return torch.nn.Linear(n_params - 1, 1)  # n_params - 1 weights and one bias
+
+
+def test_small_model_gets_one_thread_by_default(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("PRIVBENCH_WORKERS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    assert threads.configure_threads() == 4
+    assert threads.fit_threads_to_model(_model(threads.SMALL_MODEL_PARAMS)) == 4  # at the bound: kept
+    assert threads.fit_threads_to_model(_model(threads.SMALL_MODEL_PARAMS - 1)) == 1 == torch.get_num_threads()
+    assert threads.configured_threads() == 1
+
+
+def test_given_thread_count_is_kept_for_a_small_model(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    threads.configure_threads(3)
+    assert threads.fit_threads_to_model(_model(10)) == 3 == torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's OMP_NUM_THREADS is a given count too
+    threads.configure_threads()
+    assert threads.fit_threads_to_model(_model(10)) == 2
+
+
+def test_small_model_rule_reaches_the_denoiser(monkeypatch):
+    """The UNet factory applies the rule: the test preset's UNet (41k parameters) runs on one thread."""
+    from privbench.core.config import build_config
+    from privbench.models.unet import build_denoiser
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    threads.configure_threads()
+    cfg = build_config("centralized", preset="test")
+    build_denoiser(cfg.model, 1, 8, 10)
+    assert torch.get_num_threads() == 1
