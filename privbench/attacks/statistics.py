@@ -112,5 +112,5 @@ class StatisticSetting:
         sub = self.statistic_attack()
         if sub is None:
             return float(self.lira_draws)
-        q = (sub.threat_model or {}).get("queries_per_record")
+        q = (sub.threat() or {}).get("queries_per_record")
         return float(q) if isinstance(q, (int, float)) else float("nan")

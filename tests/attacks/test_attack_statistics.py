@@ -81,3 +81,26 @@ def test_a_statistic_that_is_not_one_is_refused_in_one_line(bad):
         LiRA(statistic=bad).validate(1000)
     with pytest.raises(BadInput, match="not a variant of rmia"):
         RMIA.variant_overrides([bad])
+
+
+def test_sima_mc_is_the_mean_norm_over_fixed_noised_queries():
+    from privbench.attacks.references import record_noise
+    from privbench.attacks.sima import SimA
+    from attack_fakes import SCHEDULE
+
+    rec = _records(3, 3)
+    a = SCHEDULE.alphas_cumprod()[100]
+    mc = SimA(sima_estimator="mc", sima_draws=3, batch_size=4)
+    out = mc.run(_scaled(0.5), rec, AttackEnv(seed=7))
+    want = []
+    for j in range(len(rec)):
+        d = [float((0.5 * (a.sqrt() * rec.x[j] + (1 - a).sqrt() * record_noise(rec.index[j:j + 1], (1, 8, 8), 7,
+                                                                                100, k)[0])).abs().pow(4).sum())
+             for k in range(3)]
+        want.append(-np.mean(d))
+    np.testing.assert_allclose(out.scores, want, rtol=1e-5)
+    assert mc.label == "sima@mc" and SimA().label == "sima" and out.nfe_per_record == 3
+    assert mc.threat()["queries_per_record"] == 3 and SimA().threat()["queries_per_record"] == 1
+    assert "sima_estimator" not in SimA().hash_dict()["settings"]  # sima's existing results keep their hash
+    clean = SimA(batch_size=4).run(_scaled(0.5), rec, AttackEnv(seed=7)).scores
+    np.testing.assert_allclose(clean, [-float((0.5 * rec.x[j]).abs().pow(4).sum()) for j in range(6)], rtol=1e-5)
