@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -288,13 +289,13 @@ def _external_or_method(command, method, model_path, external, config_file, down
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, strict=True) -> dict:
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model")
+                           target_name=target or "model", strict=strict)
 
 
 @main.command()
@@ -319,15 +320,74 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
                            config_file, download):
         from .reports.text import result_summary
 
-        res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
-                            scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
-        _emit(res, as_json, result_summary(res))
+        names = _attack_list(attack_name, sets=sets)
+        results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
+                                 scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
+                                 preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
+                                 data_root=data_root, strict=len(names) == 1) for a in names]
+        if len(results) == 1:
+            _emit(results[0], as_json, result_summary(results[0]))
+        else:
+            _emit({"results": results}, as_json, "\n".join(result_summary(r) for r in results))
         return
     dataset = dataset or "digits"
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
-    _emit(res, as_json, format_table([res]))
+    names = _attack_list(attack_name, cfg)
+    results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
+               for a in names]
+    _emit(results[0] if len(results) == 1 else {"results": results}, as_json, format_table(results))
+
+
+def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
+    """``--attack pia,sima,lira`` → the labels, each checked before any attack runs (one line, exit 2)."""
+    from .attacks.base import split_label
+    from .core.registry import ATTACKS
+
+    names = [a.strip() for a in str(attack_name).split(",")]
+    if not all(names):
+        raise BadInput(f"--attack {attack_name!r}: an empty attack name in the comma-separated list")
+    if len(set(names)) != len(names):
+        raise BadInput(f"--attack {attack_name!r}: an attack is named twice")
+    used: set[str] = set()
+    for a in names:
+        name, values = split_label(a)
+        cls = ATTACKS.get(name).factory
+        cls.variant_overrides(values)
+        used.update(cls.setting_names())
+        if cfg is not None:
+            from .runs.attack import make_attack
+
+            make_attack(cfg, a, strict=False)
+    from .core.config import parse_set_args
+
+    explicit = getattr(cfg, "explicit", ()) if cfg is not None else [k for k, _ in parse_set_args(list(sets or ()))]
+    unused = sorted(k for k in explicit if k.startswith("attack.") and k.split(".", 1)[1] not in used)
+    if unused:  # with several attacks, a key must be a setting of at least one of them
+        raise BadInput(f"{', '.join(unused)}: not a setting of any of the attacks {', '.join(names)}")
+    return names
+
+
+def _combined_report(results: list[dict], runs_dir) -> dict:
+    """The report of several attacks run by one command: every result in one table, one HTML/CSV report."""
+    from .core.config import config_hash
+    from .core.io import atomic_write_text
+    from .reports import render_report
+    from .reports.text import format_table
+    from .runs.store import default_runs_dir
+
+    key = config_hash({"results": sorted(str(r["scores_path"]) for r in results)})
+    folder = (Path(runs_dir) if runs_dir else default_runs_dir()) / f"combined-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict = {"markdown": str(folder / "report.md")}
+    atomic_write_text(folder / "report.md", "# " + ", ".join(r.get("label") or r["attack"] for r in results)
+                      + "\n\n```\n" + format_table(results, detailed=True) + "\n```\n")
+    try:
+        files = [str(Path(r["scores_path"]).parent / "result.json") for r in results]
+        paths["rendered"] = [str(p) for p in render_report(folder, folder / "report", ["html", "csv"],
+                                                           results_from=files) or []]
+    except Exception as e:  # noqa: BLE001 — the report is a convenience; the attack results stand
+        paths["rendered_error"] = f"{type(e).__name__}: {e}"
+    return paths
 
 
 @main.command()
@@ -350,12 +410,25 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
 
     if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
                            config_file, download):
-        res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
-                            scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+        names = _attack_list(attack_name, sets=sets)
+        results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
+                                 scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
+                                 preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
+                                 data_root=data_root, strict=len(names) == 1) for a in names]
     else:
         cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
-        res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
+        names = _attack_list(attack_name, cfg)
+        results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
+                   for a in names]
+    if len(results) > 1:  # one run per attack (each with its own report) and one combined report
+        for r in results:
+            r["report"] = write_run_report(r)
+        combined = _combined_report(results, runs_dir)
+        page = next((p for p in combined.get("rendered", []) if p.endswith("index.html")), None)
+        _emit({"results": results, "report": combined}, as_json,
+              format_table(results, detailed=True) + "\n" + f"report: {page or combined['markdown']}")
+        return
+    res = results[0]
     res["report"] = write_run_report(res)
     page = next((p for p in res["report"].get("rendered", []) if p.endswith("index.html")), None)
     where = f"report: {page}" if page else f"report: {res['report'].get('markdown')} (HTML report failed: " \
