@@ -436,6 +436,36 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     _emit(res, as_json, format_table([res], detailed=True) + "\n" + where)
 
 
+@main.command("infer-dataset")
+@click.option("--model", "model_path", required=True, type=click.Path(),
+              help="the model: a diffusers pipeline or UNet2DModel folder, or a pytorch-ddpm ckpt.pt with --arch")
+@click.option("--suspect", required=True, help="the suspect records (.npz, image folder, or .npy indices)")
+@click.option("--reference", required=True, help="records known NOT to have trained the model (same formats)")
+@click.option("--statistics", default="loss,pia,sima", show_default=True,
+              help="per-record statistics combined by the test (comma-separated)")
+@click.option("--dataset", default=None, help="the dataset .npy indices refer to")
+@click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]))
+@click.option("--scheduler-config", default=None, type=click.Path())
+@click.option("--ema/--no-ema", default=True, show_default=True)
+@click.option("--seed", default=0, type=click.IntRange(0, MAX_SEED), show_default=True)
+@click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]), show_default=True)
+@click.option("--data-root", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, scheduler_config, ema, seed, device,
+                  data_root, as_json):
+    """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
+    from .core.threads import configure_threads
+    from .runs.dataset_inference import infer_dataset as run
+
+    configure_threads(None)
+    res = run(model_path, suspect, reference, statistics=statistics.split(","), seed=seed, device=device, arch=arch,
+              scheduler_config=scheduler_config, use_ema=ema, dataset=dataset, data_root=data_root)
+    human = (f"p = {res['p_value']:.3g} ({res['method']}; {res['n_suspect']} suspect vs {res['n_reference']} "
+             f"reference records; statistics {', '.join(res['statistics'])})\n"
+             f"shift check: p = {res['shift_check']['p_value']:.3g}: {res['shift_check']['verdict']}")
+    _emit(res, as_json, human)
+
+
 @main.command("export")
 @click.argument("run_dir")
 @click.option("--target", default=None, help="target of the run [default: the method's default target]")

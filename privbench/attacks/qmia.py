@@ -15,7 +15,7 @@ log q̂_α(x) − log s(x) (the margin Tang et al. threshold at 0). The statisti
 (``--set attack.statistic=secmi``); privbench's default is the one shared with lira/rmia.
 
 Regressor (``attack.qmia_model``) on ``log s`` with features of the record (its pixels average-pooled to at most
-8×8 per channel, plus the pixel mean and standard deviation):
+4×4 per channel, plus the pixel mean and standard deviation):
 
 * ``gaussian`` (default): a location-scale model — μ(x) by ridge regression and log σ(x) by ridge regression of
   log|residual| (+ 0.635, the offset E log|Z| = −(γ + ln 2)/2 of a standard normal), q̂_α(x) = μ(x) + σ(x)·Φ⁻¹(α):
@@ -72,8 +72,9 @@ class QMIASettings(CommonSettings):
 
 
 def record_features(x: torch.Tensor) -> np.ndarray:
-    """(n, f) features of images (n×C×H×W): pixels average-pooled to ≤ 8×8 per channel, pixel mean and std."""
-    side = (min(8, x.shape[-2]), min(8, x.shape[-1]))
+    """(n, f) features of images (n×C×H×W): pixels average-pooled to ≤ 4×4 per channel, pixel mean and std (few
+    features: the regressor is fitted on as few as a hundred public records)."""
+    side = (min(4, x.shape[-2]), min(4, x.shape[-1]))
     pooled = F.adaptive_avg_pool2d(x.double(), side).flatten(1)
     flat = x.double().flatten(1)
     return torch.cat([pooled, flat.mean(1, keepdim=True), flat.std(1, keepdim=True)], 1).numpy()
@@ -132,6 +133,17 @@ class QuantileModel:
         return self
 
 
+def _public_records(refs) -> Records | None:
+    """Records known to be non-members of the target: the offline pool (outside the evaluation split) and the
+    population; an online pool is the evaluation split itself (members included), so it is never used."""
+    parts = [r for r in ((refs.pool if refs.mode == "offline" else None), refs.population)
+             if r is not None and len(r)]
+    if not parts:
+        return None
+    return Records(torch.cat([r.x for r in parts]), torch.cat([r.y for r in parts]),
+                   torch.zeros(sum(len(r) for r in parts), dtype=torch.long), torch.cat([r.index for r in parts]))
+
+
 def fit_qmia(feat: np.ndarray, stat: np.ndarray, *, alpha: float, kind: str, conformal: bool,
              seed: int) -> QuantileModel:
     """The quantile model of log-statistic ``stat`` on public non-members (``feat``: their features)."""
@@ -174,28 +186,29 @@ class QMIA(StatisticSetting, Attack):
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
         refs = require_references(env, "qmia", minimum=0)
-        if refs.pool is None or len(refs.pool) == 0:
-            raise BadInput("qmia needs public non-member records (the offline pool)")
+        public = _public_records(refs)
+        if public is None:
+            raise BadInput("qmia needs public non-member records (the offline pool or population records)")
         log_s = lambda recs: np.log(np.maximum(self.statistic_values(target, recs, env.seed).mean(1), 1e-300))  # noqa: E731
-        s_pub, s_eval = log_s(refs.pool), log_s(records)
-        model = fit_qmia(record_features(refs.pool.x), s_pub, alpha=float(self.qmia_alpha), kind=self.qmia_model,
+        s_pub, s_eval = log_s(public), log_s(records)
+        model = fit_qmia(record_features(public.x), s_pub, alpha=float(self.qmia_alpha), kind=self.qmia_model,
                          conformal=bool(self.qmia_conformal), seed=env.seed)
         q_eval = model.predict(record_features(records.x))
         scores = q_eval - s_eval
         flagged = scores > 0
         lab = records.labels.numpy() == 1
         stat = self.statistic_figures()
-        res = AttackOutput(scores=scores, nfe_per_record=self.statistic_queries() * (1 + len(refs.pool) / len(records)))
+        res = AttackOutput(scores=scores, nfe_per_record=self.statistic_queries() * (1 + len(public) / len(records)))
         res.arrays = {"qmia_log_statistic": s_eval, "qmia_log_quantile": q_eval}
         res.figures = {
             "alpha": float(self.qmia_alpha), "model": self.qmia_model, "conformal": bool(self.qmia_conformal),
-            "public_records": len(refs.pool), "statistic_name": stat["name"], "statistic": stat["definition"],
+            "public_records": len(public), "statistic_name": stat["name"], "statistic": stat["definition"],
             "statistic_settings": stat.get("settings"),
             "at_alpha": {"fpr": float(flagged[~lab].mean()) if (~lab).any() else None,
                          "tpr": float(flagged[lab].mean()) if lab.any() else None,
                          "note": "the regressor's own alpha-threshold (no evaluation label used to set it)"},
             "score": "log q_alpha(x) - log s(x), q from a regressor fitted on public non-members (higher = member)"}
         res.notes.append(f"QMIA: {self.qmia_model} quantile regressor of log {self.statistic} at alpha="
-                         f"{self.qmia_alpha:g} on {len(refs.pool)} public non-members"
+                         f"{self.qmia_alpha:g} on {len(public)} public non-members"
                          + (" with a split-conformal correction" if self.qmia_conformal else ""))
         return res

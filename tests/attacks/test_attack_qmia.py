@@ -75,7 +75,7 @@ def test_qmia_attack_fits_on_the_pool_only_and_scores_the_margin():
     rec = Records(torch.rand((20, 1, 8, 8), generator=g) * 2 - 1, torch.zeros(20, dtype=torch.long),
                   torch.cat([torch.ones(10), torch.zeros(10)]).long(), torch.arange(20))
     target = fake_target(lambda x_t, t, y=None: 0.5 * x_t)
-    env = AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool), pool=pool))
+    env = AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool), mode="offline", pool=pool))
     q = QMIA(statistic="sima", batch_size=64)
     out = q.run(target, rec, env)
     s = lambda r: np.log((0.5 * r.x.double()).abs().pow(4).flatten(1).mean(1).numpy())  # noqa: E731
