@@ -246,11 +246,13 @@ class Attack:
         return out
 
     def hash_dict(self, cfg=None) -> dict:
-        defaults = {f.name: f for f in dataclass_fields(self.Settings)}
+        meta = {f.name: f for f in dataclass_fields(self.Settings)}
+        defaults = self.Settings()
+        # a setting added later whose default reproduces earlier results enters the hash only off its default
         d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
              "settings": {k: self.settings[k] for k in self.config_fields()
-                          if defaults[k].metadata.get("hashed_at_default", True)
-                          or self.settings[k] != defaults[k].default}}  # e.g. precision=fp32: older results' hash
+                          if meta[k].metadata.get("hashed_at_default", True)
+                          or self.settings[k] != getattr(defaults, k)}}
         if cfg is not None:
             for key in self.extra_config_keys:
                 sec, name = key.split(".")

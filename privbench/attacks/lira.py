@@ -11,6 +11,10 @@ Gaussians, and a loss is positive, right-skewed and spreads in proportion to its
 one global width fits the log far better than the raw loss (the paper's principle: make the statistic Gaussian).
 The draws are averaged as the paper averages its per-augmentation scores.
 
+``attack.statistic`` (:mod:`privbench.attacks.statistics`) replaces the loss by another registered per-record
+statistic — e.g. ``lira@sima``: SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every
+reference model (one deterministic "draw"); the calibration below is unchanged (the paper separates the two).
+
 For each record, the reference models' statistics are split by whether the reference trained on the record
 (IN) or not (OUT) and a Gaussian is fitted to each side, per record and per draw:
 
@@ -47,8 +51,8 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import (REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, fixed_noise_losses,
-                         require_references)
+from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, require_references
+from .statistics import StatisticSetting
 
 
 @dataclass
@@ -139,13 +143,13 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 
 
 @ATTACKS.register_class
-class LiRA(Attack):
+class LiRA(StatisticSetting, Attack):
     name = "lira"
     description = "LiRA (online/offline): per-record Gaussians of reference models' fixed-noise log-losses at t=200"
     report_order = 70
     needs_references = True
     Settings = LiRASettings
-    variant_settings = ("reference_pool", "lira_convention")
+    variant_settings = ("reference_pool", "lira_convention", "statistic")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
@@ -159,6 +163,7 @@ class LiRA(Attack):
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         check_fixed_noise(self, num_timesteps, "lira")
+        self.statistic_attack(num_timesteps)
 
     def variance_mode(self, n_ref: int) -> str:
         if self.lira_variance == "auto":
@@ -169,28 +174,30 @@ class LiRA(Attack):
         env = env or AttackEnv()
         refs = require_references(env, "lira")
         t = check_timestep(self.t, target.num_timesteps, "attack.t")
-        k = int(self.lira_draws)
-        s = fixed_noise_losses(target, records, t, k, env.seed, self.batch_size)
-        r = np.stack([fixed_noise_losses(m, records, t, k, env.seed, self.batch_size) for m in refs.targets])
+        s = self.statistic_values(target, records, env.seed)
+        r = np.stack([self.statistic_values(m, records, env.seed) for m in refs.targets])
+        k = int(s.shape[1])
+        q = self.statistic_queries()
         if self.lira_transform == "log":
             s, r = np.log(np.maximum(s, 1e-300)), np.log(np.maximum(r, 1e-300))
         online = refs.mode == "online"
         variance = self.variance_mode(len(refs))
         scores, info = lira_scores(s, r, refs.in_masks, online=online, variance=variance,
                                    convention=self.lira_convention)
-        res = AttackOutput(scores=scores, nfe_per_record=k)
+        res = AttackOutput(scores=scores, nfe_per_record=q)
         res.arrays = {"lira_statistic": s.mean(axis=1)}
+        stat = self.statistic_figures()
         res.figures = {"t": t, "draws": k, "variant": "online" if online else "offline",
                        "variance": variance, "convention": self.lira_convention, "transform": self.lira_transform,
-                       "queries_per_record": k,
-                       "reference_queries_per_record": k * len(refs), "references": refs.describe(), **info,
-                       "statistic": ("log " if self.lira_transform == "log" else "")
-                       + "mean over pixels of (eps - eps_theta(x_t, t))^2, fixed noise per record",
+                       "queries_per_record": q,
+                       "reference_queries_per_record": q * len(refs), "references": refs.describe(), **info,
+                       "statistic_name": stat["name"], "statistic_settings": stat.get("settings"),
+                       "statistic": ("log " if self.lira_transform == "log" else "") + stat["definition"],
                        "score": ("mean_d log N(s; mu_in, sd_in) - log N(s; mu_out, sd_out)" if online else
                                  ("-mean_d log N(s; mu_out, sd_out) (two-sided, official code)"
                                   if self.lira_convention == "official" else
                                   "mean_d log Pr[Z >= s], Z ~ N(mu_out, sd_out) (one-sided)"))
                        + " (higher = member)"}
         res.notes.append(f"LiRA {'online' if online else 'offline'} with {len(refs)} reference models, "
-                         f"{variance} variance, {self.lira_convention} convention")
+                         f"{variance} variance, {self.lira_convention} convention, statistic {self.statistic}")
         return res

@@ -28,6 +28,9 @@ z are population records in no training set (``attack.rmia_population`` of them,
 and the reference pool); every reference is OUT on them, so Pr(z) is their mean (online) or the same
 interpolation (offline). γ = ``attack.rmia_gamma`` (1, as the official code's ``ratios > 1.0``).
 
+``attack.statistic`` (:mod:`privbench.attacks.statistics`) replaces the loss in the proxy by another per-record
+statistic s on the same per-pixel scale (``rmia@sima``: Pr(x | θ) := exp(−Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W)).
+
 Conventions of the official code that differ: its newer ``get_out_ref_signals`` uses only the OUT references
 plus ``a`` even when IN references exist; privbench follows the paper (all references, online). With a finite z
 set the score is a step function of LR(x), so records are ranked by LR(x) with ties between consecutive z.
@@ -42,8 +45,8 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import (REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, fixed_noise_losses,
-                         require_references)
+from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, require_references
+from .statistics import StatisticSetting
 
 
 @dataclass
@@ -100,13 +103,13 @@ def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: floa
 
 
 @ATTACKS.register_class
-class RMIA(Attack):
+class RMIA(StatisticSetting, Attack):
     name = "rmia"
     description = "RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models"
     report_order = 80
     needs_references = True
     Settings = RMIASettings
-    variant_settings = ("reference_pool",)
+    variant_settings = ("reference_pool", "statistic")
     settings_presets = {"test": {**REFERENCE_TEST_PRESET, "rmia_population": 64}}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
                     "reference_models": "attack.n_reference",
@@ -121,6 +124,7 @@ class RMIA(Attack):
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         check_fixed_noise(self, num_timesteps, "rmia")
+        self.statistic_attack(num_timesteps)
         if not (self.rmia_a == -1 or 0.0 <= self.rmia_a <= 1.0):
             raise BadInput(f"attack.rmia_a={self.rmia_a}: a value in [0, 1], or -1 to tune it on a reference model")
         if not self.rmia_gamma > 0:
@@ -132,10 +136,10 @@ class RMIA(Attack):
         if refs.population is None or len(refs.population) == 0:
             raise BadInput("rmia needs population records z (records in no training set)")
         t = check_timestep(self.t, target.num_timesteps, "attack.t")
-        k, bs = int(self.lira_draws), self.batch_size
+        k = self.statistic_queries()
 
-        def lik(model, recs):  # Pr(x | θ) proxy: exp(−mean over draws of the per-pixel loss)
-            return np.exp(-fixed_noise_losses(model, recs, t, k, env.seed, bs).mean(axis=1))
+        def lik(model, recs):  # Pr(x | θ) proxy: exp(−mean over draws of the per-pixel statistic)
+            return np.exp(-self.statistic_values(model, recs, env.seed).mean(axis=1))
 
         online = refs.mode == "online"
         p_x, p_z = lik(target, records), lik(target, refs.population)
@@ -163,9 +167,10 @@ class RMIA(Attack):
             "gamma": float(self.rmia_gamma), "n_population": len(refs.population),
             "queries_per_record": k, "population_queries": k * len(refs.population),
             "reference_queries": k * ref_q * len(refs), "references": refs.describe(),
-            "likelihood": "Pr(x|theta) = exp(-mean_d mean_pixels (eps_d - eps_theta(x_t, t))^2), fixed noise",
+            "statistic_name": self.statistic, "statistic_settings": self.statistic_figures().get("settings"),
+            "likelihood": f"Pr(x|theta) = exp(-s), s = {self.statistic_figures()['definition']}",
             "score": "share of population z with LR(x)/LR(z) > gamma, LR = Pr(x|theta)/Pr(x) (higher = member)"})
         res.figures = figures
         res.notes.append(f"RMIA {'online' if online else f'offline (a={a})'} with {len(refs)} reference models and "
-                         f"{len(refs.population)} population records; likelihood proxy exp(-diffusion loss)")
+                         f"{len(refs.population)} population records; likelihood proxy exp(-{self.statistic} statistic)")
         return res

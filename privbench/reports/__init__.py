@@ -27,8 +27,11 @@ from ..core.errors import BadInput
 FORMATS = ("html", "csv", "latex", "markdown")
 
 
-def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None) -> list[Path]:
-    """Render ``directory`` (run, bench or folder of runs) into ``out``; returns the files written."""
+def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None,
+                  results_from: list | None = None) -> list[Path]:
+    """Render ``directory`` (run, bench or folder of runs) into ``out``; returns the files written.
+    ``results_from``: the result.json files or run directories to read instead of ``directory``'s (the combined
+    report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders)."""
     from ..core.io import atomic_path
     from .collect import load_results, read_bench
     from .tables import Tables
@@ -41,7 +44,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     if not d.is_dir():
         raise BadInput(f"{directory}: no such directory (give a run directory or a bench directory)")
     bench = read_bench(d) if (d / "bench.json").is_file() else None
-    results = load_results([d])
+    results = load_results(list(results_from) if results_from else [d])
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -161,6 +161,8 @@ def build_references(cfg, method, target_name: str, records: Records, *, n: int,
                                                      "note": "references[i][k] = 1: reference i trained on "
                                                              "pool_index[k] (before any per-target sub-split)"})
     pop = _records(ctx, population) if population else None
-    return ReferenceModels(targets=targets, in_masks=np.asarray(in_masks, dtype=bool), mode=mode,
-                           pool=pool_records, pool_in=np.asarray(pool_in, dtype=bool), population=pop,
+    # n = 0 (qmia): no model, only the pool and population records
+    return ReferenceModels(targets=targets, in_masks=np.asarray(in_masks, dtype=bool).reshape(n, len(eval_index)),
+                           mode=mode, pool=pool_records,
+                           pool_in=np.asarray(pool_in, dtype=bool).reshape(n, len(pool)), population=pop,
                            seeds=seeds, store=str(store))

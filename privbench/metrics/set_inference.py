@@ -1,0 +1,64 @@
+"""Set-level membership ("was this dataset used to train the model?"): CDI-style dataset inference (Dubiński et
+al., "CDI: Copyrighted data identification in diffusion models", CVPR 2025; official code
+``unknowndi/dataset_inference_diffusion_models``, ``src/attacks/scores_computation/cdi.py`` and
+``src/evaluation/evaluate.py``).
+
+Per-record features (several membership statistics of each record under the model) of a SUSPECT set P and of a
+REFERENCE set U known not to have been used are combined by a logistic regression that separates P from U; the
+records' held-out scores are compared by a one-sided Welch t-test (H1: the suspect records score higher). Under
+H0 (P was not used, P and U exchangeable) the classifier has nothing to learn and the held-out scores of P and U
+have the same distribution, so the p-value controls the type-I error (measured in the tests, not assumed).
+
+privbench cross-fits: P and U are each split in two seeded halves; a classifier fitted on one half scores the
+other, and vice versa, so every record gets an out-of-fold score and all records enter the test. The official
+code fits on a fixed number of "train" records and tests on the rest, with a two-sided ``ttest_ind`` whose sign is
+checked afterwards; ``folds=1`` below reproduces that single split (fit on the first half, test on the second),
+``one_sided=False`` the two-sided test. Features are standardized (``StandardScaler``) as the official code.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from ..core.errors import BadInput
+
+METHOD = ("CDI-style dataset inference: logistic regression on per-record membership features (suspect vs "
+          "reference), out-of-fold scores, one-sided Welch t-test (suspect > reference)")
+
+
+def _fit_score(xf: np.ndarray, yf: np.ndarray, xs: np.ndarray, seed: int) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    ss = StandardScaler().fit(xf)
+    clf = LogisticRegression(random_state=seed, max_iter=1000).fit(ss.transform(xf), yf)
+    return clf.decision_function(ss.transform(xs))
+
+
+def set_inference_test(suspect: np.ndarray, reference: np.ndarray, *, seed: int = 0, folds: int = 2,
+                       one_sided: bool = True) -> dict:
+    """p-value that ``suspect`` (n_p × f features) was used, against ``reference`` (n_u × f, known unused)."""
+    p_feat, u_feat = np.asarray(suspect, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if p_feat.ndim == 1:
+        p_feat, u_feat = p_feat[:, None], u_feat[:, None]
+    if min(len(p_feat), len(u_feat)) < 4:
+        raise BadInput(f"dataset inference needs at least 4 suspect and 4 reference records; got {len(p_feat)} "
+                       f"and {len(u_feat)}")
+    if not (np.isfinite(p_feat).all() and np.isfinite(u_feat).all()):
+        raise BadInput("dataset inference: a feature is not finite (NaN or inf) for some record")
+    rng = np.random.default_rng([seed, 0xCD1])
+    half_p = rng.permutation(len(p_feat)) < len(p_feat) // 2
+    half_u = rng.permutation(len(u_feat)) < len(u_feat) // 2
+    sp, su = np.full(len(p_feat), np.nan), np.full(len(u_feat), np.nan)
+    for side in ([True, False] if folds == 2 else [True]):
+        fp, fu = half_p == side, half_u == side
+        xf = np.vstack([p_feat[fp], u_feat[fu]])
+        yf = np.r_[np.ones(fp.sum()), np.zeros(fu.sum())]
+        sp[~fp] = _fit_score(xf, yf, p_feat[~fp], seed)
+        su[~fu] = _fit_score(xf, yf, u_feat[~fu], seed)
+    sp, su = sp[np.isfinite(sp)], su[np.isfinite(su)]
+    t = stats.ttest_ind(sp, su, equal_var=False, alternative="greater" if one_sided else "two-sided")
+    return {"p_value": float(t.pvalue), "t_statistic": float(t.statistic), "method": METHOD if one_sided else
+            METHOD.replace("one-sided", "two-sided"), "folds": int(folds), "n_suspect_scored": int(len(sp)),
+            "n_reference_scored": int(len(su)), "mean_score_suspect": float(sp.mean()),
+            "mean_score_reference": float(su.mean())}
