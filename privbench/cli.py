@@ -193,7 +193,8 @@ def list_cmd(what, as_json):
 
 @main.command()
 @click.option("--method", required=True)
-@click.option("--dataset", default="digits", show_default=True)
+@click.option("--dataset", default=None, help="dataset [default: the preset's: digits; small: colored-digits; "
+                                              "paper: cifar10]")
 @common
 def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train target METHOD (cached: an equal config reuses its run).
@@ -220,7 +221,8 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 
 @main.command()
 @click.option("--method", required=True)
-@click.option("--dataset", default="digits", show_default=True)
+@click.option("--dataset", default=None, help="dataset [default: the preset's: digits; small: colored-digits; "
+                                              "paper: cifar10]")
 @click.option("--n", "n", default=64, show_default=True, type=int)
 @click.option("--out", default=None, help="grid PNG (default: in the run directory)")
 @click.option("--target", default=None)
@@ -299,8 +301,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
-@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
-                                              "--members/--nonmembers .npy indices or --split refer to")
+@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
+                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
@@ -324,7 +326,6 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
                             seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
         _emit(res, as_json, result_summary(res))
         return
-    dataset = dataset or "digits"
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     _emit(res, as_json, format_table([res]))
@@ -333,8 +334,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
 @click.option("--attack", "attack_name", required=True)
-@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
-                                              "--members/--nonmembers .npy indices or --split refer to")
+@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
+                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
 @external_options
@@ -354,7 +355,7 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
                             seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
     else:
-        cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
+        cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()
     res["report"] = write_run_report(res)
     page = next((p for p in res["report"].get("rendered", []) if p.endswith("index.html")), None)

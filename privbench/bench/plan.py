@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import config_hash
+from ..core.config import PRESET_DATASETS, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from .suite import as_list, as_sets, fid_settings, samples_n
@@ -108,7 +108,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
         if role not in ("private", "baseline"):
             raise BadInput(f"methods.{mname}.role: {role!r}; choose private or baseline")
         msets = as_sets(spec.get("set"), f"methods.{mname}.set")
-        for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", ["digits"])):
+        default_ds = suite.get("datasets", [PRESET_DATASETS.get(preset, "digits")])  # none named: the preset's
+        for ds, dsets in _datasets(spec.get("datasets"), default_ds):
             for seed in seeds:
                 base = dict(method=mname, dataset=ds, seed=int(seed), role=role)
                 overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
