@@ -250,6 +250,13 @@ def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, 
     _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
 
 
+def records_range_option():
+    return click.option("--records-range", "records_range", default="auto", show_default=True,
+                        type=click.Choice(["auto", "-1:1", "0:1", "0:255"]),
+                        help="pixel range of --members/--nonmembers image arrays; auto: uint8 → 0:255, floats by "
+                             "their values (all in [0, 1]: refused, say which)")
+
+
 def external_options(f):
     """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
     opts = [
@@ -267,6 +274,7 @@ def external_options(f):
                      help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
         click.option("--ema/--no-ema", default=True, show_default=True,
                      help="pytorch-ddpm: ema_model or net_model weights"),
+        records_range_option(),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -285,18 +293,18 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range need --model")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, records_range) -> dict:
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model")
+                           target_name=target or "model", records_range=records_range)
 
 
 @main.command()
@@ -309,7 +317,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+           ema, records_range, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -317,13 +325,15 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                          None if records_range == "auto" else records_range),
                            config_file, download):
         from .reports.text import result_summary
 
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            records_range=records_range)
         _emit(res, as_json, result_summary(res))
         return
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
@@ -341,7 +351,7 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+        records_range, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -349,11 +359,13 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                          None if records_range == "auto" else records_range),
                            config_file, download):
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            records_range=records_range)
     else:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()

@@ -14,7 +14,7 @@ SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "s
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"}
 #: an external target (a model privbench did not train): the options of ``privbench attack --model``
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
-                 "attacks", "set"}
+                 "attacks", "set", "records_range"}
 #: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
 EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root")
 FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}

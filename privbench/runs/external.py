@@ -28,6 +28,7 @@ import torch
 from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records
 from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
+from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, PRESETS
@@ -93,14 +94,19 @@ def _as_set(x, y, prov) -> RecordSet:
     return RecordSet(x, y, index, prov)
 
 
-def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_root=None, split=None
-                     ) -> tuple[RecordSet, RecordSet]:
-    """Members and non-members from SPECs or from a PIA/SecMI split file (indices into ``dataset``)."""
+def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_root=None, split=None,
+                     records_range: str = "auto") -> tuple[RecordSet, RecordSet]:
+    """Members and non-members from SPECs or from a PIA/SecMI split file (indices into ``dataset``), in the same
+    range and encoding (``records_range``: :mod:`privbench.data.image_range`)."""
+    check_range_name(records_range)
     if split is not None:
         if members is not None or nonmembers is not None:
             raise BadInput("--split gives both the members and the non-members; drop --members/--nonmembers")
         if not dataset:
             raise BadInput(f"--split {split}: needs --dataset (e.g. cifar10) and --data-root")
+        if records_range not in ("auto", "-1:1"):
+            raise BadInput(f"--split {split}: selects privbench's own [-1, 1] dataset records; --records-range "
+                           f"{records_range} does not apply")
         mem_idx, non_idx = read_split(split)
         from ..data.base import load_dataset
 
@@ -115,8 +121,10 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
         return sets[0], sets[1]
     if members is None or nonmembers is None:
         raise BadInput("--model needs --members SPEC and --nonmembers SPEC (or --split FILE with --dataset)")
-    m = _as_set(*load_records(members, image_shape=image_shape, dataset=dataset, data_root=data_root))
-    n = _as_set(*load_records(nonmembers, image_shape=image_shape, dataset=dataset, data_root=data_root))
+    m = _as_set(*load_records(members, image_shape=image_shape, dataset=dataset, data_root=data_root,
+                              records_range=records_range))
+    n = _as_set(*load_records(nonmembers, image_shape=image_shape, dataset=dataset, data_root=data_root,
+                              records_range=records_range))
     return m, n
 
 
@@ -126,8 +134,9 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
                     and mem.provenance.get("dataset") == non.provenance.get("dataset"))
     k = shared_count(mem.x, non.x, mem.index if same_dataset else None, non.index if same_dataset else None)
     if k:
-        raise BadInput(f"members and non-members share {k} records (same pixels or same dataset index); a record "
-                       f"cannot be both")
+        raise BadInput(f"members and non-members share {k} records (same dataset index, or the same pixels on the "
+                       f"8-bit grid in the model's [-1, 1]); a record cannot be both")
+    check_same_encoding(mem.provenance, non.provenance)  # after the overlap: a re-encoded copy is named as such
     if num_classes:
         for what, s in (("--members", mem), ("--nonmembers", non)):
             if s.y is None:
@@ -193,6 +202,7 @@ class ExternalTarget:
     preset: str
     sets: tuple
     dataset: str | None
+    records_range: dict = field(default_factory=dict)
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
@@ -206,11 +216,12 @@ class ExternalTarget:
 def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
                          device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                          dataset: str | None = None, data_root=None, split=None,
-                         target_name: str = "model") -> ExternalTarget:
+                         target_name: str = "model", records_range: str = "auto") -> ExternalTarget:
     """Load and check an external model and its records (everything that can be bad input, nothing written)."""
     from ..models.external import load_external
 
     external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
+    check_range_name(records_range)
     if dataset:
         from ..core.registry import DATASETS
 
@@ -218,9 +229,10 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name)
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
-                                data_root=data_root, split=split)
+                                data_root=data_root, split=split, records_range=records_range)
     records = build_external_records(mem, non, tgt.num_classes)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset)
+    used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, used)
 
 
 def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
@@ -260,6 +272,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         result = assemble_result(cfg, att, _NoMethod(), ext.name, tgt, records, out, run_dir, run_dir, timing)
         result["notes"] = _notes(ext.prov, ext.mem, ext.non) + list(result.get("notes") or [])
         result["provenance"] = provenance
+        result["records_range"] = ext.records_range
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
 
@@ -267,7 +280,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
 def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model", strict: bool = True) -> dict:
+                    split=None, target_name: str = "model", strict: bool = True, records_range: str = "auto") -> dict:
     """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
@@ -276,7 +289,8 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
     ATTACKS.get(attack)                            # an unknown attack, too
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
-                               data_root=data_root, split=split, target_name=target_name)
+                               data_root=data_root, split=split, target_name=target_name,
+                               records_range=records_range)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
@@ -315,7 +329,8 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
                        f"got shape {tuple(x.shape)}")
     if float(x.min()) < -1 - 1e-4 or float(x.max()) > 1 + 1e-4:
         raise BadInput(f"{what}: images must lie in [-1, 1]")
-    prov = {"spec": "in memory", "n": int(len(x)), "source_shape": list(x.shape[1:])}
+    prov = {"spec": "in memory", "n": int(len(x)), "source_shape": list(x.shape[1:]), "range": "-1:1",
+            "encoding": "float", "range_basis": "in-memory tensors must be in [-1, 1]"}
     x = fit_to_model(x.cpu().contiguous(), image_shape, what, prov)
     if y is not None:
         y = torch.as_tensor(y).long().view(-1)
