@@ -376,6 +376,36 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     _emit(res, as_json, format_table([res], detailed=True) + "\n" + where)
 
 
+@main.command("check-split")
+@click.option("--members", default=None, help="member records (.npz/.npy images, image folder, or .npy indices)")
+@click.option("--nonmembers", default=None, help="non-member records (same formats)")
+@click.option("--split", default=None, type=click.Path(),
+              help="PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset")
+@click.option("--dataset", default=None, help="the dataset that .npy indices or --split refer to")
+@click.option("--data-root", default=None, help="folder with torchvision-format datasets")
+@records_range_option()
+@click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 100), help="cross-validation folds")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--json", "as_json", is_flag=True, help="print the check's JSON object (exit codes unchanged)")
+def check_split_cmd(members, nonmembers, split, dataset, data_root, records_range, folds, seed, as_json):
+    """Can members and non-members be told apart without the model? (a model-free classifier's AUC)
+
+    Exit 0 when no shift is detected, 1 when the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these
+    records is then not evidence of leakage), 2 for bad input."""
+    from .runs.split_check import check_split
+
+    res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
+                      records_range=records_range, folds=folds, seed=seed)
+    human = (f"{res['verdict']} ({res['folds']}-fold, {res['n_members']} members / {res['n_nonmembers']} "
+             f"non-members)")
+    if res["shift"]:
+        click.echo(f"SHIFT: {human}", err=True)
+        if as_json:
+            _emit(res, True)
+        sys.exit(1)
+    _emit(res, as_json, human)
+
+
 @main.command("export")
 @click.argument("run_dir")
 @click.option("--target", default=None, help="target of the run [default: the method's default target]")

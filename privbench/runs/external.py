@@ -203,6 +203,7 @@ class ExternalTarget:
     sets: tuple
     dataset: str | None
     records_range: dict = field(default_factory=dict)
+    split_check: dict | None = None
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
@@ -232,7 +233,12 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
                                 data_root=data_root, split=split, records_range=records_range)
     records = build_external_records(mem, non, tgt.num_classes)
     used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, used)
+    from ..metrics.split_shift import split_shift
+
+    shift = split_shift(mem.x, non.x)  # the blind baseline: do the records alone tell the two sets apart?
+    if shift["shift"]:
+        print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, used, shift)
 
 
 def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
@@ -273,6 +279,9 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         result["notes"] = _notes(ext.prov, ext.mem, ext.non) + list(result.get("notes") or [])
         result["provenance"] = provenance
         result["records_range"] = ext.records_range
+        result["split_check"] = ext.split_check
+        if ext.split_check and ext.split_check["shift"]:
+            result["warnings"] = list(result.get("warnings") or []) + [ext.split_check["verdict"]]
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
 

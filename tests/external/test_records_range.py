@@ -98,5 +98,24 @@ def test_cli_range_in_result_and_mixed_encodings_refused(tmp_path, pipe):
 
     on_disk = json.loads((Path(res["scores_path"]).parent / "result.json").read_text())
     assert on_disk["records_range"]["encoding"] == "float"
+    assert on_disk["split_check"]["shift"] is False and 0 <= on_disk["split_check"]["auc"] <= 1
     code, _, err = cli("attack", "--method", "centralized", "--attack", "loss", "--records-range", "0:1")
     assert code == 2 and "--records-range need --model" in err
+
+
+def test_attack_model_runs_the_shift_check(tmp_path, pipe):
+    """Issue 19.7: every attack --model runs the member/non-member shift check; its result is in result.json, and a
+    split by class is flagged (a warning and a stderr line; the run itself exits 0)."""
+    from privbench import load_dataset
+
+    x, y = load_dataset("digits")
+    write_npz(tmp_path / "low.npz", x[y < 5][:40])
+    write_npz(tmp_path / "high.npz", x[y >= 5][:40])
+    code, out, err = cli("attack", "--model", pipe, "--attack", "loss", "--preset", "test", "--device", "cpu",
+                         "--json", "--runs-dir", tmp_path / "runs", "--members", tmp_path / "low.npz",
+                         "--nonmembers", tmp_path / "high.npz")
+    assert code == 0, err
+    res = json.loads(out)
+    sc = res["split_check"]
+    assert sc["shift"] and sc["ci95"][0] > 0.6 and sc["n_members"] == 40 and "not evidence of leakage" in err
+    assert any("not evidence of leakage" in w for w in res["warnings"])
