@@ -156,7 +156,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "numpy": np.__version__,
         "targets": targets, "n_results": len(tables.results),
         "methods": sorted({b["method"] for b in targets}),
-        "audit_rows": _records(audit),
+        "audit_rows": _records(audit), "split_rows": _records(tables.split_check_frame()),
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),

@@ -119,3 +119,9 @@ def test_attack_model_runs_the_shift_check(tmp_path, pipe):
     sc = res["split_check"]
     assert sc["shift"] and sc["ci95"][0] > 0.6 and sc["n_members"] == 40 and "not evidence of leakage" in err
     assert any("not evidence of leakage" in w for w in res["warnings"])
+    code, out, err = cli("report", tmp_path / "runs", "--out", tmp_path / "rep", "--json")
+    assert code == 0, err
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "Member/non-member shift check" in page and "shift: not evidence of leakage" in page
+    assert "SHIFT: not evidence of leakage" in (tmp_path / "rep" / "tables.md").read_text()
+    assert "True" in (tmp_path / "rep" / "split_check.csv").read_text()
