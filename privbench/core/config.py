@@ -111,6 +111,13 @@ class SampleConfig:
 
 
 @dataclass
+class MetricsConfig:
+    tpr_rule: str = setting("le", choices=["le", "lt"], training=False,
+                            help="TPR@x: le = the largest TPR with FPR <= x (default); lt = with FPR < x, as "
+                                 "Carlini et al.'s LiRA code (mi_lira_2021/plot.py)")
+
+
+@dataclass
 class DPConfig:
     epsilon: float = setting(10.0, lo=0.0, lo_open=True)
     delta: float = setting(1e-5, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
@@ -230,6 +237,7 @@ register_section("train", TrainConfig, presets={
     "paper": {"steps": 800_000, "batch_size": 128, "lr": 2e-4, "warmup": 5000, "ema_decay": 0.9999,
               "checkpoint_every": 10_000, "log_every": 1000}})
 register_section("sample", SampleConfig, training=False, presets={"test": {"ddim_steps": 10}})
+register_section("metrics", MetricsConfig, training=False)
 register_section("dp", DPConfig, presets={
     # DPDM's CIFAR-10 config; per-record gradients of the 35.7M-parameter UNet: 16 records per pass
     "paper": {"noise_multiplicity": 8, "physical_batch": 16}})

@@ -19,6 +19,15 @@ from .tables import Tables
 FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
 FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
 TEST_PRESET = "test"
+#: the footnote of a TPR computed with metrics.tpr_rule=lt
+TPR_RULE_LT = ("TPR at FPR < x (metrics.tpr_rule=lt, the rule of Carlini et al.'s LiRA code), not the default "
+               "FPR ≤ x; the two differ when x·n_non-members is an integer")
+
+
+def tpr_header(targets: list[dict], fpr_label: str) -> str:
+    """The TPR column's label; it says so when some result in the table used FPR < x."""
+    lt = any((a["result"].get("tpr_rule") == "lt") for b in targets for a in b.get("attacks") or [])
+    return f"TPR@{fpr_label}FPR" + (" (FPR < x where marked)" if lt else "")
 
 
 def resolvable(metric: str, n_nonmembers: Any) -> bool:
@@ -141,7 +150,9 @@ def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
     n = r.get("n_nonmembers")
     if not resolvable(metric, n):
         return Cell("n/a", marks=[notes.mark(unresolvable_reason(metric, n))])
-    return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3))
+    marks = [notes.mark(TPR_RULE_LT)] if r.get("tpr_rule") == "lt" else []
+    return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3),
+                marks)
 
 
 def _where_columns(targets: list[dict]) -> list[str]:
@@ -157,8 +168,8 @@ def membership_table(tables: Tables, targets: list[dict]) -> PaperTable:
         "at a fixed FPR use thresholds chosen on the evaluation labels (oracle, as in the SecMI/PIA papers); "
         "brackets are stratified-bootstrap 95% intervals. Empirical ε: Clopper–Pearson lower bound, the largest "
         "over the target's attacks, each at confidence 1 − 0.05/k (Bonferroni over k attacks), so it holds at 95%.",
-        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", "TPR@1%FPR",
-                 "TPR@0.1%FPR"],
+        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
+                 tpr_header(targets, "0.1%")],
         "l" * len(where) + "llrrlrrrr")
     for b in targets:
         if not b["attacks"]:

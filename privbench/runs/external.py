@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records
-from .attack import assemble_result, make_attack, membership_section
+from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
@@ -37,7 +37,7 @@ from .store import default_runs_dir, run_lock
 
 #: bump when the numbers of an external run change for the same inputs (re-keys cached runs)
 EXTERNAL_VERSION = 1
-SETTING_SECTIONS = ("attack", "sample")
+SETTING_SECTIONS = ("attack", "sample", "metrics")
 
 
 def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str | None = None) -> Config:
@@ -52,7 +52,7 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     pairs = [tuple(p) for p in sets or () if isinstance(p, (tuple, list))]  # (key, value) of a suite, or KEY=VALUE
     for k, v in pairs + parse_set_args([p for p in sets or () if not isinstance(p, (tuple, list))]):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:
-            raise BadInput(f"--set {k}: an external model takes only attack.* and sample.* settings (its "
+            raise BadInput(f"--set {k}: an external model takes only attack.*, sample.* and metrics.* settings (its "
                            f"architecture and schedule come from the model)")
         set_key(cfg, k, v)
     return cfg
@@ -175,7 +175,8 @@ def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str
     return config_hash({"version": EXTERNAL_VERSION, "model": model, "target": target_name,
                         "records": records_sha256(records.x, records.y, records.labels, records.index),
                         "attack": attack.hash_dict(cfg), "attack_settings": asdict(cfg.attack),
-                        "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset})
+                        "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset,
+                        **metrics_hash_dict(cfg)})
 
 
 def _notes(prov: dict, mem: RecordSet, non: RecordSet) -> list[str]:
@@ -371,6 +372,7 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     if att.kind != MEMBERSHIP:
         return InMemoryResult(att.name, dict(out.metrics), None, labels, figures=out.figures, notes=list(out.notes))
     scores = np.asarray(out.scores, dtype=np.float64)
-    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed)
+    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
+                             tpr_rule=cfg.metrics.tpr_rule)
     return InMemoryResult(att.name, sec["metrics"], scores, labels, sec["calibrated"], sec["sweep"], out.figures,
                         list(out.notes), sec["warnings"])
