@@ -196,7 +196,8 @@ def list_cmd(what, as_json):
 
 @main.command()
 @click.option("--method", required=True)
-@click.option("--dataset", default="digits", show_default=True)
+@click.option("--dataset", default=None, help="dataset [default: the preset's: digits; small: colored-digits; "
+                                              "paper: cifar10]")
 @common
 def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train target METHOD (cached: an equal config reuses its run).
@@ -223,7 +224,8 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 
 @main.command()
 @click.option("--method", required=True)
-@click.option("--dataset", default="digits", show_default=True)
+@click.option("--dataset", default=None, help="dataset [default: the preset's: digits; small: colored-digits; "
+                                              "paper: cifar10]")
 @click.option("--n", "n", default=64, show_default=True, type=int)
 @click.option("--out", default=None, help="grid PNG (default: in the run directory)")
 @click.option("--target", default=None)
@@ -251,6 +253,13 @@ def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, 
     _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
 
 
+def records_range_option():
+    return click.option("--records-range", "records_range", default="auto", show_default=True,
+                        type=click.Choice(["auto", "-1:1", "0:1", "0:255"]),
+                        help="pixel range of --members/--nonmembers image arrays; auto: uint8 → 0:255, floats by "
+                             "their values (all in [0, 1]: refused, say which)")
+
+
 def external_options(f):
     """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
     opts = [
@@ -274,6 +283,7 @@ def external_options(f):
         click.option("--claimed-delta", default=None, type=float, help="with --model: the δ of --claimed-epsilon"),
         click.option("--claim-basis", default=None,
                      help="with --model: what the claimed ε covers, e.g. 'DP-SGD, add/remove-one, PRV accountant'"),
+        records_range_option(),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -292,34 +302,37 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--claimed-epsilon/--claimed-delta/"
-                       "--claim-basis need --model (a privbench method's target carries its own accounting)")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--claimed-epsilon/"
+                       "--claimed-delta/--claim-basis need --model (a privbench method's target carries its own "
+                       "accounting)")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root, claim, strict=True) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
+                  strict=True) -> dict:
     from .privacy.claims import user_claim
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model", claim=user_claim(*claim), strict=strict)
+                           target_name=target or "model", claim=user_claim(*claim), strict=strict,
+                           records_range=records_range)
 
 
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
-@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
-                                              "--members/--nonmembers .npy indices or --split refer to")
+@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
+                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, claimed_epsilon, claimed_delta, claim_basis, preset, seed, device, runs_dir, sets, config_file,
-           data_root, download, as_json):
+           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, preset, seed, device, runs_dir, sets,
+           config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -328,7 +341,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .runs.attack import run_attack
 
     if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
-                                                claimed_epsilon, claimed_delta, claim_basis),
+                                                claimed_epsilon, claimed_delta, claim_basis,
+                                                None if records_range == "auto" else records_range),
                            config_file, download):
         from .reports.text import result_summary
 
@@ -337,13 +351,12 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 strict=len(names) == 1) for a in names]
+                                 records_range=records_range, strict=len(names) == 1) for a in names]
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
             _emit({"results": results}, as_json, "\n".join(result_summary(r) for r in results))
         return
-    dataset = dataset or "digits"
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     names = _attack_list(attack_name, cfg)
     results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
@@ -406,15 +419,15 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
 @click.option("--attack", "attack_name", required=True)
-@click.option("--dataset", default=None, help="dataset [default: digits]; with --model: the dataset that "
-                                              "--members/--nonmembers .npy indices or --split refer to")
+@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
+                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        claimed_epsilon, claimed_delta, claim_basis, preset, seed, device, runs_dir, sets, config_file, data_root,
-        download, as_json):
+        claimed_epsilon, claimed_delta, claim_basis, records_range, preset, seed, device, runs_dir, sets, config_file,
+        data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -423,16 +436,17 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .runs.attack import run_attack
 
     if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
-                                                claimed_epsilon, claimed_delta, claim_basis),
+                                                claimed_epsilon, claimed_delta, claim_basis,
+                                                None if records_range == "auto" else records_range),
                            config_file, download):
         names = _attack_list(attack_name, sets=sets)
         results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 strict=len(names) == 1) for a in names]
+                                 records_range=records_range, strict=len(names) == 1) for a in names]
     else:
-        cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
+        cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
         results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
                    for a in names]
@@ -479,6 +493,36 @@ def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, sch
     human = (f"p = {res['p_value']:.3g} ({res['method']}; {res['n_suspect']} suspect vs {res['n_reference']} "
              f"reference records; statistics {', '.join(res['statistics'])})\n"
              f"shift check: p = {res['shift_check']['p_value']:.3g}: {res['shift_check']['verdict']}")
+    _emit(res, as_json, human)
+
+
+@main.command("check-split")
+@click.option("--members", default=None, help="member records (.npz/.npy images, image folder, or .npy indices)")
+@click.option("--nonmembers", default=None, help="non-member records (same formats)")
+@click.option("--split", default=None, type=click.Path(),
+              help="PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset")
+@click.option("--dataset", default=None, help="the dataset that .npy indices or --split refer to")
+@click.option("--data-root", default=None, help="folder with torchvision-format datasets")
+@records_range_option()
+@click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 100), help="cross-validation folds")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--json", "as_json", is_flag=True, help="print the check's JSON object (exit codes unchanged)")
+def check_split_cmd(members, nonmembers, split, dataset, data_root, records_range, folds, seed, as_json):
+    """Can members and non-members be told apart without the model? (a model-free classifier's AUC)
+
+    Exit 0 when no shift is detected, 1 when the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these
+    records is then not evidence of leakage), 2 for bad input."""
+    from .runs.split_check import check_split
+
+    res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
+                      records_range=records_range, folds=folds, seed=seed)
+    human = (f"{res['verdict']} ({res['folds']}-fold, {res['n_members']} members / {res['n_nonmembers']} "
+             f"non-members)")
+    if res["shift"]:
+        click.echo(f"SHIFT: {human}", err=True)
+        if as_json:
+            _emit(res, True)
+        sys.exit(1)
     _emit(res, as_json, human)
 
 

@@ -18,11 +18,18 @@ evaluation records; its member probability is the score (higher = member). The t
 used. As the official ``preprocess``, each feature set (references; target) is standardized with its own
 mean and standard deviation (``sklearn.preprocessing.scale``; no labels involved).
 
-Convention differences from the official code: the classifier is scikit-learn's histogram gradient boosting with
-XGBoost's defaults (200 trees, depth 6, learning rate 0.3) — ``xgboost`` is not a privbench dependency — or a
-logistic regression (``attack.gsa_classifier=logistic``); the official DDPM script uses 15 timesteps
-{100, 200, …, 1400, 1499} of a 1500-step schedule, privbench's default is the same spacing on T = 1000
-({100, …, 900, 999}); the official code draws fresh noise per record, privbench's noise is fixed per record
+Convention differences from the official code (``py85252876/GSA`` at 494ce8c): the official classifier is
+``xgboost.XGBClassifier(n_estimators=200)`` (XGBoost's other defaults) fitted on a random, unseeded 70 % of the
+shadow features (``train_test_split(test_size=0.3)``). privbench's default (``attack.gsa_classifier=gbdt``) is
+scikit-learn's ``HistGradientBoostingClassifier(max_iter=200, learning_rate=0.3, max_depth=6,
+early_stopping=False)``: 200 boosting rounds with XGBoost's default depth and learning rate, but scikit-learn's
+own histogram trees (255 bins, at most 31 leaves, min_samples_leaf=20, no L2 penalty), so not XGBoost; it is
+fitted on all the reference features. ``xgboost`` fits the official ``XGBClassifier(n_estimators=200)`` (seeded)
+on all of them (the ``[official]`` extra); ``logistic`` a logistic regression. The official DDPM script's
+timesteps are {T/10 − 1, 2T/10 − 1, …, T − 1} = {99, 199, …, 999} for T = 1000 (``--sampling_frequency 10``; an
+older version used {100, …, 1400, 1499}); privbench's default is {100, …, 900, 999} (``attack.gsa_timesteps``;
+the official set is ``[99,199,299,399,499,599,699,799,899,999]``). The official code draws fresh noise per
+record, privbench's noise is fixed per record
 (seeded by its dataset index) so that the target and the references see the same x_t; the official shadow
 features are balanced by truncating members to the non-members' count, privbench keeps all pool records.
 Per-record gradients are exact (:class:`privbench.models.per_sample.PerSampleGrads`, the hooks backend, or
@@ -39,6 +46,7 @@ from dataclasses import dataclass
 
 from ..core.config import setting
 from ..core.errors import BadInput
+from ..core.extras import require
 from ..core.registry import ATTACKS
 from ..models.per_sample import PerSampleGrads
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
@@ -51,8 +59,10 @@ class GSASettings(ReferenceSettings):
                                   help="GSA's timesteps (one noise draw each)")
     gsa_variant: int = setting(1, lo=1, hi=2, help="GSA1: per-layer norms of the gradient of the loss averaged over "
                                                    "timesteps (official code); GSA2: averaged per-timestep norms")
-    gsa_classifier: str = setting("gbdt", choices=["gbdt", "logistic"],
-                                  help="GSA's classifier on reference-model features (official: XGBoost, 200 trees)")
+    gsa_classifier: str = setting("gbdt", choices=["gbdt", "logistic", "xgboost"],
+                                  help="GSA's classifier: gbdt = scikit-learn HistGradientBoosting (200 rounds, "
+                                       "depth 6, lr 0.3); xgboost = the official XGBClassifier(n_estimators=200) "
+                                       "([official] extra); logistic")
 
 #: per-record gradient floats materialised at once (memory bound of one chunk)
 _GRAD_BUDGET = 50_000_000
@@ -140,6 +150,10 @@ def standardize(f: np.ndarray) -> np.ndarray:
 
 
 def make_classifier(kind: str, seed: int):
+    """The GSA classifier ``kind`` (``attack.gsa_classifier``; the module doc says how each differs)."""
+    if kind == "xgboost":
+        xgb = require("xgboost", "attack.gsa_classifier=xgboost")
+        return xgb.XGBClassifier(n_estimators=200, random_state=seed, n_jobs=1)
     if kind == "logistic":
         from sklearn.linear_model import LogisticRegression
 
@@ -157,7 +171,7 @@ class GSA(Attack):
     report_order = 90
     needs_references = True
     Settings = GSASettings
-    variant_settings = ("reference_pool",)
+    variant_settings = ("reference_pool", "gsa_classifier")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     applies_to = ("model", "global", "shared", "client:*", "student", "teacher")
     threat_model = {"queries": "white-box: per-record gradients of the diffusion loss (K forward + 1 backward "
@@ -181,6 +195,8 @@ class GSA(Attack):
             raise BadInput(f"attack.gsa_variant={self.gsa_variant}: choose 1 or 2")
         if self.n_reference < 1:
             raise BadInput(f"attack.n_reference={self.n_reference}: gsa needs reference models")
+        if self.gsa_classifier == "xgboost":  # before any reference model is trained
+            require("xgboost", "attack.gsa_classifier=xgboost")
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()

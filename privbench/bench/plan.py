@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import config_hash
+from ..core.config import PRESET_DATASETS, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n
@@ -116,7 +116,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
         msets = as_sets(spec.get("set"), f"methods.{entry}.set")
         axis = epsilon_axis(suite, spec, [int(s) for s in seeds], bool(factory.private), f"methods.{entry}")
         for ds, dsets, eps, seed in ((ds, dsets, eps, seed)
-                                     for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", ["digits"]))
+                                     for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", [PRESET_DATASETS.get(preset, "digits")]))
                                      for eps, eps_seeds in axis for seed in eps_seeds):
             base = dict(method=mname, dataset=ds, seed=int(seed), role=role, variant=variant, epsilon=eps)
             overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
@@ -195,7 +195,8 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     opts = dict(model_path=espec["model"], members_spec=espec.get("members"), nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"),
                 dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
                 scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
-                target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)))
+                target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)),
+                records_range=str(espec.get("records_range", "auto")))
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
     except BadInput as e:

@@ -129,6 +129,13 @@ class SampleConfig:
 
 
 @dataclass
+class MetricsConfig:
+    tpr_rule: str = setting("le", choices=["le", "lt"], training=False,
+                            help="TPR@x: le = the largest TPR with FPR <= x (default); lt = with FPR < x, as "
+                                 "Carlini et al.'s LiRA code (mi_lira_2021/plot.py)")
+
+
+@dataclass
 class DPConfig:
     epsilon: float = setting(10.0, lo=0.0, lo_open=True)
     delta: float = setting(1e-5, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
@@ -253,6 +260,7 @@ register_section("train", TrainConfig, presets={
     "paper": {"steps": 800_000, "batch_size": 128, "lr": 2e-4, "warmup": 5000, "ema_decay": 0.9999,
               "checkpoint_every": 10_000, "log_every": 1000}})
 register_section("sample", SampleConfig, training=False, presets={"test": {"ddim_steps": 10}})
+register_section("metrics", MetricsConfig, training=False)
 register_section("dp", DPConfig, presets={
     # DPDM's CIFAR-10 config; per-record gradients of the 35.7M-parameter UNet: 16 records per pass
     "paper": {"noise_multiplicity": 8, "physical_batch": 16}})
@@ -346,12 +354,13 @@ def config_hash(d: dict) -> str:
 
 # ---------------------------------------------------------------- presets
 
+#: the dataset a preset trains when the user names none (``--dataset`` not given)
+PRESET_DATASETS = {"test": "digits", "tiny": "digits", "small": "colored-digits", "paper": "cifar10"}
+
+
 def _dataset_of_preset(c: Config, dataset: str | None) -> None:
-    """A preset picks its dataset only when the user left the default."""
-    if c.preset == "small" and c.dataset == "digits":
-        c.dataset = "colored-digits"
-    if c.preset == "paper" and c.dataset in ("digits", "colored-digits"):
-        c.dataset = "cifar10"
+    """A preset picks its dataset only when the user named none (``dataset`` None); a named one always wins."""
+    c.dataset = dataset if dataset is not None else PRESET_DATASETS.get(c.preset, "digits")
 
 
 PRESETS.add("test", _dataset_of_preset, "seconds; for unit tests only (results meaningless)")
@@ -360,8 +369,9 @@ PRESETS.add("small", _dataset_of_preset, "CPU, larger: colored digits, UNet (32,
 PRESETS.add("paper", _dataset_of_preset, "GPU: 32×32 datasets, the standard DDPM CIFAR-10 victim (35.7M params)")
 
 
-def apply_preset(c: Config, preset: str) -> None:
-    PRESETS.create(preset, c, c.dataset)
+def apply_preset(c: Config, preset: str, dataset: str | None = None) -> None:
+    """The preset's values into ``c``; ``dataset``: the dataset the user named (None: the preset's own)."""
+    PRESETS.create(preset, c, dataset)
     for name, sec in _SECTIONS.items():
         for k, v in sec.presets.get(preset, {}).items():
             setattr(getattr(c, name), k, copy.deepcopy(v))
@@ -537,18 +547,21 @@ def check_config(cfg: Config) -> None:
                        f"{d.num_timesteps}")
 
 
-def build_config(method: str, dataset: str = "digits", preset: str = "tiny", seed: int = 0,
+def build_config(method: str, dataset: str | None = None, preset: str = "tiny", seed: int = 0,
                  overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
-    """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins)."""
+    """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins).
+
+    ``dataset``: the dataset the user named (``--dataset``); None lets the preset pick (:data:`PRESET_DATASETS`).
+    A named dataset is never replaced: a config file or ``--set`` naming another one is BadInput."""
     from .registry import DATASETS
 
     METHODS.get(method)
     PRESETS.get(preset)
     seed = check_seed(seed, "--seed")
-    cfg = Config(method=method, dataset=dataset, preset=preset, seed=seed)
-    apply_preset(cfg, preset)
-    if dataset != "digits":
-        cfg.dataset = dataset
+    if dataset is not None and not isinstance(dataset, str):
+        raise BadInput(f"--dataset {dataset!r}: expected a name")
+    cfg = Config(method=method, dataset=dataset or "digits", preset=preset, seed=seed)
+    apply_preset(cfg, preset, dataset)
     items = list(load_yaml_overrides(config_file)) if config_file else []
     items += list(overrides or [])
     for k, v in items:
@@ -566,6 +579,8 @@ def build_config(method: str, dataset: str = "digits", preset: str = "tiny", see
                                    f"preset (its values come from --preset); give --preset {v} or drop 'preset:'")
             elif not isinstance(v, str):
                 raise BadInput(f"{k}: {v!r}: expected a name")
+            elif k == "dataset" and dataset is not None and v != dataset:
+                raise BadInput(f"dataset: {v!r} differs from --dataset {dataset}: two datasets named; give one")
             else:
                 setattr(cfg, k, v)
             continue

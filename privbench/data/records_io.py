@@ -1,10 +1,12 @@
 """Records under test brought by the user: ``.npz`` arrays, image folders, or indices into a registered dataset.
 
-``load_records(spec, image_shape=..., dataset=..., data_root=...)`` → (images N×C×H×W float32 in [−1, 1],
-labels N long or None, provenance). SPEC is one of
+``load_records(spec, image_shape=..., dataset=..., data_root=..., records_range=...)`` → (images N×C×H×W float32
+in [−1, 1], labels N long or None, provenance). SPEC is one of
 
-* an ``.npz`` with ``images`` — float N×C×H×W already in [−1, 1], or uint8 N×H×W×C (N×H×W for one channel) mapped
-  by x/127.5 − 1 — and optionally integer ``labels`` (N); read with ``allow_pickle=False``;
+* an ``.npz`` with ``images`` — float N×C×H×W, or uint8 N×H×W×C / N×C×H×W / N×H×W, converted from their range
+  (:mod:`privbench.data.image_range`, ``records_range``) — and optionally integer ``labels`` (N); read with
+  ``allow_pickle=False``;
+* an ``.npy`` of images (3-D or 4-D, as ``images`` above; no labels);
 * an image folder of png/jpg files, read with PIL: either the images directly (no labels) or class sub-folders,
   whose sorted names give labels 0, 1, … as torchvision's ``ImageFolder``; 8-bit pixels map by x/127.5 − 1;
 * an ``.npy`` of integer indices into a registered dataset (``dataset=`` and, for torchvision formats,
@@ -32,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import BadInput
+from .image_range import dataset_range, decode_images, eight_bit_range, grid_digests
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 SPLIT_KEYS = ("mia_train_idxs", "mia_eval_idxs")
@@ -43,7 +46,8 @@ def _fail(spec, what: str) -> BadInput:
 
 # ---------------------------------------------------------------------- readers
 
-def _read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
+def _read_npz(path: Path, records_range: str = "auto", want_channels: int | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
     try:
         z = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
@@ -61,31 +65,7 @@ def _read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
             labels = z["labels"] if "labels" in z.files else None
         except ValueError:
             raise _fail(path, "holds object arrays (pickled); only plain numeric arrays are read") from None
-    layout = ""
-    if images.dtype == np.uint8:
-        if images.ndim == 3:
-            images = images[..., None]
-        if images.ndim != 4:
-            raise _fail(path, f"uint8 images must be N×H×W×C, got shape {images.shape}")
-        x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-        layout = "uint8 N×H×W×C, x/127.5 - 1"
-    elif np.issubdtype(images.dtype, np.floating):
-        if images.ndim != 4:
-            raise _fail(path, f"float images must be N×C×H×W, got shape {images.shape}")
-        if images.shape[1] not in (1, 3, 4) and images.shape[-1] in (1, 3, 4):
-            raise _fail(path, f"float images must be N×C×H×W (channels first), got {images.shape}; "
-                              f"transpose them or store uint8 N×H×W×C")
-        x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
-        if not bool(torch.isfinite(x).all()):
-            raise _fail(path, "images hold NaN or infinite values")
-        lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
-        if lo < -1.0 - 1e-4 or hi > 1.0 + 1e-4:
-            raise _fail(path, f"float images must lie in [-1, 1] (found [{lo:.3g}, {hi:.3g}]); "
-                              f"store uint8 0..255 or rescale")
-        x = x.clamp_(-1.0, 1.0)
-        layout = "float N×C×H×W in [-1, 1]"
-    else:
-        raise _fail(path, f"images of dtype {images.dtype}: expected float in [-1, 1] or uint8 0..255")
+    x, layout, rng = decode_images(images, path, records_range, want_channels)
     y = None
     if labels is not None:
         if labels.ndim != 1 or len(labels) != len(x):
@@ -93,7 +73,7 @@ def _read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
         if not np.issubdtype(labels.dtype, np.integer):
             raise _fail(path, f"labels must be integers, got {labels.dtype}")
         y = torch.from_numpy(labels.astype(np.int64))
-    return x, y, {"kind": "npz", "layout": layout}
+    return x, y, {"kind": "npz", "layout": layout, **rng}
 
 
 def _pil_to_array(path: Path, want_channels: int | None) -> np.ndarray:
@@ -130,7 +110,8 @@ def _list_images(folder: Path) -> list[Path]:
     return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] | None):
+def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] | None, records_range: str = "auto"):
+    rng = eight_bit_range(folder, records_range)
     top = _list_images(folder)
     classes = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
     per_class = {c: _list_images(folder / c) for c in classes}
@@ -158,7 +139,7 @@ def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] 
         raise _fail(folder, f"images of different sizes/channels {sorted(shapes)[:3]}; give the model's size")
     x = torch.stack(arrays)
     y = torch.as_tensor(labels, dtype=torch.long) if labels is not None else None
-    prov = {"kind": "image-folder", "layout": "8-bit pixels, x/127.5 - 1", "files": len(files)}
+    prov = {"kind": "image-folder", "layout": "8-bit pixels, x/127.5 - 1", "files": len(files), **rng}
     if per_class:
         prov["classes"] = {c: i for i, c in enumerate(sorted(per_class))}
     if resized:
@@ -166,14 +147,19 @@ def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] 
     return x, y, prov
 
 
-def _read_indices(path: Path, dataset: str | None, data_root):
-    if not dataset:
-        raise _fail(path, "an .npy of indices needs --dataset (and --data-root for torchvision datasets)")
+def _read_npy(path: Path, dataset: str | None, data_root, records_range: str, want_channels: int | None):
+    """An .npy of images (3-D or 4-D, as an .npz's ``images``; no labels) or of integer dataset indices (1-D)."""
     try:
-        idx = np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise _fail(path, f"not a readable .npy without pickle ({type(e).__name__})") from None
-    return dataset_records(idx, dataset, data_root, str(path))
+    if arr.ndim >= 3:
+        x, layout, rng = decode_images(arr, path, records_range, want_channels)
+        return x, None, {"kind": "npy-images", "layout": layout, **rng}
+    if not dataset:
+        raise _fail(path, "an .npy of indices needs --dataset (and --data-root for torchvision datasets)")
+    x, y, prov = dataset_records(arr, dataset, data_root, str(path))
+    return x, y, {**prov, **dataset_range(path, records_range)}
 
 
 def dataset_records(idx, dataset: str, data_root, where: str, data=None):
@@ -189,7 +175,8 @@ def dataset_records(idx, dataset: str, data_root, where: str, data=None):
         raise BadInput(f"{where}: indices must lie in [0, {len(y)}) for dataset {dataset} "
                        f"(found {int(idx.min())}..{int(idx.max())})")
     t = torch.as_tensor(idx.astype(np.int64))
-    return x[t], y[t], {"kind": "dataset-indices", "dataset": dataset, "index": t.tolist()}
+    return x[t], y[t], {"kind": "dataset-indices", "dataset": dataset, "index": t.tolist(),
+                        **dataset_range(where, "auto")}
 
 
 def read_split(path, *, what: str = "--split") -> tuple[np.ndarray, np.ndarray]:
@@ -237,21 +224,22 @@ def fit_to_model(x: torch.Tensor, image_shape, spec, prov: dict) -> torch.Tensor
     return x
 
 
-def load_records(spec, *, image_shape=None, dataset: str | None = None, data_root=None):
-    """(images N×C×H×W in [−1, 1], labels or None, provenance) of one SPEC; see the module doc."""
+def load_records(spec, *, image_shape=None, dataset: str | None = None, data_root=None, records_range: str = "auto"):
+    """(images N×C×H×W in [−1, 1], labels or None, provenance) of one SPEC; see the module doc.
+    ``records_range``: the pixel range of image arrays (:mod:`privbench.data.image_range`)."""
     p = Path(spec)
     if not p.exists():
         raise _fail(spec, "no such file or directory")
     want_c = int(image_shape[0]) if image_shape is not None else None
     size = (int(image_shape[1]), int(image_shape[2])) if image_shape is not None else None
     if p.is_dir():
-        x, y, prov = _read_folder(p, want_c, size)
+        x, y, prov = _read_folder(p, want_c, size, records_range)
     elif p.suffix == ".npz":
-        x, y, prov = _read_npz(p)
+        x, y, prov = _read_npz(p, records_range, want_c)
     elif p.suffix == ".npy":
-        x, y, prov = _read_indices(p, dataset, data_root)
+        x, y, prov = _read_npy(p, dataset, data_root, records_range, want_c)
     else:
-        raise _fail(spec, "expected an .npz of images, an image folder, or an .npy of dataset indices")
+        raise _fail(spec, "expected an .npz or .npy of images, an image folder, or an .npy of dataset indices")
     if len(x) == 0:
         raise _fail(spec, "holds no records")
     prov = {"spec": str(spec), **prov, "n": int(len(x)), "source_shape": list(x.shape[1:])}
@@ -259,16 +247,12 @@ def load_records(spec, *, image_shape=None, dataset: str | None = None, data_roo
     return x.contiguous(), y, prov
 
 
-def record_digests(x: torch.Tensor) -> list[bytes]:
-    """One digest per record (its float32 bytes), to find records shared by two sets."""
-    a = x.detach().to("cpu", torch.float32).contiguous().numpy()
-    return [hashlib.sha256(r.tobytes()).digest() for r in a]
-
-
 def shared_count(members: torch.Tensor, nonmembers: torch.Tensor, mem_index=None, non_index=None) -> int:
-    """How many member records also appear among the non-members (same dataset index, or identical pixels)."""
-    non = set(record_digests(nonmembers))
-    shared = {i for i, d in enumerate(record_digests(members)) if d in non}
+    """How many member records also appear among the non-members: same dataset index, or the same pixels on the
+    8-bit grid after conversion to [−1, 1] (:func:`~privbench.data.image_range.grid_digests`), so that re-encoding
+    a record (uint8 N×H×W×C, u8/127.5 − 1 in float64, [0, 1] floats) does not hide it."""
+    non = set(grid_digests(nonmembers))
+    shared = {i for i, d in enumerate(grid_digests(members)) if d in non}
     if mem_index is not None and non_index is not None:
         ni = set(np.asarray(non_index).tolist())
         shared |= {i for i, v in enumerate(np.asarray(mem_index).tolist()) if v in ni}

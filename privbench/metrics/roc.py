@@ -9,9 +9,12 @@ Definitions (exact, no threshold grid):
   the exact ROC curve over every distinct threshold.
 * ``asr``: max over thresholds of balanced accuracy ½(TPR + 1 − FPR). The trivial thresholds (nobody / everybody
   is a member) are included, so ASR ≥ 0.5.
-* ``tpr_at_fpr(x)``: the LARGEST TPR among thresholds whose FPR ≤ x (Carlini et al. 2022), never the point
-  whose FPR is closest to x and never an interpolated (randomised) test. The comparison is done on integer
-  false-positive counts, so FPR = 1/100 counts as ≤ 1 % with 100 non-members.
+* ``tpr_at_fpr(x)``: the LARGEST TPR among thresholds whose FPR ≤ x, never the point whose FPR is closest to x
+  and never an interpolated (randomised) test. The comparison is done on integer false-positive counts, so
+  FPR = 1/100 counts as ≤ 1 % with 100 non-members. ``rule="lt"`` (``metrics.tpr_rule=lt``) takes FPR < x
+  instead, as Carlini et al.'s LiRA code does (``tpr[np.where(fpr < .001)[0][-1]]`` in
+  ``tensorflow/privacy`` ``research/mi_lira_2021/plot.py``); the two differ whenever x·n_non-members is an
+  integer (with 1000 non-members, TPR@0.1% allows 1 false positive under ≤ and none under <).
 
 ORACLE WARNING: :func:`membership_metrics`, :func:`asr` and :func:`tpr_at_fpr` choose their thresholds with the
 labels of the very records they are evaluated on. ASR and TPR@FPR are therefore optimistic ("oracle") numbers,
@@ -40,6 +43,8 @@ __all__ = [
 ]
 
 DEFAULT_FPRS = (0.01, 0.001)
+#: how TPR@x compares the FPR with x: "le" (FPR ≤ x, the default) or "lt" (FPR < x, Carlini et al.'s LiRA code)
+TPR_RULES = ("le", "lt")
 
 # Bootstrap work is chunked so that one chunk holds about this many (resample × record) cells.
 _CHUNK_CELLS = 2_000_000
@@ -69,12 +74,26 @@ def _fpr_label(fpr: float) -> str:
     return f"TPR@{round(float(fpr) * 100.0, 10):g}%FPR"
 
 
+def _check_rule(rule: Any) -> str:
+    if rule not in TPR_RULES:
+        raise BadInput(f"tpr_rule: {rule!r}: choose le (FPR <= x) or lt (FPR < x)")
+    return rule
+
+
+def allowed_false_positives(fpr: float, n_neg: int, rule: str = "le") -> int:
+    """The most false positives a threshold may have at target FPR ``fpr`` with ``n_neg`` non-members: FP ≤ x·n
+    (``le``) or FP < x·n (``lt``), on integer counts."""
+    if rule == "lt":
+        return max(int(math.ceil(fpr * n_neg - 1e-9)) - 1, 0) if fpr > 0 else 0
+    return max_false_positives(fpr, n_neg)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # core: cumulative counts at every distinct threshold
 
 
 def _metrics_from_counts(
-    tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float]
+    tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float], rule: str = "le"
 ) -> dict[str, np.ndarray]:
     """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)).
 
@@ -92,16 +111,16 @@ def _metrics_from_counts(
     rows = np.arange(tp.shape[0])
     for f in fprs:
         # FP is nondecreasing along a row: the last point with FP ≤ the allowed count has the largest TPR
-        last = np.count_nonzero(fp <= max_false_positives(f, n_neg), axis=1) - 1
+        last = np.count_nonzero(fp <= allowed_false_positives(f, n_neg, rule), axis=1) - 1
         out[fpr_key(f)] = tp[rows, last] / n_pos
     return out
 
 
-def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float]) -> dict[str, float]:
+def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float], rule: str = "le") -> dict[str, float]:
     order, ends, _ = sorted_groups(s)
     yy = y[order]
     tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
-    m = _metrics_from_counts(tp, fp, int(y.sum()), int((~y).sum()), fprs)
+    m = _metrics_from_counts(tp, fp, int(y.sum()), int((~y).sum()), fprs, rule)
     return {k: float(v[0]) for k, v in m.items()}
 
 
@@ -137,14 +156,15 @@ def asr(scores: Any, labels: Any) -> float:
     return _point_metrics(s, y, ())["asr"]
 
 
-def tpr_at_fpr(scores: Any, labels: Any, fpr: float) -> float:
-    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (never "closest to"; 0.0 if only τ=+inf qualifies).
+def tpr_at_fpr(scores: Any, labels: Any, fpr: float, rule: str = "le") -> float:
+    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``, Carlini et al.'s LiRA
+    code) — never "closest to"; 0.0 if only τ=+inf qualifies.
 
     ORACLE: the threshold is chosen with these labels.
     """
     f = _check_fpr(fpr)
     s, y = validate_scores(scores, labels)
-    return _point_metrics(s, y, (f,))[fpr_key(f)]
+    return _point_metrics(s, y, (f,), _check_rule(rule))[fpr_key(f)]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -152,7 +172,7 @@ def tpr_at_fpr(scores: Any, labels: Any, fpr: float) -> float:
 
 
 def _bootstrap(
-    s: np.ndarray, y: np.ndarray, fprs: Iterable[float], n_boot: int, seed: int
+    s: np.ndarray, y: np.ndarray, fprs: Iterable[float], n_boot: int, seed: int, rule: str = "le"
 ) -> dict[str, np.ndarray]:
     """Stratified bootstrap: members and non-members are resampled separately (sizes kept). Vectorised."""
     fprs = tuple(fprs)
@@ -173,7 +193,7 @@ def _bootstrap(
         wpos = np.bincount((rows * n + ip).ravel(), minlength=b * n).reshape(b, n)
         wneg = np.bincount((rows * n + ineg).ravel(), minlength=b * n).reshape(b, n)
         tp, fp = cumulative_counts(wpos, wneg, ends)
-        for k, v in _metrics_from_counts(tp, fp, n_pos, n_neg, fprs).items():
+        for k, v in _metrics_from_counts(tp, fp, n_pos, n_neg, fprs, rule).items():
             acc.setdefault(k, []).append(v)
         done += b
     return {k: np.concatenate(v) for k, v in acc.items()}
@@ -185,16 +205,17 @@ def _check_int(v: Any, name: str, minimum: int = 0) -> int:
     return int(v)
 
 
-def _resolution_warnings(fprs: Iterable[float], n_neg: int) -> list[str]:
+def _resolution_warnings(fprs: Iterable[float], n_neg: int, rule: str = "le") -> list[str]:
     out = []
     for f in fprs:
         label = _fpr_label(f)
-        if f < 1.0 / n_neg:
+        if f < 1.0 / n_neg or (rule == "lt" and allowed_false_positives(f, n_neg, rule) == 0):
             out.append(
-                f"{label} is not resolvable with {n_neg} non-members (smallest FPR step 1/{n_neg})"
+                f"{label} is not resolvable with {n_neg} non-members (smallest FPR step 1/{n_neg}"
+                + (", and FPR < x allows no false positive)" if rule == "lt" else ")")
             )
         elif f < 1.0:
-            k = max_false_positives(f, n_neg)
+            k = allowed_false_positives(f, n_neg, rule)
             if k < 10:
                 out.append(
                     f"{label} rests on at most {k} false positive(s) among {n_neg} non-members; it is very noisy"
@@ -203,7 +224,7 @@ def _resolution_warnings(fprs: Iterable[float], n_neg: int) -> list[str]:
 
 
 def membership_metrics(
-    scores: Any, labels: Any, *, bootstrap: int = 1000, seed: int = 0
+    scores: Any, labels: Any, *, bootstrap: int = 1000, seed: int = 0, tpr_rule: str = "le"
 ) -> dict[str, Any]:
     """AUC, ASR, TPR@1%FPR, TPR@0.1%FPR with stratified-bootstrap 95 % CIs.
 
@@ -212,22 +233,23 @@ def membership_metrics(
 
     ``ci95[k]`` is the [2.5, 97.5] percentile interval over ``bootstrap`` resamples in which members and
     non-members are resampled separately (seeded by ``seed``); with ``bootstrap=0`` each value is None.
-    All numbers are plain Python floats.
+    All numbers are plain Python floats. ``tpr_rule``: ``le`` (FPR ≤ x) or ``lt`` (FPR < x; module doc).
     """
     s, y = validate_scores(scores, labels)
     n_boot = _check_int(bootstrap, "bootstrap", 0)
     seed = _check_int(seed, "seed", 0)
+    rule = _check_rule(tpr_rule)
     fprs = DEFAULT_FPRS
-    point = _point_metrics(s, y, fprs)
+    point = _point_metrics(s, y, fprs, rule)
     keys = ["auc", "asr"] + [fpr_key(f) for f in fprs]
     ci: dict[str, list[float] | None] = {k: None for k in keys}
     if n_boot > 0:
-        boot = _bootstrap(s, y, fprs, n_boot, seed)
+        boot = _bootstrap(s, y, fprs, n_boot, seed, rule)
         for k in keys:
             lo, hi = np.percentile(boot[k], [2.5, 97.5])
             ci[k] = [float(lo), float(hi)]
     n_neg = int((~y).sum())
-    warnings = _resolution_warnings(fprs, n_neg)
+    warnings = _resolution_warnings(fprs, n_neg, rule)
     a = point["auc"]
     if a < 0.5 and ((ci["auc"] is not None and ci["auc"][1] < 0.5) or (ci["auc"] is None and a < 0.45)):
         warnings.append(
@@ -250,7 +272,7 @@ def _rates_at(s: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float]:
 
 
 def calibrated_metrics(
-    scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS
+    scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS, tpr_rule: str = "le"
 ) -> dict[str, Any]:
     """Non-oracle metrics: everything is chosen on a calibration half and reported on an evaluation half.
 
@@ -272,6 +294,7 @@ def calibrated_metrics(
     """
     s, y = validate_scores(scores, labels)
     seed = _check_int(seed, "seed", 0)
+    rule = _check_rule(tpr_rule)
     fprs = tuple(_check_fpr(f, "fprs") for f in fprs)
     n_pos = int(y.sum())
     n_neg = int(y.size - n_pos)
@@ -308,7 +331,7 @@ def calibrated_metrics(
     warnings: list[str] = []
     ne_neg = int((~ye).sum())
     for f in fprs:
-        ok = np.flatnonzero(fp <= max_false_positives(f, nc_neg))
+        ok = np.flatnonzero(fp <= allowed_false_positives(f, nc_neg, rule))
         i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
         tau = thresholds[i]
         t_e, f_e = _rates_at(se, ye, tau)

@@ -64,6 +64,9 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                   "fid": tables.fid_frame(), "provenance": tables.provenance_frame()}
         if several_seeds(targets):
             frames["seeds"] = seeds_frame(targets)
+        split_checks = tables.split_check_frame()
+        if len(split_checks):  # external targets only
+            frames["split_check"] = split_checks
         for name, df in frames.items():
             if name == "fid" and not len(df):
                 continue

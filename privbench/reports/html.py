@@ -16,8 +16,8 @@ from ..core.provenance import git_info, version
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from .collect import Result
 from .order import target_rank
-from .present import (FPR_OF, Footnotes, audit_verdict, basis_text, resolvable, seeds_table,
-                      unresolvable_reason)
+from .present import (FPR_OF, TPR_RULE_LT, Footnotes, audit_verdict, basis_text, resolvable, seeds_table,
+                      tpr_header, unresolvable_reason)
 from .cells import text as cell_text
 from .tables import Tables, fmt, fmt_ci
 
@@ -51,6 +51,7 @@ def _annotate(targets: list[dict]) -> Footnotes:
         for a in b["attacks"]:
             n = a["result"].get("n_nonmembers")
             a["na"] = {m: notes.mark(unresolvable_reason(m, n)) for m in FPR_OF if not resolvable(m, n)}
+            a["rule_mark"] = notes.mark(TPR_RULE_LT) if a["result"].get("tpr_rule") == "lt" else None
     return notes
 
 
@@ -166,11 +167,11 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "targets": targets, "n_results": len(tables.results),
         "methods": sorted({b["method"] for b in targets}),
         "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
-        "role_labels": ROLE_LABELS,
+        "role_labels": ROLE_LABELS, "split_rows": _records(tables.split_check_frame()),
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),
-        "sbs_notes": sbs_notes.items(), "seeds": seeds, "banner": banner, "files": list(files),
+        "sbs_notes": sbs_notes.items(), "tpr_headers": [tpr_header(targets, "1%"), tpr_header(targets, "0.1%")], "seeds": seeds, "banner": banner, "files": list(files),
         "samples": _sample_grids(tables),
         MEMORIZATION: _attack_grids(tables, MEMORIZATION),  # the template's names for these sections
         RECONSTRUCTION: recon,

@@ -20,6 +20,15 @@ from .cells import text as _t
 from .tables import Tables
 
 TEST_PRESET = "test"
+#: the footnote of a TPR computed with metrics.tpr_rule=lt
+TPR_RULE_LT = ("TPR at FPR < x (metrics.tpr_rule=lt, the rule of Carlini et al.'s LiRA code), not the default "
+               "FPR ≤ x; the two differ when x·n_non-members is an integer")
+
+
+def tpr_header(targets: list[dict], fpr_label: str) -> str:
+    """The TPR column's label; it says so when some result in the table used FPR < x."""
+    lt = any((a["result"].get("tpr_rule") == "lt") for b in targets for a in b.get("attacks") or [])
+    return f"TPR@{fpr_label}FPR" + (" (FPR < x where marked)" if lt else "")
 
 
 class Footnotes:
@@ -127,7 +136,9 @@ def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
     n = r.get("n_nonmembers")
     if not resolvable(metric, n):
         return Cell("n/a", marks=[notes.mark(unresolvable_reason(metric, n))])
-    return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3))
+    marks = [notes.mark(TPR_RULE_LT)] if r.get("tpr_rule") == "lt" else []
+    return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3),
+                marks)
 
 
 def _where_columns(targets: list[dict]) -> list[str]:
@@ -143,8 +154,8 @@ def membership_table(tables: Tables, targets: list[dict]) -> PaperTable:
         "at a fixed FPR use thresholds chosen on the evaluation labels (oracle, as in the SecMI/PIA papers); "
         "brackets are stratified-bootstrap 95% intervals. Empirical ε: Clopper–Pearson lower bound, the largest "
         "over the target's attacks, each at confidence 1 − 0.05/k (Bonferroni over k attacks), so it holds at 95%.",
-        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", "TPR@1%FPR",
-                 "TPR@0.1%FPR"],
+        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
+                 tpr_header(targets, "0.1%")],
         "l" * len(where) + "llrrlrrrr")
     for b in targets:
         if not b["attacks"]:
@@ -231,6 +242,23 @@ def audit_verdict(r: dict) -> str:
                                                     and math.isnan(r["formal_epsilon"])):
         return "EXCEEDS formal ε" if hit else "consistent"
     return f"EXCEEDS claimed ε ({_who(r.get('claim_kind'))})" if hit else f"not refuted (claim {_who(r.get('claim_kind'))})"
+def split_check_table(tables: Tables) -> PaperTable | None:
+    """The member/non-member shift check of the external targets (none: no table)."""
+    df = tables.split_check_frame()
+    if not len(df):
+        return None
+    t = PaperTable("split-check", "Member/non-member shift check",
+                   "A model-free classifier (logistic regression on pixel statistics and a fixed random-convolution "
+                   "feature map, k-fold cross-validated) tells members from non-members with this AUC (95% CI). "
+                   "Above 0.6 at the CI's lower bound the two sets differ without the model, and an attack's AUC on "
+                   "them is not evidence of leakage (Das, Zhang & Tramèr 2024).",
+                   ["method", "target", "AUC", "records", "verdict"], "llrrl")
+    for r in df.astype(object).to_dict("records"):
+        ci = f"[{_f(r['ci95_low'])}, {_f(r['ci95_high'])}]" if r.get("ci95_low") is not None else ""
+        t.rows.append([Cell(str(r["method"])), Cell(str(r["target"])), Cell(_f(r["auc"]), ci),
+                       Cell(f"{r['n_members']} / {r['n_nonmembers']}"),
+                       Cell("SHIFT: not evidence of leakage" if r["shift"] else "no shift detected")])
+    return t
 
 
 def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
@@ -363,5 +391,5 @@ def paper_tables(tables: Tables, targets: list[dict] | None = None) -> list[Pape
     """The report's tables in page order (those with no rows are left out)."""
     targets = tables.targets() if targets is None else targets
     out = [membership_table(tables, targets), seeds_table(targets), target_table(targets), audit_table(tables),
-           accountant_table(tables, targets), fid_table(tables)]
+           split_check_table(tables), accountant_table(tables, targets), fid_table(tables)]
     return [t for t in out if t is not None and t.rows]

@@ -388,6 +388,25 @@ class Tables:
             })
         return pd.DataFrame(rows)
 
+    def split_check_frame(self) -> pd.DataFrame:
+        """One row per target whose results carry the member/non-member shift check (``attack --model``'s
+        ``split_check``; docs/external-models.md); the attacks of one target share it."""
+        rows, seen = [], set()
+        for r in self.sorted_results():
+            sc = r.get("split_check")
+            if not isinstance(sc, dict) or "auc" not in sc:
+                continue
+            ci = sc.get("ci95") or [None, None]
+            key = (r.dataset, r.seed, r.method, r.target, sc.get("auc"), tuple(ci))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append({"dataset": r.dataset, "seed": r.seed, "method": r.method, "target": r.target,
+                         "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "shift": sc.get("shift"),
+                         "bound": sc.get("bound"), "folds": sc.get("folds"), "n_members": sc.get("n_members"),
+                         "n_nonmembers": sc.get("n_nonmembers"), "verdict": sc.get("verdict")})
+        return pd.DataFrame(rows)
+
     def accountant_frame(self) -> pd.DataFrame:
         rows, seen = [], set()
         for b in self.targets():

@@ -113,8 +113,10 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
     mem = [r for r in results if r.get("kind", MEMBERSHIP) == MEMBERSHIP]
     other = [r for r in results if r.get("kind", MEMBERSHIP) != MEMBERSHIP]
     if mem:
-        hdr = (f"{'target':24s} {'attack':7s} {'AUC [95% CI]':19s} {'ASR':>5s}  {'TPR@1% [95% CI]':19s} "
-               f"{'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
+        lt = all(r.get("tpr_rule") == "lt" for r in mem)  # FPR < x: the label says so (mixed: the footnotes)
+        hdr = (f"{'target':24s} {'attack':7s} {'AUC [95% CI]':19s} {'ASR':>5s}  "
+               f"{'TPR@<1% [95% CI]' if lt else 'TPR@1% [95% CI]':19s} "
+               f"{'TPR@<.1%' if lt else 'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
         out.write(hdr + "\n" + "-" * len(hdr) + "\n")
         for r in mem:
             m = r["metrics"]
@@ -133,6 +135,9 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
         if c:
             out.write(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
                       f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})\n")
+    for r in results:
+        if r.get("tpr_rule") == "lt":
+            out.write(f"  TPR of {r['attack']}: at FPR < x (metrics.tpr_rule=lt, Carlini et al.'s LiRA code), not <= x\n")
     for r in results:
         for w in r.get("warnings") or []:
             out.write(f"  ! {r['attack']}: {w}\n")

@@ -145,7 +145,20 @@ RECORDS_VERSION = 3
 
 
 def attack_hash(attack: Attack, cfg, target_name: str) -> str:
-    return config_hash({"target": target_name, "records": RECORDS_VERSION, **attack.hash_dict(cfg)})
+    return config_hash({"target": target_name, "records": RECORDS_VERSION, **attack.hash_dict(cfg),
+                        **metrics_hash_dict(cfg)})
+
+
+def metrics_hash_dict(cfg) -> dict:
+    """The ``metrics.*`` settings off their defaults (at the defaults: nothing, so existing results keep their
+    hash): they change the reported numbers, not the scores."""
+    rule = getattr(getattr(cfg, "metrics", None), "tpr_rule", "le")
+    return {"tpr_rule": rule} if rule != "le" else {}
+
+
+#: shown with every result whose TPR@x used metrics.tpr_rule=lt
+TPR_RULE_LT_NOTE = ("TPR@x is the largest TPR with FPR < x (metrics.tpr_rule=lt, as Carlini et al.'s LiRA code, "
+                    "tensorflow/privacy research/mi_lira_2021), not privbench's default FPR <= x")
 
 
 def attack_dir(run_dir: Path, attack: Attack, cfg, target_name: str) -> Path:
@@ -197,24 +210,24 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | N
 # ---------------------------------------------------------------------- metrics
 
 def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, np.ndarray], *, bootstrap: int,
-                       seed: int) -> dict[str, Any]:
+                       seed: int, tpr_rule: str = "le") -> dict[str, Any]:
     """metrics (+ci95), calibrated, sweep (oracle), warnings for one membership attack's scores."""
     from ..metrics.roc import calibrated_metrics, membership_metrics
 
-    m = membership_metrics(scores, labels, bootstrap=bootstrap, seed=seed)
+    m = membership_metrics(scores, labels, bootstrap=bootstrap, seed=seed, tpr_rule=tpr_rule)
     warnings = list(m.pop("warnings", []))
-    cal = calibrated_metrics(scores, labels, seed=seed)
+    cal = calibrated_metrics(scores, labels, seed=seed, tpr_rule=tpr_rule)
     warnings += [f"calibrated: {w}" for w in cal.get("warnings", [])]
     out: dict[str, Any] = {"metrics": m, "calibrated": cal, "warnings": warnings, "sweep": None}
     if sweep:
         rows = []
         for t, s in sweep.items():
-            mt = membership_metrics(s, labels, bootstrap=0, seed=seed)
+            mt = membership_metrics(s, labels, bootstrap=0, seed=seed, tpr_rule=tpr_rule)
             mt.pop("warnings", None)
             mt.pop("ci95", None)
             rows.append({"t": int(t), **mt})
         best = max(rows, key=lambda r: (r["auc"], r["tpr_at_1pct_fpr"]))
-        bm = membership_metrics(sweep[best["t"]], labels, bootstrap=bootstrap, seed=seed)
+        bm = membership_metrics(sweep[best["t"]], labels, bootstrap=bootstrap, seed=seed, tpr_rule=tpr_rule)
         bm.pop("warnings", None)
         out["sweep"] = {
             "per_t": rows,
@@ -329,9 +342,14 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
     if attack.kind == MEMBERSHIP:
         scores = np.asarray(out.scores, dtype=np.float64)
         labels = records.labels.numpy().astype(np.int64)
-        sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed)
+        rule = cfg.metrics.tpr_rule
+        sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
+                                 tpr_rule=rule)
         result.update(metrics=sec["metrics"], calibrated=sec["calibrated"], sweep=sec["sweep"],
                       warnings=sec["warnings"])
+        if rule != "le":  # absent at the default: results keep their shape
+            result["tpr_rule"] = rule
+            result["notes"].append(TPR_RULE_LT_NOTE)
         ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
         if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
             result["notes"].append("the score ranks non-members above members; only the calibrated direction "

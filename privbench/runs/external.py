@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
-from .attack import assemble_result, make_attack, membership_section
+from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
+from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, PRESETS
@@ -36,7 +37,7 @@ from .store import default_runs_dir, run_lock
 
 #: bump when the numbers of an external run change for the same inputs (re-keys cached runs)
 EXTERNAL_VERSION = 1
-SETTING_SECTIONS = ("attack", "sample")
+SETTING_SECTIONS = ("attack", "sample", "metrics")
 
 
 def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str | None = None) -> Config:
@@ -51,7 +52,7 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     pairs = [tuple(p) for p in sets or () if isinstance(p, (tuple, list))]  # (key, value) of a suite, or KEY=VALUE
     for k, v in pairs + parse_set_args([p for p in sets or () if not isinstance(p, (tuple, list))]):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:
-            raise BadInput(f"--set {k}: an external model takes only attack.* and sample.* settings (its "
+            raise BadInput(f"--set {k}: an external model takes only attack.*, sample.* and metrics.* settings (its "
                            f"architecture and schedule come from the model)")
         set_key(cfg, k, v)
     return cfg
@@ -93,14 +94,19 @@ def _as_set(x, y, prov) -> RecordSet:
     return RecordSet(x, y, index, prov)
 
 
-def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_root=None, split=None
-                     ) -> tuple[RecordSet, RecordSet]:
-    """Members and non-members from SPECs or from a PIA/SecMI split file (indices into ``dataset``)."""
+def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_root=None, split=None,
+                     records_range: str = "auto") -> tuple[RecordSet, RecordSet]:
+    """Members and non-members from SPECs or from a PIA/SecMI split file (indices into ``dataset``), in the same
+    range and encoding (``records_range``: :mod:`privbench.data.image_range`)."""
+    check_range_name(records_range)
     if split is not None:
         if members is not None or nonmembers is not None:
             raise BadInput("--split gives both the members and the non-members; drop --members/--nonmembers")
         if not dataset:
             raise BadInput(f"--split {split}: needs --dataset (e.g. cifar10) and --data-root")
+        if records_range not in ("auto", "-1:1"):
+            raise BadInput(f"--split {split}: selects privbench's own [-1, 1] dataset records; --records-range "
+                           f"{records_range} does not apply")
         mem_idx, non_idx = read_split(split)
         from ..data.base import load_dataset
 
@@ -115,8 +121,10 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
         return sets[0], sets[1]
     if members is None or nonmembers is None:
         raise BadInput("--model needs --members SPEC and --nonmembers SPEC (or --split FILE with --dataset)")
-    m = _as_set(*load_records(members, image_shape=image_shape, dataset=dataset, data_root=data_root))
-    n = _as_set(*load_records(nonmembers, image_shape=image_shape, dataset=dataset, data_root=data_root))
+    m = _as_set(*load_records(members, image_shape=image_shape, dataset=dataset, data_root=data_root,
+                              records_range=records_range))
+    n = _as_set(*load_records(nonmembers, image_shape=image_shape, dataset=dataset, data_root=data_root,
+                              records_range=records_range))
     return m, n
 
 
@@ -126,8 +134,9 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
                     and mem.provenance.get("dataset") == non.provenance.get("dataset"))
     k = shared_count(mem.x, non.x, mem.index if same_dataset else None, non.index if same_dataset else None)
     if k:
-        raise BadInput(f"members and non-members share {k} records (same pixels or same dataset index); a record "
-                       f"cannot be both")
+        raise BadInput(f"members and non-members share {k} records (same dataset index, or the same pixels on the "
+                       f"8-bit grid in the model's [-1, 1]); a record cannot be both")
+    check_same_encoding(mem.provenance, non.provenance)  # after the overlap: a re-encoded copy is named as such
     if num_classes:
         for what, s in (("--members", mem), ("--nonmembers", non)):
             if s.y is None:
@@ -172,7 +181,8 @@ def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str
     what = {"version": EXTERNAL_VERSION, "model": model, "target": target_name,
             "records": records_sha256(records.x, records.y, records.labels, records.index),
             "attack": attack.hash_dict(cfg), "attack_settings": asdict(cfg.attack),
-            "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset}
+            "sample": asdict(cfg.sample), "seed": cfg.seed, "dataset": cfg.dataset, "preset": cfg.preset,
+            **metrics_hash_dict(cfg)}
     if claim:
         what["claim"] = claim
     return config_hash(what)
@@ -208,6 +218,8 @@ class ExternalTarget:
     sets: tuple
     dataset: str | None
     claim: dict | None = None      # the user's privacy claim (privbench.privacy.claims.user_claim), or None
+    records_range: dict = field(default_factory=dict)
+    split_check: dict | None = None
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
@@ -221,12 +233,14 @@ class ExternalTarget:
 def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
                          device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                          dataset: str | None = None, data_root=None, split=None,
-                         target_name: str = "model", claim: dict | None = None) -> ExternalTarget:
+                         target_name: str = "model", claim: dict | None = None,
+                         records_range: str = "auto") -> ExternalTarget:
     """Load and check an external model and its records (everything that can be bad input, nothing written).
     ``claim``: the privacy object of the user's claim (:func:`privbench.privacy.claims.user_claim`)."""
     from ..models.external import load_external
 
     external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
+    check_range_name(records_range)
     if dataset:
         from ..core.registry import DATASETS
 
@@ -234,9 +248,16 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name)
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
-                                data_root=data_root, split=split)
+                                data_root=data_root, split=split, records_range=records_range)
     records = build_external_records(mem, non, tgt.num_classes)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim)
+    used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
+    from ..metrics.split_shift import split_shift
+
+    shift = split_shift(mem.x, non.x)  # the blind baseline: do the records alone tell the two sets apart?
+    if shift["shift"]:
+        print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim, used,
+                          shift)
 
 
 def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
@@ -277,6 +298,10 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
                                  timing)
         result["notes"] = _notes(ext.prov, ext.mem, ext.non, ext.claim) + list(result.get("notes") or [])
         result["provenance"] = provenance
+        result["records_range"] = ext.records_range
+        result["split_check"] = ext.split_check
+        if ext.split_check and ext.split_check["shift"]:
+            result["warnings"] = list(result.get("warnings") or []) + [ext.split_check["verdict"]]
         atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
     return result
 
@@ -284,7 +309,8 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
 def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None) -> dict:
+                    split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None,
+                    records_range: str = "auto") -> dict:
     """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
@@ -295,7 +321,8 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
-                               data_root=data_root, split=split, target_name=target_name, claim=claim)
+                               data_root=data_root, split=split, target_name=target_name, claim=claim,
+                               records_range=records_range)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
@@ -334,7 +361,8 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
                        f"got shape {tuple(x.shape)}")
     if float(x.min()) < -1 - 1e-4 or float(x.max()) > 1 + 1e-4:
         raise BadInput(f"{what}: images must lie in [-1, 1]")
-    prov = {"spec": "in memory", "n": int(len(x)), "source_shape": list(x.shape[1:])}
+    prov = {"spec": "in memory", "n": int(len(x)), "source_shape": list(x.shape[1:]), "range": "-1:1",
+            "encoding": "float", "range_basis": "in-memory tensors must be in [-1, 1]"}
     x = fit_to_model(x.cpu().contiguous(), image_shape, what, prov)
     if y is not None:
         y = torch.as_tensor(y).long().view(-1)
@@ -366,6 +394,7 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     if att.kind != MEMBERSHIP:
         return InMemoryResult(att.name, dict(out.metrics), None, labels, figures=out.figures, notes=list(out.notes))
     scores = np.asarray(out.scores, dtype=np.float64)
-    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed)
+    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
+                             tpr_rule=cfg.metrics.tpr_rule)
     return InMemoryResult(att.name, sec["metrics"], scores, labels, sec["calibrated"], sec["sweep"], out.figures,
                         list(out.notes), sec["warnings"])

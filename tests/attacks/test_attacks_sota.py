@@ -478,3 +478,28 @@ def test_attack_variants_are_labelled_and_reported_side_by_side(tmp_path):
                                   "--runs-dir", str(runs), "--device", "cpu"])
     assert r.exit_code == 2 and "not a variant of pia" in r.output
     assert sorted(p.name for p in runs.iterdir()) == before
+
+
+def test_gsa_official_xgboost_classifier_and_label(monkeypatch):
+    """Issue 19.6: the official GSA classifier, xgboost.XGBClassifier(n_estimators=200), is reachable
+    (attack.gsa_classifier=xgboost, label gsa@xgboost); without xgboost it is exit 2 naming the extra."""
+    import sys
+
+    from privbench.attacks.gsa import make_classifier
+    from privbench.runs.attack import make_attack
+
+    xgboost = pytest.importorskip("xgboost")
+    clf = make_classifier("xgboost", 0)
+    assert isinstance(clf, xgboost.XGBClassifier) and clf.get_params()["n_estimators"] == 200
+    rec = _records(4, 4)
+    pool = _records(6, 6, seed=3, first_index=300)
+    refs = _refs([_white_box_target(1), _white_box_target(2)], np.zeros((2, 8)), "offline", pool=pool,
+                 pool_in=np.array([[1, 0] * 6, [0, 1] * 6], dtype=bool))
+    out = GSA(gsa_timesteps=[50, 500], gsa_classifier="xgboost").run(_white_box_target(0), rec,
+                                                                      AttackEnv(references=refs))
+    assert out.figures["classifier"] == "xgboost" and ((out.scores >= 0) & (out.scores <= 1)).all()
+    cfg = train_cfg(attack__gsa_classifier="xgboost")
+    assert make_attack(cfg, "gsa").label == "gsa@xgboost" and make_attack(train_cfg(), "gsa").label == "gsa"
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    with pytest.raises(BadInput, match=r"pip install 'privbench\[official\]'"):
+        make_attack(cfg, "gsa").validate(1000, cfg)

@@ -98,3 +98,28 @@ def test_paper_preset_builds_and_steps_on_cpu():
     loss.backward()
     opt.step()
     assert torch.isfinite(loss)
+
+
+def test_named_dataset_is_never_replaced_by_the_preset(tmp_path):
+    """issue 19.8: "digits" was also the "not given" value, so --dataset digits --preset paper trained CIFAR-10."""
+    assert build_config("centralized", "digits", preset="paper").dataset == "digits"
+    assert build_config("centralized", "colored-digits", preset="paper").dataset == "colored-digits"
+    assert build_config("centralized", "digits", preset="small").dataset == "digits"
+    assert build_config("centralized", preset="small").dataset == "colored-digits"   # none named: the preset's
+    p = tmp_path / "c.yaml"
+    p.write_text("dataset: mnist\n")
+    assert build_config("centralized", config_file=str(p)).dataset == "mnist"        # the file names it: it wins
+    with pytest.raises(BadInput, match="differs from --dataset digits"):
+        build_config("centralized", "digits", config_file=str(p))
+    with pytest.raises(BadInput, match="differs from --dataset digits"):
+        build_config("centralized", "digits", overrides=[("dataset", "cifar10")])
+
+
+def test_cli_dataset_digits_with_paper_preset_trains_digits(tmp_path):
+    from click.testing import CliRunner
+
+    from privbench.cli import main
+
+    r = CliRunner().invoke(main, ["train", "--method", "centralized", "--dataset", "digits", "--preset", "paper",
+                                  "--set", "dataset=cifar10", "--runs-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "differs from --dataset digits" in r.output

@@ -29,7 +29,7 @@ def test_npz_uint8_nhwc_equals_float_nchw(tmp_path):
     x2, y2, _ = load_records(tmp_path / "f.npz", image_shape=(3, 4, 4))
     assert torch.equal(x2, x) and y2 is None
     np.savez(tmp_path / "bad_range.npz", images=(ref * 255).numpy())
-    with pytest.raises(BadInput, match=r"in \[-1, 1\]"):
+    with pytest.raises(BadInput, match=r"inside none of \[-1, 1\]"):
         load_records(tmp_path / "bad_range.npz")
     np.savez(tmp_path / "nhwc_float.npz", images=ref.permute(0, 2, 3, 1).numpy())
     with pytest.raises(BadInput, match="channels first"):
@@ -66,7 +66,7 @@ def test_gray_files_for_rgb_model_and_resize(tmp_path):
     assert small.shape == (3, 1, 8, 8) and prov["resized_files"] == 3
     np.savez(tmp_path / "wide.npz", images=np.zeros((2, 1, 8, 16), dtype=np.float32))
     with pytest.raises(BadInput, match="only square images are resized"):
-        load_records(tmp_path / "wide.npz", image_shape=(1, 8, 8))
+        load_records(tmp_path / "wide.npz", image_shape=(1, 8, 8), records_range="-1:1")
 
 
 def test_indices_and_split_file(tmp_path):

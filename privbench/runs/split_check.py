@@ -1,0 +1,32 @@
+"""``privbench check-split``: can members and non-members be told apart without any model?
+
+Loads the two record sets as ``attack --model`` does (:func:`privbench.runs.external.load_member_sets`, at their
+own size: no model to fit them to), refuses what ``attack --model`` refuses (shared records, different encodings or
+ranges), and runs the model-free shift check (:func:`privbench.metrics.split_shift.split_shift`)."""
+from __future__ import annotations
+
+from ..core.errors import BadInput
+from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
+from .external import build_external_records, load_member_sets
+
+
+def check_split(members=None, nonmembers=None, *, split=None, dataset: str | None = None, data_root=None,
+                records_range: str = "auto", folds: int = DEFAULT_FOLDS, seed: int = 0) -> dict:
+    """The shift check of two SPECs (or a split file): :func:`split_shift`'s dict plus ``members`` and
+    ``nonmembers`` (where the records came from) and ``records_range``."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
+    if split is None and (members is None or nonmembers is None):
+        raise BadInput("check-split needs --members SPEC and --nonmembers SPEC (or --split FILE with --dataset)")
+    if dataset:
+        from ..core.registry import DATASETS
+
+        DATASETS.get(dataset)
+    mem, non = load_member_sets(members, nonmembers, None, dataset=dataset, data_root=data_root, split=split,
+                                records_range=records_range)
+    build_external_records(mem, non, None)  # shared records and different encodings are bad input here too
+    out = split_shift(mem.x, non.x, folds=folds, seed=seed)
+    out["members"] = {k: v for k, v in mem.provenance.items() if k != "index"}
+    out["nonmembers"] = {k: v for k, v in non.provenance.items() if k != "index"}
+    out["records_range"] = mem.provenance.get("range")
+    return out
