@@ -284,18 +284,35 @@ def load_ckpt(path: str | Path, use_ema: bool = True, base: PytorchDDPMConfig | 
     if not isinstance(sd, dict) or not all(torch.is_tensor(v) for v in sd.values()):
         raise BadInput(f"--model {path}: {used!r} is not a state dict of tensors")
     sd = strip_module_prefix(sd)
-    cfg = infer_config(sd, base)
-    if cfg.ch % cfg.num_groups:
-        raise BadInput(f"--model {path}: ch={cfg.ch} is not divisible by the {cfg.num_groups} GroupNorm groups")
-    net = PytorchDDPMUNet(cfg)
-    try:
-        net.load_state_dict(sd, strict=True)
-    except RuntimeError as e:
-        raise BadInput(f"--model {path}: {used} does not match the pytorch-ddpm UNet "
-                       f"({' '.join(str(e).split())[:160]})") from None
+    net = _bounded_net(sd, base, f"--model {path} ({used})")
+    net.load_state_dict(sd, strict=True)
     info = {"weights": used, "ema": used == "ema_model", "step": _int_or_none(obj.get("step")),
-            "config": cfg.to_dict()}
+            "config": net.cfg.to_dict()}
     return net.eval(), info
+
+
+def _bounded_net(sd: dict, base: PytorchDDPMConfig | None, where: str) -> PytorchDDPMUNet:
+    """The network ``sd`` was saved from, built only after its tensors' storage, its time table's T (at most
+    MAX_TIMESTEPS) and its size (parameters + buffers, at most MAX_PARAMETERS, counted on the meta device) were
+    checked and its keys, shapes and dtypes matched (:mod:`privbench.models.safe_load`)."""
+    from ..core.config import MAX_TIMESTEPS
+    from .safe_load import check_size, check_tensors, meta_build, state_dict_info
+
+    found = state_dict_info(sd, where)  # before any shape is believed (zero strides)
+    try:
+        cfg = infer_config(sd, base)
+    except (KeyError, ValueError, IndexError) as e:
+        if isinstance(e, BadInput):
+            raise BadInput(f"{where}: {e}") from None
+        raise BadInput(f"{where}: not a pytorch-ddpm state dict ({type(e).__name__}: {str(e)[:80]})") from None
+    if not 2 <= cfg.T <= MAX_TIMESTEPS:
+        raise BadInput(f"{where}: its time table has T={cfg.T:,} rows; privbench loads 2..{MAX_TIMESTEPS:,}")
+    if cfg.ch % cfg.num_groups:
+        raise BadInput(f"{where}: ch={cfg.ch} is not divisible by the {cfg.num_groups} GroupNorm groups")
+    meta = meta_build(lambda: PytorchDDPMUNet(cfg), where)
+    check_size(meta, where)
+    check_tensors(meta.state_dict(), found, where)
+    return PytorchDDPMUNet(cfg)
 
 
 def _int_or_none(v):
