@@ -334,9 +334,9 @@ def _bounded_net(sd: dict, base: PytorchDDPMConfig | None, where: str) -> Pytorc
     MAX_TIMESTEPS) and its size (parameters + buffers, at most MAX_PARAMETERS, counted on the meta device) were
     checked and its keys, shapes and dtypes matched (:mod:`privbench.models.safe_load`)."""
     from ..core.config import MAX_TIMESTEPS
-    from .safe_load import check_size, check_tensors, meta_build, state_dict_info
+    from .safe_load import check_state_dict, meta_build, state_dict_info
 
-    found = state_dict_info(sd, where)  # before any shape is believed (zero strides)
+    state_dict_info(sd, where)  # before any shape is believed: no zero or overlapping strides
     try:
         cfg = infer_config(sd, base)
     except (KeyError, ValueError, IndexError) as e:
@@ -347,9 +347,7 @@ def _bounded_net(sd: dict, base: PytorchDDPMConfig | None, where: str) -> Pytorc
         raise BadInput(f"{where}: its time table has T={cfg.T:,} rows; privbench loads 2..{MAX_TIMESTEPS:,}")
     if cfg.ch % cfg.num_groups:
         raise BadInput(f"{where}: ch={cfg.ch} is not divisible by the {cfg.num_groups} GroupNorm groups")
-    meta = meta_build(lambda: PytorchDDPMUNet(cfg), where)
-    check_size(meta, where)
-    check_tensors(meta.state_dict(), found, where)
+    check_state_dict(meta_build(lambda: PytorchDDPMUNet(cfg), where), sd, where)
     return PytorchDDPMUNet(cfg)
 
 
