@@ -6,10 +6,13 @@ see the traceback of an unexpected error); :class:`_Group` does the final mappin
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
+import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -97,6 +100,44 @@ def _is_out_of_memory(e: BaseException) -> bool:
     return isinstance(e, MemoryError) or "out of memory" in text or "can't allocate memory" in text
 
 
+#: libraries whose log records (and Python's warnings, ``py.warnings``) privbench prints as one line each
+LIBRARY_LOGGERS = ("py.warnings", "diffusers", "transformers", "PIL", "torch")
+
+
+class _OneLineWarnings(logging.Filter):
+    """A logger filter that prints each warning of a library as one ``privbench: warning: …`` line on the current
+    stderr and drops the record, so neither the library's own handler (diffusers prints multi-line messages) nor
+    Python's ``file:line: Category: msg`` + source line reaches stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            text = record.getMessage()
+            if record.name == "py.warnings":  # "path:line: UserWarning: message\n  source line"
+                m = re.search(r":\d+: (\w+): (.*)", text, flags=re.S)
+                text = f"{m.group(1)}: {m.group(2).splitlines()[0] if m.group(2) else ''}" if m else text
+            text = " ".join(text.split())
+            if len(text) > 300:
+                text = text[:300].rsplit(" ", 1)[0] + " ..."
+            click.echo(f"privbench: warning: {text}", err=True)
+        return False
+
+
+def _route_library_warnings() -> None:
+    logging.captureWarnings(True)
+    for name in LIBRARY_LOGGERS:
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, _OneLineWarnings) for f in lg.filters):
+            lg.addFilter(_OneLineWarnings())
+
+
+def _stdout_closed() -> None:
+    """The reader of stdout went away (``privbench list keys | head -1``): done, exit 0, as other Unix tools;
+    stdout goes to /dev/null so the interpreter's last flush does not complain."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(0)
+
+
 def _exit(code: int, label: str, msg: str) -> None:
     click.echo(f"privbench: {label}: {msg}", err=True)
     sys.exit(code)
@@ -127,6 +168,8 @@ class _Group(click.Group):
             _exit(EXIT_FAILED, "failed", _one_line(e))
         except KeyboardInterrupt:
             _interrupted()
+        except BrokenPipeError:
+            _stdout_closed()
         except OSError as e:
             if e.errno in BAD_INPUT_ERRNOS:
                 _exit(EXIT_BAD_INPUT, "error", _os_error(e))
@@ -158,6 +201,7 @@ def _print_version(ctx, _param, value):
               help=f"Show the version ({__version__}) and, in a git checkout, the commit, and exit.")
 def main():
     """privbench: train diffusion targets, attack them, account and report their privacy."""
+    _route_library_warnings()
 
 
 @main.command("list")

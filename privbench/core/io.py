@@ -44,6 +44,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the mode any new file would get
         os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        # a failed write() names no file ("[Errno 27] File too large"): name the one being written
+        raise OSError(e.errno, e.strerror, str(path)) from e
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -60,11 +60,15 @@ def load_yaml(text: str | bytes, what: str) -> Any:
     """Parse one YAML document; ``what`` names the input in the one-line BadInput (e.g. ``--config a.yaml``)."""
     if len(text) > MAX_BYTES:
         raise BadInput(f"{what}: {len(text)} bytes; YAML inputs are limited to {MAX_BYTES} bytes")
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # reads the stream's first chunk: a NUL or control byte is refused right here
         return loader.get_single_data()
     except _Refused as e:
         raise BadInput(f"{what}: {e}") from None
+    except yaml.reader.ReaderError as e:
+        raise BadInput(f"{what}: not YAML text (unacceptable character #x{e.character:04x} at byte "
+                       f"{e.position})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -73,7 +77,8 @@ def load_yaml(text: str | bytes, what: str) -> Any:
     except RecursionError:
         raise BadInput(f"{what}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str | Path, what: str) -> Any:

@@ -34,9 +34,13 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import BadInput
+from ..core.jsonio import regular_file
 from .image_range import dataset_range, decode_images, eight_bit_range, grid_digests
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+#: the largest factor records are upscaled by to the model's side; beyond it the scores would describe the resize
+#: more than the model (8×8 records on a 4096-side model are upscaled 512×)
+MAX_UPSCALE = 4
 SPLIT_KEYS = ("mia_train_idxs", "mia_eval_idxs")
 
 
@@ -97,6 +101,8 @@ def _pil_to_array(path: Path, want_channels: int | None) -> np.ndarray:
                 rgb = rgba[..., :3]
             else:
                 rgb = np.asarray(im.convert("RGB"))
+    except Image.DecompressionBombError as e:  # PIL's bound on pixels per image (a few-KB file, gigapixels)
+        raise _fail(path, f"refused as a decompression bomb ({' '.join(str(e).split())[:120]})") from None
     except (OSError, UnidentifiedImageError) as e:
         raise _fail(path, f"not a readable image ({type(e).__name__})") from None
     if want_channels == 1:
@@ -193,7 +199,10 @@ def read_split(path, *, what: str = "--split") -> tuple[np.ndarray, np.ndarray]:
             have = ", ".join(getattr(z, "files", [])) or "nothing"
             raise BadInput(f"{what} {path}: expected arrays mia_train_idxs (members) and mia_eval_idxs "
                            f"(non-members), as SecMI's member_splits files; it has: {have}")
-        mem, non = np.asarray(z["mia_train_idxs"]), np.asarray(z["mia_eval_idxs"])
+        try:
+            mem, non = np.asarray(z["mia_train_idxs"]), np.asarray(z["mia_eval_idxs"])
+        except (OSError, ValueError, EOFError) as e:  # an object array (pickled) or a corrupt member
+            raise BadInput(f"{what} {path}: not plain integer arrays without pickle ({type(e).__name__})") from None
     for name, a in (("mia_train_idxs", mem), ("mia_eval_idxs", non)):
         if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer) or len(a) == 0:
             raise BadInput(f"{what} {path}: {name} must be a non-empty 1-D integer array")
@@ -207,6 +216,10 @@ def _resize(x: torch.Tensor, size: tuple[int, int], spec) -> torch.Tensor:
     if h != w or size[0] != size[1]:
         raise _fail(spec, f"images are {h}×{w}, the model takes {size[0]}×{size[1]}; only square images are "
                           f"resized (a non-square resize would distort them)")
+    if size[0] > MAX_UPSCALE * h:
+        raise _fail(spec, f"records are {h}x{w}, the model takes {size[0]}x{size[1]}: privbench upscales records "
+                          f"at most {MAX_UPSCALE}x (scores on upscaled records say little about the model); bring "
+                          f"records of the model's size")
     return F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False).clamp(-1, 1)
 
 
@@ -232,6 +245,8 @@ def load_records(spec, *, image_shape=None, dataset: str | None = None, data_roo
         raise _fail(spec, "no such file or directory")
     want_c = int(image_shape[0]) if image_shape is not None else None
     size = (int(image_shape[1]), int(image_shape[2])) if image_shape is not None else None
+    if not p.is_dir():
+        regular_file(p, "records")  # a FIFO named members.npz would block the read forever
     if p.is_dir():
         x, y, prov = _read_folder(p, want_c, size, records_range)
     elif p.suffix == ".npz":
@@ -242,6 +257,8 @@ def load_records(spec, *, image_shape=None, dataset: str | None = None, data_roo
         raise _fail(spec, "expected an .npz or .npy of images, an image folder, or an .npy of dataset indices")
     if len(x) == 0:
         raise _fail(spec, "holds no records")
+    if x.dim() != 4 or 0 in x.shape[1:]:
+        raise _fail(spec, f"images of shape {list(x.shape[1:])} hold no pixels")
     prov = {"spec": str(spec), **prov, "n": int(len(x)), "source_shape": list(x.shape[1:])}
     x = fit_to_model(x.float().contiguous(), image_shape, spec, prov)
     return x.contiguous(), y, prov

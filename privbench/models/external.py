@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from ..core.config import MAX_TIMESTEPS
 from ..core.errors import BadInput
+from ..core.jsonio import read_json_object, regular_file
 from ..core.schedule import Schedule
 from .target import Target
 
@@ -59,6 +60,8 @@ CONVERSIONS = {
     "v_prediction": "eps = sqrt(abar_t)*v + sqrt(1-abar_t)*x_t",
     "sample": "eps = (x_t - sqrt(abar_t)*x0_hat) / sqrt(1-abar_t)",
 }
+#: the largest image side a model may declare (``sample_size``), as privbench's own ``data.resolution``
+MAX_SAMPLE_SIDE = 1024
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".msgpack", ".h5")
 
 
@@ -97,15 +100,8 @@ def default_scheduler_config() -> dict:
 
 
 def read_json(path: Path, what: str) -> dict:
-    try:
-        d = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{what} {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise BadInput(f"{what} {path}: not a readable JSON file ({type(e).__name__})") from None
-    if not isinstance(d, dict):
-        raise BadInput(f"{what} {path}: expected a JSON object")
-    return d
+    """A JSON object from a file of the model (bounded, regular files only: :mod:`privbench.core.jsonio`)."""
+    return read_json_object(path, what)
 
 
 def read_scheduler_config(path) -> dict:
@@ -123,8 +119,8 @@ def schedule_from_config(cfg: dict, where: str = "scheduler config") -> tuple[Ex
         raise BadInput(f"{where}: scheduler {cls!r} has no discrete beta schedule privbench can attack through "
                        f"(supported: {', '.join(DISCRETE_SCHEDULERS[:4])}, ... the DDPM-family schedulers)")
     T = cfg.get("num_train_timesteps", 1000)
-    if isinstance(T, bool) or not isinstance(T, int) or T < 2:
-        raise BadInput(f"{where}: num_train_timesteps={T!r} must be an integer >= 2")
+    if isinstance(T, bool) or not isinstance(T, int) or not 2 <= T <= MAX_TIMESTEPS:
+        raise BadInput(f"{where}: num_train_timesteps={T!r} must be an integer in 2..{MAX_TIMESTEPS}")
     pred = cfg.get("prediction_type", "epsilon")
     if pred not in PREDICTION_TYPES:
         raise BadInput(f"{where}: prediction_type={pred!r}; supported: {', '.join(PREDICTION_TYPES)}")
@@ -254,8 +250,40 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, other
 
 
+def _sample_side(cfg: dict, where: str) -> None:
+    """``sample_size`` is an integer (or a pair) in 1..MAX_SAMPLE_SIDE; BadInput before anything is built."""
+    ss = cfg.get("sample_size")
+    if ss is None:
+        raise BadInput(f"{where}: config.json has no sample_size")
+    sides = list(ss) if isinstance(ss, (list, tuple)) and len(ss) == 2 else [ss]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SAMPLE_SIDE for s in sides):
+        raise BadInput(f"{where}: config.json sample_size={ss!r}; expected an integer (or a pair) in "
+                       f"1..{MAX_SAMPLE_SIDE}")
+
+
+def _unet_weight_files(folder: Path, safe: list[Path], where: str) -> list[Path]:
+    """The safetensors files diffusers' ``from_pretrained`` would read: ``diffusion_pytorch_model.safetensors``,
+    else the shards its ``.index.json`` names, else the first variant (``diffusion_pytorch_model.<v>.safetensors``
+    or its index)."""
+    stem = "diffusion_pytorch_model"
+    variants = sorted({f.name.split(".")[1] for f in safe if f.name.startswith(stem) and f.name.count(".") == 2})
+    for v in [""] + [f".{v}" for v in variants]:
+        single = folder / f"{stem}{v}.safetensors"
+        if single.is_file():
+            return [single]
+        index = folder / f"{stem}{v}.safetensors.index.json"
+        if index.exists():
+            weight_map = read_json_object(index, "--model").get("weight_map")
+            names = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
+            if not names or not all(isinstance(n, str) and "/" not in n and "\\" not in n for n in names):
+                raise BadInput(f"{where}: {index.name} has no weight_map of shard file names")
+            return [regular_file(folder / n, f"{where}: shard") for n in names]
+    raise BadInput(f"{where}: no {stem}.safetensors (nor a sharded index or variant of it)")
+
+
 def load_unet_folder(folder: Path, where: str):
-    """(UNet2DModel, the weight files read) from a ``save_pretrained`` folder, safetensors only."""
+    """(UNet2DModel, the weight files read) from a ``save_pretrained`` folder, safetensors only, loaded strictly
+    and within bounds (:mod:`privbench.models.safe_load`)."""
     cfg_path = folder / "config.json"
     cfg = read_json(cfg_path, "--model")
     cls = cfg.get("_class_name")
@@ -265,6 +293,7 @@ def load_unet_folder(folder: Path, where: str):
     if cfg.get("time_embedding_type") == "fourier":
         raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
                        f"DDPM-family UNets are supported")
+    _sample_side(cfg, where)
     safe, other = _weight_files(folder)
     if not safe:
         if other:
@@ -273,20 +302,11 @@ def load_unet_folder(folder: Path, where: str):
         raise BadInput(f"{where}: no .safetensors weights next to {cfg_path.name}")
     from diffusers import UNet2DModel
 
-    kw: dict[str, Any] = {}
-    std = [f for f in safe if f.name.startswith("diffusion_pytorch_model") and f.name.count(".") == 1]
-    index = folder / "diffusion_pytorch_model.safetensors.index.json"
-    if not std and not index.exists():
-        variants = sorted({f.name.split(".")[1] for f in safe if f.name.count(".") == 2})
-        if variants:
-            kw["variant"] = variants[0]
-    try:
-        unet = UNet2DModel.from_pretrained(str(folder), use_safetensors=True, local_files_only=True,
-                                           torch_dtype=torch.float32, low_cpu_mem_usage=False, **kw)
-    except Exception as e:  # noqa: BLE001 - diffusers raises many types for corrupt / mismatched files
-        first = " ".join(str(e).split())[:160] or type(e).__name__
-        raise BadInput(f"{where}: diffusers could not load this UNet2DModel ({type(e).__name__}: {first})") from None
-    return unet.float(), sorted(safe) + [cfg_path]
+    from .safe_load import load_strict
+
+    files = _unet_weight_files(folder, safe, where)
+    unet = load_strict(lambda: UNet2DModel.from_config(cfg), files, where)
+    return unet, sorted(safe) + [cfg_path]
 
 
 def _is_pickle(path: Path) -> bool:
@@ -335,8 +355,8 @@ def load_external(path, *, arch: str | None = None, scheduler_config=None, use_e
 def _scheduler_for(override, override_src, own: Path | None, where: str) -> tuple[ExternalSchedule, dict, str]:
     if override is not None:
         cfg, src = override, override_src
-    elif own is not None and own.is_file():
-        cfg, src = read_json(own, where), str(own)
+    elif own is not None and os.path.lexists(own):  # there but unreadable or dangling: an error, not the default
+        cfg, src = read_json(own, f"{where}:"), str(own)
     else:
         cfg, src = default_scheduler_config(), DEFAULT_SCHEDULE_NOTE
     sched, facts = schedule_from_config(cfg, src if src != DEFAULT_SCHEDULE_NOTE else "default schedule")
@@ -357,7 +377,7 @@ def _load_pipeline(p: Path, where, override, override_src, device, name):
         raise BadInput(f"{where}: model_index.json names a unet but the folder has no unet/")
     unet, files = load_unet_folder(p / "unet", f"{where} (unet/)")
     sched_file = p / "scheduler" / "scheduler_config.json"
-    if override is None and not sched_file.is_file():
+    if override is None and not os.path.lexists(sched_file):
         raise BadInput(f"{where}: a pipeline without scheduler/scheduler_config.json; pass --scheduler-config FILE")
     sched, facts, _ = _scheduler_for(override, override_src, sched_file, where)
     files = files + ([sched_file] if sched_file.is_file() else [])
@@ -369,7 +389,7 @@ def _load_unet_only(p: Path, where, override, override_src, device, name):
     unet, files = load_unet_folder(p, where)
     own = p / "scheduler_config.json"
     sched, facts, _ = _scheduler_for(override, override_src, own, where)
-    if own.is_file() and override is None:
+    if os.path.lexists(own) and override is None:
         files = files + [own]
     return _finish(unet, "diffusers", sched, facts, p, files, "diffusers-unet", device, name)
 

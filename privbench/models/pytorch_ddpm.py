@@ -32,6 +32,7 @@ Loading (:func:`load_ckpt`) uses ``torch.load(weights_only=True)``: no code in t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -245,20 +246,57 @@ def read_ckpt(path: str | Path) -> dict:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure: refuse, never fall back to full pickle
         raise BadInput(f"--model {path}: not loadable as plain tensors with torch.load(weights_only=True) "
-                       f"({_why(e)}); privbench never runs code from a checkpoint") from None
+                       f"({_why(e, path)}); privbench never runs code from a checkpoint") from None
     if not isinstance(obj, dict):
         raise BadInput(f"--model {path}: a pytorch-ddpm ckpt.pt holds a dict with 'net_model'/'ema_model', "
                        f"this holds a {type(obj).__name__}")
     return obj
 
 
-def _why(e: Exception) -> str:
-    """The informative part of torch's weights_only refusal (e.g. 'Unsupported global: GLOBAL io.open ...')."""
-    text = str(e)
-    for line in text.splitlines():
-        if "WeightsUnpickler error:" in line:
-            return line.split("WeightsUnpickler error:", 1)[1].split(". ")[0].strip()[:120]
-    return f"{type(e).__name__}: {' '.join(text.split())[:100]}"
+def _why(e: Exception, path: Path | None = None) -> str:
+    """Why torch's weights_only unpickler refused a file: the globals it would have had to import (named by
+    :func:`_blocked_globals`, without running them), else the refusal's own reason, cut at a word."""
+    blocked = _blocked_globals(path) if path is not None else []
+    if blocked:
+        more = f" and {len(blocked) - 3} more" if len(blocked) > 3 else ""
+        return f"it needs the blocked global{'s' if len(blocked) > 1 else ''} {', '.join(blocked[:3])}{more}"
+    text = " ".join(str(e).split())
+    m = re.search(r"WeightsUnpickler error: (.+?)(?: Check the documentation|$)", text)
+    reason = (m.group(1) if m else f"{type(e).__name__}: {text}").strip() or type(e).__name__
+    return reason if len(reason) <= 120 else reason[:120].rsplit(" ", 1)[0] + " ..."
+
+
+#: pickle opcodes read at most when naming a plain pickle's globals (the file is never executed)
+MAX_PICKLE_OPS = 1_000_000
+
+
+def _blocked_globals(path: Path) -> list[str]:
+    """``module.name`` of every global a checkpoint would import that ``weights_only`` does not allow: torch's
+    own scan for its zip format, else a scan of the pickle's opcodes (``pickletools``, nothing executed)."""
+    try:
+        return sorted(set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))))
+    except Exception:  # noqa: BLE001 - not torch's zip format (or an older torch): scan the plain pickle
+        pass
+    import pickletools
+
+    found, strings = [], []
+    try:
+        with open(path, "rb") as fh:
+            for i, (op, arg, _pos) in enumerate(pickletools.genops(fh)):
+                if i > MAX_PICKLE_OPS or op.name == "STOP":
+                    break
+                if op.name == "GLOBAL":
+                    found.append(str(arg).replace(" ", "."))
+                elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    found.append(f"{strings[-2]}.{strings[-1]}")
+                elif isinstance(arg, str):
+                    strings.append(arg)
+    except Exception:  # noqa: BLE001 - a truncated or malformed pickle: name what was seen
+        pass
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in torch.serialization.get_safe_globals()
+               if hasattr(g, "__qualname__")}
+    allowed |= {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter"}
+    return sorted({g for g in found if g not in allowed and not (g.startswith("torch.") and g.endswith("Storage"))})
 
 
 def load_ckpt(path: str | Path, use_ema: bool = True, base: PytorchDDPMConfig | None = None
@@ -284,18 +322,33 @@ def load_ckpt(path: str | Path, use_ema: bool = True, base: PytorchDDPMConfig | 
     if not isinstance(sd, dict) or not all(torch.is_tensor(v) for v in sd.values()):
         raise BadInput(f"--model {path}: {used!r} is not a state dict of tensors")
     sd = strip_module_prefix(sd)
-    cfg = infer_config(sd, base)
-    if cfg.ch % cfg.num_groups:
-        raise BadInput(f"--model {path}: ch={cfg.ch} is not divisible by the {cfg.num_groups} GroupNorm groups")
-    net = PytorchDDPMUNet(cfg)
-    try:
-        net.load_state_dict(sd, strict=True)
-    except RuntimeError as e:
-        raise BadInput(f"--model {path}: {used} does not match the pytorch-ddpm UNet "
-                       f"({' '.join(str(e).split())[:160]})") from None
+    net = _bounded_net(sd, base, f"--model {path} ({used})")
+    net.load_state_dict(sd, strict=True)
     info = {"weights": used, "ema": used == "ema_model", "step": _int_or_none(obj.get("step")),
-            "config": cfg.to_dict()}
+            "config": net.cfg.to_dict()}
     return net.eval(), info
+
+
+def _bounded_net(sd: dict, base: PytorchDDPMConfig | None, where: str) -> PytorchDDPMUNet:
+    """The network ``sd`` was saved from, built only after its tensors' storage, its time table's T (at most
+    MAX_TIMESTEPS) and its size (parameters + buffers, at most MAX_PARAMETERS, counted on the meta device) were
+    checked and its keys, shapes and dtypes matched (:mod:`privbench.models.safe_load`)."""
+    from ..core.config import MAX_TIMESTEPS
+    from .safe_load import check_state_dict, meta_build, state_dict_info
+
+    state_dict_info(sd, where)  # before any shape is believed: no zero or overlapping strides
+    try:
+        cfg = infer_config(sd, base)
+    except (KeyError, ValueError, IndexError) as e:
+        if isinstance(e, BadInput):
+            raise BadInput(f"{where}: {e}") from None
+        raise BadInput(f"{where}: not a pytorch-ddpm state dict ({type(e).__name__}: {str(e)[:80]})") from None
+    if not 2 <= cfg.T <= MAX_TIMESTEPS:
+        raise BadInput(f"{where}: its time table has T={cfg.T:,} rows; privbench loads 2..{MAX_TIMESTEPS:,}")
+    if cfg.ch % cfg.num_groups:
+        raise BadInput(f"{where}: ch={cfg.ch} is not divisible by the {cfg.num_groups} GroupNorm groups")
+    check_state_dict(meta_build(lambda: PytorchDDPMUNet(cfg), where), sd, where)
+    return PytorchDDPMUNet(cfg)
 
 
 def _int_or_none(v):

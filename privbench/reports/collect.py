@@ -304,7 +304,7 @@ def read_result(path: str | Path) -> Result:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested deeper than json can parse
         raise BadInput(f"{path}: not a readable result.json ({type(e).__name__})") from None
     if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
         missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]

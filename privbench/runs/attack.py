@@ -168,7 +168,7 @@ def attack_dir(run_dir: Path, attack: Attack, cfg, target_name: str) -> Path:
 def _load_cached(path: Path) -> dict | None:
     try:
         res = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return res if isinstance(res, dict) and "metrics" in res else None
 

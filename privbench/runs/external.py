@@ -16,6 +16,7 @@ objects in memory; it writes nothing.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,8 @@ from .store import default_runs_dir, run_lock
 #: bump when the numbers of an external run change for the same inputs (re-keys cached runs)
 EXTERNAL_VERSION = 1
 SETTING_SECTIONS = ("attack", "sample", "metrics")
+#: members and non-members an attack needs at least (metrics.roc: calibrated metrics split each in halves)
+MIN_RECORDS = 2
 
 
 def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str | None = None) -> Config:
@@ -129,7 +132,11 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
 
 
 def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | None) -> Records:
-    """Members then non-members as :class:`Records`; refuses overlap and missing/out-of-range labels."""
+    """Members then non-members as :class:`Records`; refuses too few records, overlap and missing/out-of-range
+    labels."""
+    if len(mem.x) < MIN_RECORDS or len(non.x) < MIN_RECORDS:  # the calibrated metrics need 2 of each
+        raise BadInput(f"an attack needs at least {MIN_RECORDS} members and {MIN_RECORDS} non-members (got "
+                       f"{len(mem.x)} and {len(non.x)})")
     same_dataset = (mem.index is not None and non.index is not None
                     and mem.provenance.get("dataset") == non.provenance.get("dataset"))
     k = shared_count(mem.x, non.x, mem.index if same_dataset else None, non.index if same_dataset else None)
@@ -272,37 +279,47 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     """Run ``attack`` on a loaded external target and write ``<runs_dir>/external-<hash>/`` (an equal request
     reuses the finished run); returns result.json's dict."""
     cfg, att, run_dir = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
-    res_path = run_dir / "result.json"
     cached = cached_external(run_dir)
     if cached is not None:
         print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
         return cached
-    tgt, records = ext.tgt, ext.records
+    records = ext.records
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
                   "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
                   "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
-    with run_lock(run_dir, "attack"):
-        cached = cached_external(run_dir, say=False)
-        if cached is not None:
-            return cached
-        atomic_write_json(run_dir / "provenance.json", provenance)
-        env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
-                        train_data=(records.x[records.labels == 1], records.y[records.labels == 1]),
-                        train_index=records.index[records.labels == 1].tolist())
-        t0 = time.time()
-        out = att.run(tgt, records, env)
-        if tgt.device.type == "cuda":
-            torch.cuda.synchronize(tgt.device)
-        timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-        result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir,
-                                 timing)
-        result["notes"] = _notes(ext.prov, ext.mem, ext.non, ext.claim) + list(result.get("notes") or [])
-        result["provenance"] = provenance
-        result["records_range"] = ext.records_range
-        result["split_check"] = ext.split_check
-        if ext.split_check and ext.split_check["shift"]:
-            result["warnings"] = list(result.get("warnings") or []) + [ext.split_check["verdict"]]
-        atomic_write_json(res_path, result)  # again, now with the provenance (its presence marks the run complete)
+    fresh = not run_dir.exists()
+    try:
+        with run_lock(run_dir, "attack"):
+            cached = cached_external(run_dir, say=False)
+            if cached is not None:
+                return cached
+            result = _attack_and_write(ext, cfg, att, run_dir, provenance)
+    except BadInput:  # bad input found by the attack itself: leave no directory, lock or provenance behind
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return result
+
+
+def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict) -> dict:
+    tgt, records = ext.tgt, ext.records
+    env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
+                    train_data=(records.x[records.labels == 1], records.y[records.labels == 1]),
+                    train_index=records.index[records.labels == 1].tolist())
+    t0 = time.time()
+    out = att.run(tgt, records, env)
+    if tgt.device.type == "cuda":
+        torch.cuda.synchronize(tgt.device)
+    timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
+    atomic_write_json(run_dir / "provenance.json", provenance)  # only once the attack ran
+    result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
+    result["notes"] = _notes(ext.prov, ext.mem, ext.non, ext.claim) + list(result.get("notes") or [])
+    result["provenance"] = provenance
+    result["records_range"] = ext.records_range
+    result["split_check"] = ext.split_check
+    if ext.split_check and ext.split_check["shift"]:
+        result["warnings"] = list(result.get("warnings") or []) + [ext.split_check["verdict"]]
+    atomic_write_json(run_dir / "result.json", result)  # again, now with the provenance (marks the run complete)
     return result
 
 

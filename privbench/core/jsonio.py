@@ -1,0 +1,57 @@
+"""The one reader of JSON files privbench did not write: a model's ``config.json``, ``model_index.json``, a
+scheduler config.
+
+Such a file may be anything: a FIFO that never ends (``open`` would block), a 300 MB document (read whole: 22 s,
+1.4 GB), a dangling link (a Hugging Face cache snapshot with a missing blob), ``[[[[…]]]]`` nested deeper than
+Python's recursion limit. Each is :class:`BadInput` with one line naming the file, before anything is read beyond
+:data:`MAX_BYTES` (the same bound as YAML inputs, :data:`privbench.core.yamlio.MAX_BYTES`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput
+from .yamlio import MAX_BYTES
+
+
+def regular_file(path: str | Path, what: str) -> Path:
+    """``path`` when it is a regular file (a link to one is fine); BadInput naming it otherwise — missing, a
+    dangling link, a directory, a FIFO or a device (reading those blocks or never ends)."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        dangling = " (a dangling link)" if p.is_symlink() else ""
+        raise BadInput(f"{what} {path}: file not found{dangling}") from None
+    except OSError as e:
+        raise BadInput(f"{what} {path}: unreadable ({e.strerror or type(e).__name__})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{what} {path}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"{what} {path}: not a regular file (a FIFO, socket or device is never read)")
+    return p
+
+
+def read_json_object(path: str | Path, what: str, max_bytes: int = MAX_BYTES) -> dict:
+    """The JSON object in ``path`` (a regular file of at most ``max_bytes``); BadInput naming the file otherwise."""
+    p = regular_file(path, what)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise BadInput(f"{what} {path}: unreadable ({e.strerror or type(e).__name__})") from None
+    if len(data) > max_bytes:
+        raise BadInput(f"{what} {path}: over {max_bytes} bytes; JSON inputs are limited to {max_bytes} bytes")
+    try:
+        d: Any = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise BadInput(f"{what} {path}: nested too deeply for a JSON config") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadInput(f"{what} {path}: not a readable JSON file ({type(e).__name__})") from None
+    if not isinstance(d, dict):
+        raise BadInput(f"{what} {path}: expected a JSON object")
+    return d

@@ -1,0 +1,182 @@
+"""Strict, bounded loading of a network from weight files privbench did not write.
+
+A model folder is untrusted input: its config can describe a network of any size (``block_out_channels: [10000,
+10000]`` is 26 billion parameters, 105 GB), its weights can lack tensors (a partial save: diffusers leaves them
+uninitialised, so the scores change from run to run), hold extra ones, or hold integers where floats belong. This
+module loads in an order where none of that can happen silently:
+
+1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory, about a second);
+2. :func:`check_size` counts its parameters *and* buffers against :data:`~privbench.core.config.MAX_PARAMETERS`
+   (the bound on privbench's own configs) — BadInput naming the count and the bytes it would take;
+3. :func:`safetensors_tensors` reads only the safetensors headers (names, dtypes, shapes; no tensor data);
+4. :func:`check_tensors` compares them with the network's state dict: every missing, unexpected, mis-shaped or
+   mistyped tensor (an integer tensor where a float one belongs, or the reverse) is BadInput naming them;
+5. only then the network is built for real and filled with ``load_state_dict(strict=True)``.
+
+:func:`load_strict` does the five steps; :func:`check_state_dict` does 2–4 for tensors already in memory (a
+``torch.load(weights_only=True)`` checkpoint), and also refuses a tensor whose shape its storage cannot hold (zero
+or overlapping strides: a few-KB file claiming a 12.8 GB table).
+
+API (for any ``torch.nn.Module`` class, e.g. diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
+``UNet2DConditionModel`` or transformers ``CLIPTextModel``)::
+
+    from privbench.models.safe_load import load_strict
+    net = load_strict(lambda: UNet2DModel.from_config(cfg), [folder / "diffusion_pytorch_model.safetensors"],
+                      where="--model m/unet")                      # -> a float32 module in eval mode
+    # transformers: load_strict(lambda: CLIPTextModel(CLIPTextConfig(**cfg)), files, where="... text_encoder/")
+
+``factory`` is called twice (on ``meta``, then for real) and must build the same network each time. Floating
+tensors of any precision (fp16, bf16, fp64) are accepted and cast to ``dtype``; what is refused is named in one
+line with the first few names and the counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from ..core.config import MAX_PARAMETERS
+from ..core.errors import BadInput
+
+#: names shown per kind of problem (the counts are always complete)
+SHOWN = 3
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What a weight file says about one tensor, before its data is read."""
+    dtype: str          # "float" | "int" | "bool" | "complex" (the kind matters, not the precision)
+    shape: tuple
+    file: str
+
+
+def _kind(dtype) -> str:
+    if isinstance(dtype, torch.dtype):
+        return ("float" if dtype.is_floating_point else "complex" if dtype.is_complex
+                else "bool" if dtype == torch.bool else "int")
+    s = str(dtype).upper()  # safetensors' names: F32, F16, BF16, F8_E4M3, I64, U8, BOOL, C64
+    return "bool" if s == "BOOL" else "float" if s.startswith(("F", "BF")) else "complex" if s.startswith("C") \
+        else "int"
+
+
+def meta_build(factory: Callable[[], torch.nn.Module], where: str) -> torch.nn.Module:
+    """``factory()`` on the meta device: the network's shapes without its memory; a config it cannot build from
+    is BadInput."""
+    try:
+        with torch.device("meta"):
+            return factory()
+    except BadInput:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError, AssertionError) as e:
+        first = (" ".join(str(e).split()) or type(e).__name__)[:160]
+        raise BadInput(f"{where}: cannot build the network its config describes ({type(e).__name__}: {first})"
+                       ) from None
+
+
+def check_size(module: torch.nn.Module, where: str, max_elements: int = MAX_PARAMETERS) -> int:
+    """Parameters + buffers of ``module`` (on any device, meta included); BadInput above ``max_elements``."""
+    n = sum(t.numel() for t in module.parameters()) + sum(t.numel() for t in module.buffers())
+    if n > max_elements:
+        gb = n * 4 / 1e9
+        raise BadInput(f"{where}: the network would hold {n:,} parameters and buffers ({gb:,.1f} GB in float32); "
+                       f"privbench loads at most {max_elements:,}")
+    return n
+
+
+def safetensors_tensors(files: Iterable[Path], where: str) -> dict[str, TensorInfo]:
+    """name → :class:`TensorInfo` of every tensor in the safetensors ``files`` (headers only); a tensor in two
+    files, or a file that is not safetensors, is BadInput."""
+    from safetensors import safe_open
+
+    out: dict[str, TensorInfo] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                for k in fh.keys():
+                    if k in out:
+                        raise BadInput(f"{where}: tensor {k!r} is in both {out[k].file} and {Path(f).name}")
+                    s = fh.get_slice(k)
+                    out[k] = TensorInfo(_kind(s.get_dtype()), tuple(int(d) for d in s.get_shape()), Path(f).name)
+        except BadInput:
+            raise
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for corrupt headers
+            first = (" ".join(str(e).split()) or type(e).__name__)[:120]
+            raise BadInput(f"{where}: {Path(f).name} is not a readable safetensors file ({first})") from None
+    return out
+
+
+def _names(keys: list[str]) -> str:
+    keys = sorted(keys)
+    more = f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
+    return ", ".join(keys[:SHOWN]) + more
+
+
+def check_tensors(expected: dict[str, torch.Tensor], found: dict[str, TensorInfo], where: str) -> None:
+    """BadInput naming every missing, unexpected, mis-shaped or mistyped tensor of ``found`` against the
+    state dict ``expected`` (meta tensors are fine: only names, shapes and dtypes are compared)."""
+    missing = [k for k in expected if k not in found]
+    extra = [k for k in found if k not in expected]
+    shaped = [f"{k} {list(found[k].shape)} (expected {list(expected[k].shape)})" for k in expected
+              if k in found and found[k].shape != tuple(expected[k].shape)]
+    typed = [f"{k} {found[k].dtype} (expected {_kind(expected[k].dtype)})" for k in expected
+             if k in found and found[k].dtype != _kind(expected[k].dtype)]
+    problems = []
+    for label, keys in (("missing", missing), ("unexpected", extra), ("of the wrong shape", shaped),
+                        ("of the wrong type", typed)):
+        if keys:
+            problems.append(f"{len(keys)} {label}: {_names(keys)}")
+    if problems:
+        raise BadInput(f"{where}: the weights do not match the network ({len(expected)} tensors expected): "
+                       + "; ".join(problems))
+
+
+def _storage_holds(t: torch.Tensor) -> bool:
+    """True when every element of ``t`` has its own bytes in its storage: no zero stride (a few-KB file claiming a
+    12.8 GB table), no element beyond the storage, no more elements than stored bytes (overlapping strides)."""
+    if t.numel() == 0:
+        return True
+    if any(st <= 0 for n, st in zip(t.shape, t.stride()) if n > 1):
+        return False
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    nbytes = t.untyped_storage().nbytes()
+    return (last + 1) * t.element_size() <= nbytes and t.numel() * t.element_size() <= nbytes
+
+
+def state_dict_info(sd: dict, where: str, file: str = "") -> dict[str, TensorInfo]:
+    """:class:`TensorInfo` of tensors in memory; a tensor whose storage cannot hold its shape is BadInput."""
+    bad = [k for k, v in sd.items() if not _storage_holds(v)]
+    if bad:
+        raise BadInput(f"{where}: {len(bad)} tensor(s) claim more elements than their stored bytes (zero or "
+                       f"overlapping strides): {_names(bad)}")
+    return {k: TensorInfo(_kind(v.dtype), tuple(v.shape), file) for k, v in sd.items()}
+
+
+def check_state_dict(meta: torch.nn.Module, sd: dict, where: str, max_elements: int = MAX_PARAMETERS) -> None:
+    """Steps 2–4 of the module doc for a state dict in memory, against ``meta`` (a :func:`meta_build`)."""
+    check_size(meta, where, max_elements)
+    check_tensors(meta.state_dict(), state_dict_info(sd, where), where)
+
+
+def load_strict(factory: Callable[[], torch.nn.Module], files: list[Path], where: str, *,
+                dtype: torch.dtype = torch.float32, max_elements: int = MAX_PARAMETERS) -> torch.nn.Module:
+    """The network ``factory`` builds, filled from the safetensors ``files`` after every check of the module doc
+    passed; float tensors are cast to ``dtype``. Returns it in eval mode on the CPU."""
+    from safetensors import safe_open
+
+    meta = meta_build(factory, where)
+    check_size(meta, where, max_elements)
+    expected = meta.state_dict()
+    check_tensors(expected, safetensors_tensors(files, where), where)
+    net = factory()
+    sd = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as fh:
+            for k in fh.keys():
+                t = fh.get_tensor(k)
+                sd[k] = t.to(dtype) if t.is_floating_point() else t
+    net.load_state_dict(sd, strict=True)
+    if any(t.is_floating_point() and t.dtype != dtype for t in net.state_dict().values()):
+        torch.nn.Module.to(net, dtype)  # the plain cast (diffusers' own .to warns about fp32 modules)
+    return net.eval()
