@@ -499,12 +499,19 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 @click.option("--out", required=True)
 @click.option("--format", "formats", default="html,csv,latex,markdown", show_default=True,
               help="comma-separated: html, csv, latex, markdown")
+@click.option("--latex-style", type=click.Choice(["single", "twocolumn"]), default="single", show_default=True,
+              help="LaTeX for a one-column page, or table* floats that fit a two-column paper")
+@click.option("--attacks", default=None, help="comma-separated: only these attacks (a base name selects its variants)")
+@click.option("--targets", default=None, help="comma-separated: only these targets (METHOD/TARGET, METHOD or TARGET)")
 @click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
-def report(directory, out, formats, as_json):
+def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
     from .reports import render_report
+    from .reports.layout import parse_names
 
-    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()])
+    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()],
+                          latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
+                          targets=parse_names(targets, "--targets"))
     _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
 
 
