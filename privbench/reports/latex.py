@@ -92,7 +92,7 @@ def _body(t: PaperTable) -> list[str]:
 def _notes(t: PaperTable) -> list[str]:
     if not t.notes:
         return []
-    return ([r"\par\smallskip", r"\parbox{\linewidth}{\footnotesize"]
+    return ([r"\par\smallskip", r"\noindent\parbox{\linewidth}{\footnotesize"]
             + [r"\textsuperscript{" + m + "}" + escape(text) + r"\par" for m, text in t.notes.items()] + ["}"])
 
 
