@@ -1,6 +1,6 @@
 """LaTeX tables of a report: one booktabs float per table (``tex/<key>.tex``, ready to ``\\input``) and
 ``tables.tex``, a standalone document that inputs them all (what the compile test builds). Two styles
-(``report --latex-style``, docs/cli.md §7):
+(``report --latex-style``, docs/cli.md §1, §4.8):
 
 * ``single`` — for a one-column page: ``table`` floats in ``\\small``; a table longer than
   :data:`LONGTABLE_ROWS` rows is a ``longtable`` that breaks across pages. ``tables.tex`` is a landscape A4 page.

@@ -1,6 +1,6 @@
 """The structure of a report's tables and figures, apart from their numbers: which results a report shows
 (``report --attacks/--targets``), which columns carry nothing (dropped), and how a table too long for a page is
-cut into parts (``report --latex-style``; docs/cli.md §7).
+cut into parts (``report --latex-style``; docs/cli.md §1, §4.8).
 
 Selection is by name: an attack matches its label (``secmi@paper``) or its base name (``secmi`` selects every
 ``secmi@…`` variant); a target matches ``method/target`` (``pfdm/pipeline:0``), its method (``pfdm``: every
