@@ -74,6 +74,10 @@ def _config(method, dataset, preset, seed, sets, config_file, data_root, downloa
     from .core.config import build_config, parse_set_args
 
     overrides = parse_set_args(sets)
+    from .data.user_records import is_records_path, register_records
+
+    if is_records_path(dataset):  # --dataset PATH: the user's records (data/user_records.py)
+        dataset = register_records(dataset)
     if data_root:
         overrides.insert(0, ("data.data_root", data_root))
     if download:

@@ -73,7 +73,7 @@ const wide = [...document.querySelectorAll('body *')]
   .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
   .map(e => e.tagName + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '')).slice(0, 8);
 // per row of the ROC grid: the width its figures leave empty
-const grid = document.querySelector('.rocgrid');
+const grid = document.querySelector('#roc ~ .rocgrid') || document.querySelector('.rocgrid');  // per target
 const rows = {};
 if (grid) for (const f of grid.children) {
   const r = f.getBoundingClientRect();
@@ -144,8 +144,8 @@ def test_a_short_last_row_of_the_roc_grid_is_filled(tmp_path):
     assert p["scrollWidth"] <= 1400 and p["missing"] == [], p
 
 
-# Injected into a copy of the page: the by-attack figures (count, drawn vs natural aspect) and, per table, the
-# columns in which no cell has a value ("–" or blank everywhere).
+# Injected into a copy of the page: the by-attack figures (count, drawn vs natural aspect) and the columns of the
+# side-by-side table in which no cell has a value ("–" or blank everywhere).
 FIGURE_PROBE = """<script>
 const sec = document.getElementById('roc-attacks');
 let figs = [];
@@ -155,7 +155,7 @@ const imgs = figs.map(i => { const r = i.getBoundingClientRect();
   return {drawn: r.height / r.width, natural: i.naturalHeight / i.naturalWidth, width: r.width,
           svg: i.src.startsWith('data:image/svg+xml')}; });
 const empty = [];
-for (const t of document.querySelectorAll('table')) {
+for (const t of [document.querySelector('#table ~ table')]) {  // the side-by-side table
   const head = [...t.querySelectorAll('thead th')].map(th => th.textContent.trim());
   const rows = [...t.querySelectorAll('tbody tr')].filter(r => r.children.length === head.length);
   head.forEach((h, j) => { if (rows.length && rows.every(r => ['', '–'].includes(r.children[j].textContent.trim())))
