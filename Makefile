@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,11 @@ test-fast: install
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
+
+# the registry lists in README.md and docs/ (docs/registry.md) and README's sample outputs, rerun from this
+# checkout (the samples train the tiny demo: a few minutes); tests/test_docs.py checks the lists
+docs: install
+	$(BIN)/python docs/generate.py --samples
 
 clean:
 	rm -rf $(VENV) runs

@@ -78,6 +78,10 @@ def _config(method, dataset, preset, seed, sets, config_file, data_root, downloa
     from .core.config import build_config, parse_set_args
 
     overrides = parse_set_args(sets)
+    from .data.user_records import is_records_path, register_records
+
+    if is_records_path(dataset):  # --dataset PATH: the user's records (data/user_records.py)
+        dataset = register_records(dataset)
     if data_root:
         overrides.insert(0, ("data.data_root", data_root))
     if download:
@@ -706,12 +710,19 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 @click.option("--out", required=True)
 @click.option("--format", "formats", default="html,csv,latex,markdown", show_default=True,
               help="comma-separated: html, csv, latex, markdown")
+@click.option("--latex-style", type=click.Choice(["single", "twocolumn"]), default="single", show_default=True,
+              help="LaTeX for a one-column page, or table* floats that fit a two-column paper")
+@click.option("--attacks", default=None, help="comma-separated: only these attacks (a base name selects its variants)")
+@click.option("--targets", default=None, help="comma-separated: only these targets (METHOD/TARGET, METHOD or TARGET)")
 @click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
-def report(directory, out, formats, as_json):
+def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
     from .reports import render_report
+    from .reports.layout import parse_names
 
-    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()])
+    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()],
+                          latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
+                          targets=parse_names(targets, "--targets"))
     _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
 
 

@@ -152,3 +152,37 @@ def test_every_builtin_name_has_its_docs(what, page):
         rows = [line for line in table.splitlines() if line.startswith("| `")]
         no_row = [n for n in names if not any(f"`{n}`" in r.split("|")[1] for r in rows)]
         assert not no_row, f"docs/attacks.md §6 has no threat-model row for: {', '.join(no_row)}"
+
+
+def _generator():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_registry_lists_in_the_docs_are_generated_from_the_registries():
+    """README.md, docs/cli.md and docs/registry.md list what the registries hold (`make docs` rewrites them)."""
+    gen = _generator()
+    assert gen.stale() == [], "run `make docs` (python docs/generate.py)"
+    for page in ("README.md", "docs/cli.md"):
+        assert "<!-- generated: registry-names -->" in (ROOT / page).read_text(), page
+    from privbench.core.registry import ACCOUNTANTS, ATTACKS, DATASETS, METHODS
+
+    text = (ROOT / "README.md").read_text()
+    for reg in (METHODS, ATTACKS, DATASETS, ACCOUNTANTS):
+        assert all(f"`{n}`" in text for n in reg.names())
+    page = (DOCS / "registry.md").read_text()
+    from privbench.core.config import all_keys
+
+    assert all(f"| `{k}` |" in page for k, *_ in all_keys())
+
+
+def test_a_stale_registry_block_is_caught():
+    gen = _generator()
+    block = "<!-- generated: registry-names -->\n- attacks (6): `loss`\n<!-- end generated: registry-names -->\n"
+    assert gen.render_blocks(block) != block and "`gsa`" in gen.render_blocks(block)
+    fresh = gen.render_blocks(block)
+    assert gen.render_blocks(fresh) == fresh

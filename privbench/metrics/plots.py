@@ -25,6 +25,10 @@ FORMATS = ("png", "svg", "pdf")
 # image cells are upscaled (nearest neighbour) until their longer side is at least this many pixels
 MIN_CELL_PX = 64
 _STYLES = ("-", "--", "-.", ":")
+# markers cycle independently of colours and line styles, so two curves that coincide (e.g. two targets with the
+# same model) still show both: their markers sit at different offsets along the line
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+_MARK_STEP = 0.12   # markevery: one marker per this fraction of the axes diagonal
 
 
 def _atomic_write(path: str | os.PathLike, write) -> Path:
@@ -58,8 +62,20 @@ def _prepare(curves: Mapping[str, tuple[Any, Any]], what: str = "curves") -> tup
 
 
 def _style(i: int) -> dict:
-    """Colour and line style of the i-th curve: ten colours, then the next line style."""
-    return {"color": f"C{i % 10}", "linestyle": _STYLES[(i // 10) % len(_STYLES)]}
+    """Colour, line style and marker of the i-th curve: ten colours; line styles and markers cycle with the index
+    too (so neighbours differ in all three), and each curve's markers start at its own offset along the line, so
+    equal curves stay distinguishable."""
+    return {"color": f"C{i % 10}", "linestyle": _STYLES[i % len(_STYLES)], "marker": _MARKERS[i % len(_MARKERS)],
+            "markersize": 4, "markerfacecolor": "none",
+            "markevery": (round((i % 6) * _MARK_STEP / 6, 4), _MARK_STEP)}
+
+
+def _styles(names: Sequence[str], order: Sequence[str] | None) -> dict[str, dict]:
+    """Each name's style by its place in ``order`` (names not in it after), so a name looks the same in every
+    figure drawn with the same ``order``."""
+    order = list(order or [])
+    order += [n for n in names if n not in order]
+    return {n: _style(order.index(n)) for n in names}
 
 
 def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True) -> None:
@@ -67,7 +83,7 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
         # straight segments between the exact ROC points (a tie group gives a diagonal, as in the AUC)
         ax.plot(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), label=f"{name} (AUC={a:.3f})" if label_auc else name,
                 clip_on=False, linewidth=1.4, **styles[name])
-    ax.plot([lo, 1.0], [lo, 1.0], linestyle="--", color="grey", linewidth=1.0, label="chance")
+    ax.plot([lo, 1.0], [lo, 1.0], linestyle=(0, (1, 3)), color="grey", linewidth=1.0, label="chance")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, 1.0)
@@ -77,15 +93,16 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
     ax.grid(True, which="major", alpha=0.3)
 
 
-def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = ""):
-    """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve)."""
+def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None):
+    """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve).
+    ``order``: the names whose place sets each curve's style (see :func:`roc_panels_figure`)."""
     from matplotlib.figure import Figure
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
     fig = Figure(figsize=(5.0, 5.0 + 0.22 * len(prepared)), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
-    _roc_axes(ax, prepared, lo, {name: _style(i) for i, (name, *_r) in enumerate(prepared)})
+    _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order))
     if title:
         ax.set_title(title, fontsize="medium")
     fig.legend(loc="outside lower center", fontsize="small", ncol=1, frameon=False)
@@ -95,8 +112,9 @@ def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = ""):
 def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title: str = "", ncols: int = 3):
     """One log-log ROC panel per key of ``panels`` (e.g. per attack), each with its curves (e.g. per target).
 
-    A curve name keeps its colour and line style in every panel; each panel's legend (name and AUC) sits below
-    its axes, never over a curve. Panels fill rows of ``ncols``; an incomplete last row is centred."""
+    A curve name keeps its colour, line style and marker in every panel (and in every single-panel figure drawn
+    with the same ``order``); one legend for all panels sits below them (each curve's AUC per panel is in the
+    single-panel figures and the tables). Panels fill rows of ``ncols``; an incomplete last row is centred."""
     from matplotlib.figure import Figure
 
     if not isinstance(panels, Mapping) or not panels:
@@ -105,12 +123,13 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
     names: list[str] = []
     for plist, _ in prepared.values():
         names += [n for n, *_r in plist if n not in names]
-    styles = {n: _style(i) for i, n in enumerate(names)}
+    styles = _styles(names, names)
     k = len(prepared)
     ncols = max(1, min(ncols, k))
     nrows = math.ceil(k / ncols)
-    longest = max(len(plist) for plist, _ in prepared.values())
-    fig = Figure(figsize=(4.2 * ncols, nrows * (4.0 + 0.19 * (longest + 1))), layout="constrained")
+    legend_cols = max(1, min(len(names) + 1, 2 * ncols))
+    legend_h = 0.22 * math.ceil((len(names) + 1) / legend_cols)
+    fig = Figure(figsize=(4.2 * ncols, nrows * 4.0 + legend_h + 0.4), layout="constrained")
     # 2·ncols grid columns so that a short last row can be centred (each panel spans two of them)
     grid = fig.add_gridspec(nrows, 2 * ncols)
     for i, (panel, (plist, n_max)) in enumerate(prepared.items()):
@@ -118,9 +137,15 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
         in_row = min(ncols, k - row * ncols)
         offset = ncols - in_row  # half-panels of margin on each side of a short row
         ax = fig.add_subplot(grid[row, offset + 2 * col: offset + 2 * col + 2])
-        _roc_axes(ax, plist, 1.0 / n_max, styles)
+        _roc_axes(ax, plist, 1.0 / n_max, styles, label_auc=False)
         ax.set_title(panel, fontsize="medium")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize="x-small", frameon=False, ncol=1)
+    handles: dict = {}
+    for ax in fig.axes:  # every name once, in first-seen order, then chance
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    handles["chance"] = handles.pop("chance")
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", fontsize="small",
+               ncol=legend_cols, frameon=False)
     if title:
         fig.suptitle(title, fontsize="large")
     return fig
@@ -148,16 +173,17 @@ def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",))
 
 def plot_roc(
     curves: Mapping[str, tuple[Any, Any]], path: str | os.PathLike, title: str = "",
-    formats: Sequence[str] = ("png",),
+    formats: Sequence[str] = ("png",), order: Sequence[str] | None = None,
 ) -> Path:
     """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
 
     ``curves`` maps a legend name to ``(scores, labels)`` (members = 1, higher score = member). Both axes run
     from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
     low-FPR end of every curve stays visible. The legend sits below the axes. ``formats``: the file types written
-    (``path`` with each suffix). Returns the path of the first format (the PNG by default).
+    (``path`` with each suffix). ``order``: names whose place sets each curve's style, so that a name looks the
+    same across figures. Returns the path of the first format (the PNG by default).
     """
-    return save_figure(roc_figure(curves, title), path, formats)[0]
+    return save_figure(roc_figure(curves, title, order), path, formats)[0]
 
 
 def plot_roc_panels(

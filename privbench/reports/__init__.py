@@ -28,23 +28,31 @@ FORMATS = ("html", "csv", "latex", "markdown")
 
 
 def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None,
-                  results_from: list | None = None) -> list[Path]:
+                  results_from: list | None = None, *, latex_style: str = "single",
+                  attacks: list[str] | None = None, targets: list[str] | None = None) -> list[Path]:
     """Render ``directory`` (run, bench or folder of runs) into ``out``; returns the files written.
+
     ``results_from``: the result.json files or run directories to read instead of ``directory``'s (the combined
-    report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders)."""
+    report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders).
+    ``latex_style``: "single" or "twocolumn" (reports.latex); ``attacks`` / ``targets``: only these attacks and
+    targets, by name (reports.layout) — in every table, figure and CSV of the report."""
     from ..core.io import atomic_path
     from .collect import load_results, read_bench
+    from .latex import LATEX_STYLES
+    from .layout import select_results
     from .tables import Tables
 
     formats = list(formats or FORMATS)
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise BadInput(f"--format {','.join(formats)}: choose from {', '.join(FORMATS)} (comma-separated)")
+    if latex_style not in LATEX_STYLES:
+        raise BadInput(f"--latex-style {latex_style}: choose from {', '.join(LATEX_STYLES)}")
     d = Path(directory)
     if not d.is_dir():
         raise BadInput(f"{directory}: no such directory (give a run directory or a bench directory)")
     bench = read_bench(d) if (d / "bench.json").is_file() else None
-    results = load_results(list(results_from) if results_from else [d])
+    results = select_results(load_results(list(results_from) if results_from else [d]), attacks, targets)
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -80,15 +88,18 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
         figures = write_roc_figures(targets, out)
         written += [f for group in figures.values() for fig in group for f in fig["files"]]
-    paper = paper_tables(tables, targets) if {"latex", "markdown"} & set(formats) else []
     if "latex" in formats:
         from .latex import write_latex
 
-        written += write_latex(paper, out, title=title, banner=banner)
+        written += write_latex(paper_tables(tables, targets, by_family=latex_style == "twocolumn"), out,
+                               title=title, banner=banner, style=latex_style)
     if "markdown" in formats:
+        from .layout import drop_empty_columns
         from .markdown import write_markdown
 
-        figs = [(f["title"], f["png"]) for group in ("by_attack", "per_target") for f in figures[group]]
+        paper = [drop_empty_columns(t) for t in paper_tables(tables, targets)]
+        figs = [(f["title"], f["png"]) for group in ("by_attack", "per_attack", "per_target")
+                for f in figures[group]]
         written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
         from .html import render_html

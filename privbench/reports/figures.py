@@ -2,7 +2,13 @@
 
 * ``roc-<dataset>-seed<S>-<method>-<target>.*`` — one per target, every membership attack overlaid;
 * ``roc-by-attack-<dataset>-seed<S>.*`` — one panel per membership attack with every target's curve (the figure
-  a paper shows: how each attack fares across private methods and baselines).
+  a paper shows: how each attack fares across private methods and baselines), one legend for all panels;
+* ``roc-<attack>-<dataset>-seed<S>.*`` — each of those panels alone (a paper's single-column figure), its legend
+  with every curve's AUC.
+
+A target keeps its colour, line style and marker in every figure of a (dataset, seed); equal curves stay
+visible (different line styles, markers at different offsets). ``report --attacks/--targets`` chooses which
+attacks and targets are drawn (reports.layout).
 """
 from __future__ import annotations
 
@@ -65,7 +71,7 @@ def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) ->
         png = plot_roc(curves, base.with_suffix(".png"), title=title, formats=formats)
         per_target.append({"title": title, "role": b["role"], "png": png,
                            "files": [base.with_suffix(f".{f}") for f in formats]})
-    by_attack = []
+    by_attack, per_attack = [], []
     for (dataset, seed), by in panels.items():
         title = f"Membership attacks across targets ({dataset}, seed {seed}; log-log ROC)"
         base = stem(f"roc-by-attack-{safe_name(dataset)}-seed{seed}")
@@ -73,4 +79,12 @@ def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) ->
                                 ncols=grid_columns(len(by)))
         by_attack.append({"title": title, "png": files[0], "files": files, "dataset": dataset, "seed": seed,
                           "attacks": list(by)})
-    return {"per_target": per_target, "by_attack": by_attack}
+        order = [n for curves in by.values() for n in curves]
+        order = list(dict.fromkeys(order))  # the grid's style order: a target looks the same in every file
+        for attack, curves in by.items():
+            ptitle = f"{attack} across targets ({dataset}, seed {seed})"
+            pbase = stem(f"roc-{safe_name(attack)}-{safe_name(dataset)}-seed{seed}")
+            png = plot_roc(curves, pbase.with_suffix(".png"), title=ptitle, formats=formats, order=order)
+            per_attack.append({"title": ptitle, "png": png, "attack": attack, "dataset": dataset, "seed": seed,
+                               "files": [pbase.with_suffix(f".{f}") for f in formats]})
+    return {"per_target": per_target, "by_attack": by_attack, "per_attack": per_attack}

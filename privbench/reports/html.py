@@ -1,4 +1,5 @@
-"""One self-contained HTML page (jinja2, autoescaped): every figure is an embedded base64 PNG, the CSS is inline,
+"""One self-contained HTML page (jinja2, autoescaped): every ROC figure is an embedded base64 SVG (it scales
+without blur or distortion; other images are PNG), the CSS is inline,
 there is no script and no external URL, so the file can be mailed, committed or opened offline. A table of
 contents leads to every section; every ε shows its basis and every "n/a" its reason as a footnote under its table
 (visible in print, not hover text)."""
@@ -32,15 +33,35 @@ def png_data_uri(path: str | Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def _roc_entries(figures: dict | None) -> tuple[list[dict], list[dict]]:
-    """The per-target and per-attack ROC figures (written by reports.figures) as embeddable entries."""
+def figure_data_uri(files: list[Path]) -> str:
+    """The SVG of a figure when it was written (it scales to any width without blur or distortion), else its PNG."""
+    svg = next((Path(f) for f in files if Path(f).suffix == ".svg"), None)
+    if svg is not None and svg.is_file():
+        return "data:image/svg+xml;base64," + base64.b64encode(svg.read_bytes()).decode("ascii")
+    return png_data_uri(next(Path(f) for f in files if Path(f).suffix == ".png"))
+
+
+def _roc_entries(figures: dict | None) -> tuple[list[dict], list[dict], list[dict]]:
+    """The per-target ROC figures, the by-attack grids and each attack's single panel (written by
+    reports.figures) as embeddable entries."""
     if not figures:
-        return [], []
-    per = [{"title": f["title"], "role": f["role"], "src": png_data_uri(f["png"]),
+        return [], [], []
+    per = [{"title": f["title"], "role": f["role"], "src": figure_data_uri(f["files"]),
             "files": [p.name for p in f["files"]]} for f in figures["per_target"]]
-    by = [{"title": f["title"], "src": png_data_uri(f["png"]), "files": [p.name for p in f["files"]],
-           "attacks": f["attacks"]} for f in figures["by_attack"]]
-    return per, by
+    by = [{"title": f["title"], "files": [p.name for p in f["files"]], "attacks": f["attacks"]}
+          for f in figures["by_attack"]]
+    single = [{"title": f["title"], "src": figure_data_uri(f["files"]), "files": [p.name for p in f["files"]]}
+              for f in figures.get("per_attack", [])]
+    return per, by, single
+
+
+def side_by_side_columns(targets: list[dict]) -> dict[str, bool]:
+    """Which optional columns of the side-by-side table have a value in some row (the others are left out)."""
+    # the claimed / conditional ε column: any claim that is not formal (conditional, by a paper, by the user)
+    return {"conditional": any((b.get("claim") or {}).get("kind") not in (None, "formal") for b in targets),
+            "memorized": any(b.get(MEMORIZATION) for b in targets),
+            "reid": any(b.get(RECONSTRUCTION) for b in targets),
+            "fid": any(b.get("fid") for b in targets)}
 
 
 def _annotate(targets: list[dict]) -> Footnotes:
@@ -131,13 +152,14 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         from .figures import write_roc_figures
 
         with tempfile.TemporaryDirectory() as tmp:
-            figures = write_roc_figures(targets, Path(tmp), formats=("png",))
-            rocs, rocs_by_attack = _roc_entries(figures)
+            figures = write_roc_figures(targets, Path(tmp), formats=("svg",))
+            rocs, rocs_by_attack, rocs_per_attack = _roc_entries(figures)
     else:
-        rocs, rocs_by_attack = _roc_entries(figures)
+        rocs, rocs_by_attack, rocs_per_attack = _roc_entries(figures)
     from .figures import grid_columns
 
     sbs_notes = _annotate(targets)
+    show = side_by_side_columns(targets)
     seeds = seeds_table(targets)
     audit = tables.audit_frame()
     prov = tables.provenance_frame()
@@ -164,14 +186,16 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__,
-        "targets": targets, "n_results": len(tables.results),
+        "targets": targets, "n_results": len(tables.results), "show": show,
         "methods": sorted({b["method"] for b in targets}),
         "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
         "role_labels": ROLE_LABELS, "split_rows": _records(tables.split_check_frame()),
         "cp_example": cp_example, "one_example": one_example,
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),
-        "sbs_notes": sbs_notes.items(), "tpr_headers": [tpr_header(targets, "1%"), tpr_header(targets, "0.1%")], "seeds": seeds, "banner": banner, "files": list(files),
+        "rocs_per_attack": rocs_per_attack, "attack_columns": grid_columns(len(rocs_per_attack)),
+        "sbs_notes": sbs_notes.items(), "tpr_headers": [tpr_header(targets, "1%"), tpr_header(targets, "0.1%")],
+        "seeds": seeds, "banner": banner, "files": list(files),
         "samples": _sample_grids(tables),
         MEMORIZATION: _attack_grids(tables, MEMORIZATION),  # the template's names for these sections
         RECONSTRUCTION: recon,

@@ -27,3 +27,15 @@ def attack_rank(attack: str) -> int:
     """By the attack's report_order; variants (``lira@online``) right after their attack's default."""
     name = attack.split("@", 1)[0]
     return ATTACKS.get(name).factory.report_order if name in ATTACKS else UNKNOWN
+
+
+#: the attack families of a paper's membership tables, in page order (asked of each attack's ``needs_references``)
+FAMILIES = ("single-model attacks", "reference-model attacks")
+
+
+def attack_family(attack: str) -> str:
+    """"reference-model attacks" for attacks that train reference models (LiRA, RMIA, GSA), else "single-model
+    attacks" — the split a two-column paper's membership tables use (plug-ins not installed here: single-model)."""
+    name = attack.split("@", 1)[0]
+    refs = name in ATTACKS and bool(getattr(ATTACKS.get(name).factory, "needs_references", False))
+    return FAMILIES[1] if refs else FAMILIES[0]

@@ -146,22 +146,29 @@ def _where_columns(targets: list[dict]) -> list[str]:
     return [k for k in ("dataset", "seed") if len({b[k] for b in targets}) > 1]
 
 
-def membership_table(tables: Tables, targets: list[dict]) -> PaperTable:
+def membership_table(tables: Tables, targets: list[dict], family: str | None = None) -> PaperTable:
+    """Every target's membership attacks; with ``family`` (reports.order.FAMILIES) only that family's attacks
+    (the empirical ε column stays the target's bound over all its attacks)."""
+    from .order import attack_family
+
     where = _where_columns(targets)
     t = PaperTable(
-        "membership", "Membership inference",
-        "Membership inference per target, private methods first, then the non-private baselines. AUC, ASR and TPR "
+        "membership" if family is None else "membership-" + family.split()[0],
+        "Membership inference" + (f", {family}" if family else ""),
+        "Per target, private methods first, then the non-private baselines. AUC, ASR and TPR "
         "at a fixed FPR use thresholds chosen on the evaluation labels (oracle, as in the SecMI/PIA papers); "
         "brackets are stratified-bootstrap 95% intervals. Empirical ε: Clopper–Pearson lower bound, the largest "
-        "over the target's attacks, each at confidence 1 − 0.05/k (Bonferroni over k attacks), so it holds at 95%.",
+        "over the target's attacks" + (" (of every family)" if family else "") + ", each at confidence "
+        "1 − 0.05/k (Bonferroni over k attacks), so it holds at 95%.",
         where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
                  tpr_header(targets, "0.1%")],
         "l" * len(where) + "llrrlrrrr")
     for b in targets:
-        if not b["attacks"]:
+        attacks = [a for a in b["attacks"] if family is None or attack_family(a["attack"]) == family]
+        if not attacks:
             continue
         t.block_starts.add(len(t.rows))
-        for i, a in enumerate(b["attacks"]):
+        for i, a in enumerate(attacks):
             m = a["metrics"]
             head = ([Cell(_t(b[k])) for k in where] +
                     [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
@@ -205,7 +212,7 @@ def audit_table(tables: Tables) -> PaperTable | None:
     if not len(df):
         return None
     t = PaperTable("audit", "Empirical ε audit",
-                   "Every membership result's empirical ε lower bounds at 95%: Clopper–Pearson (threshold chosen on "
+                   "Every membership result's lower bounds at 95%: Clopper–Pearson (threshold chosen on "
                    "a split half) and one-run (Steinke, Nasr & Jagielski 2023), with the largest bound the record "
                    "counts allow (ceiling). A bound above the formal ε means the implementation or the claim is "
                    "broken.",
@@ -264,7 +271,7 @@ def split_check_table(tables: Tables) -> PaperTable | None:
 def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
     where = _where_columns(targets)
     t = PaperTable("accountant", "Formal privacy",
-                   "Every target's formal guarantee; the footnotes say what each ε covers.",
+                   "Every target's guarantee; the footnotes say what each ε covers.",
                    where + ["method", "target", "ε", "claimed / conditional ε", "δ", "accountant", "empirical ε lb"],
                    "l" * len(where) + "llrrrlr")
     seen = set()
@@ -285,7 +292,7 @@ def fid_table(tables: Tables) -> PaperTable | None:
     df = tables.fid_frame()
     if not len(df):
         return None
-    t = PaperTable("fid", "FID", "FID per method (lower is better): overall (samples with the members' class "
+    t = PaperTable("fid", "FID", "Per method (lower is better): overall (samples with the members' class "
                    "proportions against all member records) and the client's majority / minority classes against "
                    "its own records, with their average. FIDs of different extractors are not comparable.",
                    ["method", "target", "client", "overall", "majority", "minority", "average", "sampler"],
@@ -387,9 +394,14 @@ def seeds_table(targets: list[dict]) -> PaperTable | None:
     return t
 
 
-def paper_tables(tables: Tables, targets: list[dict] | None = None) -> list[PaperTable]:
-    """The report's tables in page order (those with no rows are left out)."""
+def paper_tables(tables: Tables, targets: list[dict] | None = None, by_family: bool = False) -> list[PaperTable]:
+    """The report's tables in page order (those with no rows are left out); ``by_family``: one membership table
+    per attack family (reports.order.FAMILIES) instead of one for all attacks."""
+    from .order import FAMILIES
+
     targets = tables.targets() if targets is None else targets
-    out = [membership_table(tables, targets), seeds_table(targets), target_table(targets), audit_table(tables),
+    membership = ([membership_table(tables, targets, f) for f in FAMILIES] if by_family
+                  else [membership_table(tables, targets)])
+    out = [*membership, seeds_table(targets), target_table(targets), audit_table(tables),
            split_check_table(tables), accountant_table(tables, targets), fid_table(tables)]
     return [t for t in out if t is not None and t.rows]

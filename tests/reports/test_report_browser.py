@@ -73,7 +73,7 @@ const wide = [...document.querySelectorAll('body *')]
   .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
   .map(e => e.tagName + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '')).slice(0, 8);
 // per row of the ROC grid: the width its figures leave empty
-const grid = document.querySelector('.rocgrid');
+const grid = document.querySelector('#roc ~ .rocgrid') || document.querySelector('.rocgrid');  // per target
 const rows = {};
 if (grid) for (const f of grid.children) {
   const r = f.getBoundingClientRect();
@@ -142,3 +142,68 @@ def test_a_short_last_row_of_the_roc_grid_is_filled(tmp_path):
     p = probe(tmp_path / "rep" / "index.html", tmp_path)
     assert len(p["rocRows"]) == 2 and max(p["rocRows"]) < 4, p
     assert p["scrollWidth"] <= 1400 and p["missing"] == [], p
+
+
+# Injected into a copy of the page: the by-attack figures (count, drawn vs natural aspect) and the columns of the
+# side-by-side table in which no cell has a value ("–" or blank everywhere).
+FIGURE_PROBE = """<script>
+const sec = document.getElementById('roc-attacks');
+let figs = [];
+for (let e = sec && sec.nextElementSibling; e && e.tagName !== 'H2'; e = e.nextElementSibling)
+  figs = figs.concat([...e.querySelectorAll('img')]);
+const imgs = figs.map(i => { const r = i.getBoundingClientRect();
+  return {drawn: r.height / r.width, natural: i.naturalHeight / i.naturalWidth, width: r.width,
+          svg: i.src.startsWith('data:image/svg+xml')}; });
+const empty = [];
+for (const t of [document.querySelector('#table ~ table')]) {  // the side-by-side table
+  const head = [...t.querySelectorAll('thead th')].map(th => th.textContent.trim());
+  const rows = [...t.querySelectorAll('tbody tr')].filter(r => r.children.length === head.length);
+  head.forEach((h, j) => { if (rows.length && rows.every(r => ['', '–'].includes(r.children[j].textContent.trim())))
+    empty.push(h); });
+}
+const out = document.createElement('pre');
+out.id = 'figprobe';
+out.textContent = JSON.stringify({imgs: imgs, empty: empty});
+document.body.appendChild(out);
+</script>"""
+
+
+def test_single_panel_figures_and_no_empty_columns(tmp_path):
+    """Issue 26: the HTML shows one figure per attack (each at its own aspect, not a stretched grid), the
+    side-by-side table has no always-empty column (no FID, memorization, re-id or conditional ε here), and the
+    screenshot is the window's size."""
+    import numpy as np
+
+    from privbench.reports import render_report
+    from report_fakes import write_result
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(100), np.zeros(100)]
+    same = y * 1.5 + rng.normal(size=200)
+    for target in ("pipeline:0", "client:0"):
+        for attack in ("loss", "pia", "sima"):
+            write_result(tmp_path / "runs" / target.replace(":", "") / attack, same, y, method="pfdm",
+                         target=target, attack=attack)
+    render_report(tmp_path / "runs", tmp_path / "rep", ["html"], attacks=["pia", "sima"])
+    page = tmp_path / "rep" / "index.html"
+    probed = tmp_path / "rep" / "figprobe.html"
+    probed.write_text(page.read_text().replace("</body>", FIGURE_PROBE + "</body>"))
+    r = chromium(probed, tmp_path, "--dump-dom", "--window-size=1400,1000")
+    assert r.returncode == 0 and console_errors(r.stderr) == [], r.stderr[-2000:]
+    m = re.search(r'<pre id="figprobe">(.*?)</pre>', r.stdout, re.S)
+    p = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert len(p["imgs"]) == 2, p                            # pia and sima: one single-panel figure each
+    for im in p["imgs"]:
+        assert im["svg"] and 0.8 < im["natural"] < 1.6, im    # one panel, not a 2 × 6 strip
+        assert abs(im["drawn"] - im["natural"]) < 0.01, im    # drawn at its own aspect
+    assert p["empty"] == [], p
+    html = page.read_text()
+    assert "FID overall" not in html and "memorized" not in html and "conditional ε<br>" not in html
+    assert ">loss<" not in html                               # --attacks pia,sima: loss is left out
+
+    shot = tmp_path / "shot.png"
+    r = chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1400,2400")
+    from PIL import Image
+
+    px = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert px.shape == (2400, 1400) and px.var() > 0

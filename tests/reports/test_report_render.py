@@ -16,7 +16,7 @@ def _html_is_self_contained(html: str) -> None:
     assert "<script" not in html.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.I)   # no external resource
     assert "http://" not in html and "https://" not in html
-    assert "data:image/png;base64," in html
+    assert "data:image/svg+xml;base64," in html or "data:image/png;base64," in html  # ROC figures: SVG
 
 
 def test_report_of_a_run_dir(tmp_path, test_results):

@@ -1,0 +1,56 @@
+"""The user's own records as a dataset: ``--dataset PATH`` (an ``.npz`` or an image folder, the record specs of
+``--members``; docs/cli.md §2) trains any method on them, the member / non-member split drawn from them as from a
+registered dataset (``data.n_members`` + ``data.n_nonmembers`` ≤ the number of records).
+
+The records are read once (records_io: no pickle; 8-bit pixels or floats in [−1, 1]) and registered for this
+process under a content-addressed name, ``records-<sha256 of the pixels and labels, 12 hex>``: the run's config
+hash, cache and results name the exact records, so a changed file is a new target, never a stale cache hit. A
+later command on that run (``sample``, ``attack``) takes the same ``--dataset PATH`` again. Records without
+labels (a flat image folder, an ``.npz`` without ``labels``) are one class (label 0); folder sub-directories or
+``labels`` give the classes (their count: the largest label + 1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..core.errors import BadInput
+from ..core.registry import DATASETS
+
+PREFIX = "records-"
+
+
+def is_records_path(value: str | None) -> bool:
+    """Whether a ``--dataset`` value names the user's records (an existing .npz or folder) rather than a
+    registered dataset."""
+    if not value or value in DATASETS:
+        return False
+    p = Path(value)
+    return p.suffix == ".npz" or p.is_dir() or "/" in value or "\\" in value
+
+
+def register_records(path: str) -> str:
+    """Read ``path``, register its records as a dataset of this process; returns the dataset's name."""
+    from .base import Dataset, DatasetInfo
+    from .records_io import load_records, records_sha256
+
+    p = Path(path)
+    if p.suffix == ".npy":
+        raise BadInput(f"--dataset {path}: an .npy of indices needs a dataset to index; give an .npz of images "
+                       "or an image folder")
+    x, y, _prov = load_records(p)
+    if x.shape[-1] != x.shape[-2]:
+        raise BadInput(f"--dataset {path}: records of {x.shape[-2]}×{x.shape[-1]} pixels; the UNet needs square "
+                       "images")
+    y = torch.zeros(len(x), dtype=torch.long) if y is None else torch.as_tensor(y).long()
+    if len(y) != len(x) or (len(y) and int(y.min()) < 0):
+        raise BadInput(f"--dataset {path}: labels must be one non-negative integer per record")
+    name = PREFIX + records_sha256(x, y)[:12]
+    if name not in DATASETS:
+        x, y = x.contiguous(), y.contiguous()
+        info = DatasetInfo(name, int(x.shape[1]), int(x.shape[-1]), int(y.max()) + 1 if len(y) else 1)
+        DATASETS.add(name, Dataset(info, lambda data_root=None, download=False, _x=x, _y=y: (_x.clone(), _y.clone())),
+                     f"the user's records from {p.name} ({len(x)} records, {x.shape[1]}×{x.shape[2]}×{x.shape[3]}, "
+                     f"{info.num_classes} classes)")
+    return name
