@@ -180,15 +180,22 @@ def list_cmd(what, as_json):
         for key, typ, default, help_ in keys:
             click.echo(f"{key:28s} {typ.__name__:6s} {str(default):14s} {help_}")
         return
+    def text(name, e):  # attacks say whether they run on text-to-image targets
+        return {"text_conditioning": bool(e.factory.text_conditioning)} if name == "attacks" else {}
+
     if as_json:
-        _emit({name: [{"name": e.name, "description": e.description} for e in regs[name]]
+        _emit({name: [{"name": e.name, "description": e.description, **text(name, e)} for e in regs[name]]
                for name in ([what] if what else ["methods", "attacks", "datasets", "presets"])}, True)
         return
     for name in ([what] if what else ["methods", "attacks", "datasets", "presets"]):
         if not what:
             click.echo(f"{name}:")
         for e in regs[name]:
-            click.echo(f"{'  ' if not what else ''}{e.name:16s} {e.description}")
+            flag = ("[text] " if e.factory.text_conditioning else "[-]    ") if name == "attacks" else ""
+            click.echo(f"{'  ' if not what else ''}{e.name:16s} {flag}{e.description}")
+        if name == "attacks":
+            click.echo(f"{'  ' if not what else ''}([text]: runs on text-to-image targets, conditioned on each "
+                       f"record's caption)")
 
 
 @main.command()
@@ -265,6 +272,12 @@ def external_options(f):
                      help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
         click.option("--ema/--no-ema", default=True, show_default=True,
                      help="pytorch-ddpm: ema_model or net_model weights"),
+        click.option("--lora", default=None, type=click.Path(),
+                     help="with --model (a Stable-Diffusion-layout pipeline): a LoRA adapter applied to its UNet "
+                          "(pytorch_lora_weights.safetensors or its folder)"),
+        click.option("--caption", default=None,
+                     help="with a text-to-image --model: caption template for labelled records without captions, "
+                          "e.g. 'a picture of the digit {word}' ({label}, {word}, {name})"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -283,18 +296,18 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--lora/--caption need --model")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, lora=None, caption=None) -> dict:
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model")
+                           target_name=target or "model", lora=lora, caption=caption)
 
 
 @main.command()
@@ -307,7 +320,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+           ema, lora, caption, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -315,13 +328,15 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split, lora,
+                                                                     caption),
                            config_file, download):
         from .reports.text import result_summary
 
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            lora=lora, caption=caption)
         _emit(res, as_json, result_summary(res))
         return
     dataset = dataset or "digits"
@@ -340,7 +355,7 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+        lora, caption, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -348,11 +363,13 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split, lora,
+                                                                     caption),
                            config_file, download):
         res = _run_external(model_path, members, nonmembers, attack_name, target=target, arch=arch,
                             scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset, preset=preset,
-                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root)
+                            seed=seed, device=device, runs_dir=runs_dir, sets=sets, data_root=data_root,
+                            lora=lora, caption=caption)
     else:
         cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
         res = run_attack(cfg, attack_name, target, runs_dir=runs_dir, device=device).to_json()

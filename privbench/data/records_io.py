@@ -4,7 +4,8 @@
 labels N long or None, provenance). SPEC is one of
 
 * an ``.npz`` with ``images`` — float N×C×H×W already in [−1, 1], or uint8 N×H×W×C (N×H×W for one channel) mapped
-  by x/127.5 − 1 — and optionally integer ``labels`` (N); read with ``allow_pickle=False``;
+  by x/127.5 − 1 — and optionally integer ``labels`` (N) and unicode ``captions`` (N; :mod:`.captions`); read with
+  ``allow_pickle=False``;
 * an image folder of png/jpg files, read with PIL: either the images directly (no labels) or class sub-folders,
   whose sorted names give labels 0, 1, … as torchvision's ``ImageFolder``; 8-bit pixels map by x/127.5 − 1;
 * an ``.npy`` of integer indices into a registered dataset (``dataset=`` and, for torchvision formats,
@@ -32,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import BadInput
+from .captions import folder_captions, npz_captions
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 SPLIT_KEYS = ("mia_train_idxs", "mia_eval_idxs")
@@ -61,6 +63,7 @@ def _read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
             labels = z["labels"] if "labels" in z.files else None
         except ValueError:
             raise _fail(path, "holds object arrays (pickled); only plain numeric arrays are read") from None
+        captions = npz_captions(z, len(images), path)
     layout = ""
     if images.dtype == np.uint8:
         if images.ndim == 3:
@@ -93,7 +96,10 @@ def _read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
         if not np.issubdtype(labels.dtype, np.integer):
             raise _fail(path, f"labels must be integers, got {labels.dtype}")
         y = torch.from_numpy(labels.astype(np.int64))
-    return x, y, {"kind": "npz", "layout": layout}
+    prov = {"kind": "npz", "layout": layout}
+    if captions is not None:
+        prov["captions"] = captions  # popped by the caller (runs.external.RecordSet), never written as provenance
+    return x, y, prov
 
 
 def _pil_to_array(path: Path, want_channels: int | None) -> np.ndarray:
@@ -163,6 +169,9 @@ def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] 
         prov["classes"] = {c: i for i, c in enumerate(sorted(per_class))}
     if resized:
         prov["resized_files"] = resized
+    captions = folder_captions(folder, files)
+    if captions is not None:
+        prov["captions"] = captions  # metadata.jsonl (popped by the caller, as for .npz)
     return x, y, prov
 
 
