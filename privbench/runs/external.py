@@ -71,6 +71,9 @@ def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     if getattr(tgt, "text", None) is not None and not attack.text_conditioning:
         raise BadInput(f"attack {attack_name!r} does not support text-conditional targets (privbench list attacks "
                        f"shows which do)")
+    if getattr(tgt, "text", None) is None and getattr(attack, "requires_text", False):
+        raise BadInput(f"attack {attack_name!r} needs a text-to-image model (a Stable-Diffusion-layout pipeline); "
+                       f"this model takes no captions")
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")

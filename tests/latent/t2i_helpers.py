@@ -12,8 +12,10 @@ import torch
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "privbench" / "models" / "t2i_tokenizer"
 MAX_LEN = 16
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-FINETUNE_STEPS = 400   # full-batch Adam steps on 32 captioned records (10 % caption dropout)
-LORA_STEPS = 400
+FINETUNE_STEPS = 250  # full-batch Adam steps on 32 captioned records (10 % caption dropout)
+FINETUNE_LR = 5e-3
+LORA_STEPS = 250
+LORA_LR = 1e-2
 
 
 def cli(*args):
