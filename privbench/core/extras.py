@@ -14,6 +14,8 @@ EXTRAS = {
     "dp_accounting": ("dp-accounting", "dp"),
     "torch_fidelity": ("torch-fidelity", "fid"),
     "ray": ("ray", "ray"),
+    "transformers": ("transformers", "t2i"),
+    "peft": ("peft", "t2i"),
 }
 
 

@@ -357,6 +357,11 @@ def _index_entry(index: dict, key: str, where: str, allowed) -> bool:
 
 def load_sd_pipeline(p: Path, where: str, override, override_src, device, name, lora=None):
     """(LatentTarget, provenance) of a StableDiffusionPipeline-layout folder (see the module doc)."""
+    from ..core.extras import require
+
+    require("transformers", "a text-to-image pipeline (CLIP text encoder)")
+    if lora is not None:
+        require("peft", "--lora")
     index = read_json(p / "model_index.json", "--model")
     for key in ("text_encoder", "tokenizer", "unet"):
         if not _index_entry(index, key, where, (PIPELINE_COMPONENTS[key],) + (
