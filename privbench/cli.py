@@ -164,7 +164,8 @@ def main():
                                                            "extractors", "accountants", "keys"]))
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object: {WHAT: [{name, description}]}")
 def list_cmd(what, as_json):
-    """What the registries hold, one line each (`keys`: every --set key)."""
+    """What the registries hold, one line each (`keys`: every --set key; attacks marked [text] run on
+    text-to-image targets, conditioned on each record's caption)."""
     from .core.registry import ACCOUNTANTS, ATTACKS, DATASETS, FEATURE_EXTRACTORS, METHODS, PRESETS
 
     regs = {"methods": METHODS, "attacks": ATTACKS, "datasets": DATASETS, "presets": PRESETS,
@@ -193,9 +194,6 @@ def list_cmd(what, as_json):
         for e in regs[name]:
             flag = ("[text] " if e.factory.text_conditioning else "[-]    ") if name == "attacks" else ""
             click.echo(f"{'  ' if not what else ''}{e.name:16s} {flag}{e.description}")
-        if name == "attacks":
-            click.echo(f"{'  ' if not what else ''}([text]: runs on text-to-image targets, conditioned on each "
-                       f"record's caption)")
 
 
 @main.command()

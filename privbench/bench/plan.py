@@ -179,7 +179,7 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     opts = dict(model_path=espec["model"], members_spec=espec.get("members"), nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"),
                 dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
                 scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
-                target_name=name)
+                target_name=name, lora=espec.get("lora"), caption=espec.get("caption"))
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
     except BadInput as e:

@@ -59,6 +59,8 @@ def test_every_attack_runs_on_an_analytic_target(name):
     from privbench.metrics.roc import auc
     from privbench.runs.attack import make_attack
 
+    if getattr(ATTACKS.get(name).factory, "requires_text", False):
+        pytest.skip(f"{name} needs captions (a text-to-image target); tests/latent runs it end to end")
     cfg = build_config("centralized", "digits", "test", 0, [("sample.sampler", "ddim"), ("sample.ddim_steps", "5"),
                                                             ("attack.batch_size", "16")])
     recs = _records()
@@ -68,8 +70,6 @@ def test_every_attack_runs_on_an_analytic_target(name):
     attack = make_attack(cfg, name, strict=False)
     env = AttackEnv(cfg=cfg, seed=0, train_data=(members, recs.y[recs.labels == 1]),
                     train_index=recs.index[recs.labels == 1].tolist())
-    if getattr(attack, "requires_text", False):
-        pytest.skip(f"{name} needs captions (a text-to-image target); tests/latent runs it end to end")
     if attack.needs_references:
         if not target.white_box and attack.threat_model.get("queries", "").startswith("white-box"):
             pytest.skip(f"{name} is white-box (gradients of a network); tests/attacks/test_attacks_sota.py runs it "

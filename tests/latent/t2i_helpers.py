@@ -12,10 +12,12 @@ import torch
 TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "privbench" / "models" / "t2i_tokenizer"
 MAX_LEN = 16
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+PRETRAIN_STEPS = 200  # Adam steps, batches of 64 of 512 public digits (neither members nor non-members)
 FINETUNE_STEPS = 250  # full-batch Adam steps on 32 captioned records (10 % caption dropout)
 FINETUNE_LR = 5e-3
-LORA_STEPS = 250
+LORA_STEPS = 250      # rank-16 LoRA (attention, feed-forward, convolutions) over the frozen pre-trained base
 LORA_LR = 1e-2
+LORA_RANK = 16
 
 
 def cli(*args):
@@ -28,14 +30,15 @@ def cli(*args):
     return r.exit_code, r.stdout, r.stderr
 
 
-def digits_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0):
-    """Disjoint member / non-member digits records (8×8, [−1, 1]) with labels."""
+def digits_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0, n_public: int = 512):
+    """Disjoint member / non-member / public digits records (8×8, [−1, 1]) with labels."""
     from privbench import load_dataset
 
     x, y = load_dataset("digits")
     perm = np.random.default_rng(seed).permutation(len(y))
     m, n = perm[:n_members], perm[n_members:n_members + n_nonmembers]
-    return (x[m], y[m]), (x[n], y[n])
+    p = perm[n_members + n_nonmembers:n_members + n_nonmembers + n_public]
+    return (x[m], y[m]), (x[n], y[n]), (x[p], y[p])
 
 
 def caption(label: int) -> str:
@@ -86,10 +89,11 @@ def unet(seed: int = 0, channels: int = 4, size: int = 4):
                                 cross_attention_dim=32, attention_head_dim=8, norm_num_groups=8).eval()
 
 
-LORA_MODULES = ["to_q", "to_k", "to_v", "to_out.0", "proj_in", "proj_out", "ff.net.0.proj", "ff.net.2"]
+LORA_MODULES = ["to_q", "to_k", "to_v", "to_out.0", "proj_in", "proj_out", "ff.net.0.proj", "ff.net.2", "conv1",
+                "conv2", "conv_in", "conv_out", "time_emb_proj"]
 
 
-def add_lora(un, rank: int = 8):
+def add_lora(un, rank: int = LORA_RANK):
     """peft LoRA on the UNet's attention and feed-forward layers (the base frozen), as diffusers'
     train_text_to_image_lora.py; returns the trainable parameters."""
     from peft import LoraConfig
@@ -141,6 +145,26 @@ def finetune(net, z, cond, null, steps: int, *, params=None, seed: int = 0, drop
         drop = (torch.rand(len(z), generator=g) < dropout).view(-1, 1, 1)
         c = torch.where(drop, null.expand_as(cond), cond)
         loss = torch.nn.functional.mse_loss(net(sched.add_noise(z, noise, t), t, encoder_hidden_states=c).sample,
+                                            noise)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net.eval()
+
+
+def pretrain(net, z, cond, null, steps: int = PRETRAIN_STEPS, *, batch: int = 64, seed: int = 5, lr=2e-3):
+    """The same objective on minibatches of public records: the base model a fine-tune starts from."""
+    sched = scheduler()
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        i = torch.randint(0, len(z), (batch,), generator=g)
+        noise = torch.randn(z[i].shape, generator=g)
+        t = torch.randint(0, 1000, (batch,), generator=g)
+        drop = (torch.rand(batch, generator=g) < 0.1).view(-1, 1, 1)
+        c = torch.where(drop, null.expand_as(cond[i]), cond[i])
+        loss = torch.nn.functional.mse_loss(net(sched.add_noise(z[i], noise, t), t, encoder_hidden_states=c).sample,
                                             noise)
         opt.zero_grad()
         loss.backward()

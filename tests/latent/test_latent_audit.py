@@ -1,6 +1,6 @@
 """Audit a tiny Stable-Diffusion-shaped pipeline privbench did not train, through the CLI: fine-tuned with plain
 diffusers code until it memorizes 32 captioned digits vs. the same architecture at random initialisation, and a
-LoRA adapter over the frozen random base."""
+LoRA adapter over the frozen pre-trained base."""
 from __future__ import annotations
 
 import json
@@ -48,13 +48,14 @@ def test_finetuned_pipeline_leaks_and_random_init_does_not(t2i, tmp_path, name):
 def test_lora_adapter_over_frozen_base_leaks_and_rekeys(t2i, tmp_path, name):
     from safetensors.torch import load_file, save_file
 
-    leak = attack(t2i["random"], t2i, tmp_path, name, "--lora", t2i["lora"])
+    leak = attack(t2i["pretrained"], t2i, tmp_path, name, "--lora", t2i["lora"])
     auc, ci = leak["metrics"]["auc"], leak["metrics"]["ci95"]["auc"]
-    print(name, "lora", auc, ci)
+    base = attack(t2i["pretrained"], t2i, tmp_path, name)       # the base alone never saw the members
+    print(name, "lora", auc, ci, "base", base["metrics"]["auc"], base["metrics"]["ci95"]["auc"])
     assert auc >= 0.9 and ci[0] >= 0.8, leak["metrics"]
+    assert base["metrics"]["ci95"]["auc"][0] <= 0.5 <= base["metrics"]["ci95"]["auc"][1], base["metrics"]
     lora = leak["provenance"]["model"]["lora"]
     assert len(lora["sha256"]) == 64 and lora["tensors"] > 0
-    base = attack(t2i["random"], t2i, tmp_path, name)
     assert base["run_dir"] != leak["run_dir"]
     assert base["provenance"]["model"]["components_sha256"] == leak["provenance"]["model"]["components_sha256"]
     # a changed adapter (one tensor halved) is another model: another hash, another run
@@ -64,7 +65,7 @@ def test_lora_adapter_over_frozen_base_leaks_and_rekeys(t2i, tmp_path, name):
     k = sorted(state)[0]
     state[k] = state[k] * 0.5
     save_file(state, str(changed / "pytorch_lora_weights.safetensors"))
-    other = attack(t2i["random"], t2i, tmp_path, name, "--lora", changed)
+    other = attack(t2i["pretrained"], t2i, tmp_path, name, "--lora", changed)
     assert other["run_dir"] != leak["run_dir"] and other["provenance"]["model"]["lora"]["sha256"] != lora["sha256"]
 
 
