@@ -15,7 +15,7 @@ $(BIN)/python:
 # torch first, pinned: pip takes it from local disk here; an unpinned torch would pull a multi-GB build.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[test,dp,fid,ray,official]'
+	$(BIN)/pip install -q -e '.[test,dp,fid,ray,official,t2i]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -213,7 +213,8 @@ def main():
                                                            "extractors", "accountants", "keys"]))
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object: {WHAT: [{name, description}]}")
 def list_cmd(what, as_json):
-    """What the registries hold, one line each (`keys`: every --set key)."""
+    """What the registries hold, one line each (`keys`: every --set key; `list attacks` marks [text] the attacks
+    that run on text-to-image targets, conditioned on each record's caption)."""
     from .core.registry import listing
 
     # read from the registering files' source, not imported: `list` stays under a second (core/registry_source.py)
@@ -232,14 +233,22 @@ def list_cmd(what, as_json):
         return
     kinds = [what] if what else ["methods", "attacks", "datasets", "presets"]
     entries = {name: listing(regs[name]) for name in kinds}
+    flags = {}
+    if what == "attacks":  # the text-conditioning flag is the class's: import the attacks (only for `list attacks`)
+        from .core.registry import ATTACKS
+
+        flags = {e.name: bool(e.factory.text_conditioning) for e in ATTACKS}
     if as_json:
-        _emit({name: [{"name": n, "description": d} for n, d in entries[name]] for name in kinds}, True)
+        _emit({name: [{"name": n, "description": d,
+                       **({"text_conditioning": flags.get(n, False)} if flags else {})} for n, d in entries[name]]
+               for name in kinds}, True)
         return
     for name in kinds:
         if not what:
             click.echo(f"{name}:")
         for n, d in entries[name]:
-            click.echo(f"{'  ' if not what else ''}{n:16s} {d}")
+            flag = ("[text] " if flags.get(n) else "[-]    ") if flags else ""
+            click.echo(f"{'  ' if not what else ''}{n:16s} {flag}{d}")
 
 
 @main.command()
@@ -332,6 +341,12 @@ def external_options(f):
         click.option("--claim-basis", default=None,
                      help="with --model: what the claimed ε covers, e.g. 'DP-SGD, add/remove-one, PRV accountant'"),
         records_range_option(),
+        click.option("--lora", default=None, type=click.Path(),
+                     help="with --model (a Stable-Diffusion-layout pipeline): a LoRA adapter applied to its UNet "
+                          "(pytorch_lora_weights.safetensors or its folder)"),
+        click.option("--caption", default=None,
+                     help="with a text-to-image --model: caption template for labelled records without captions, "
+                          "e.g. 'a picture of the digit {word}' ({label}, {word}, {name})"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -350,15 +365,15 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--claimed-epsilon/"
-                       "--claimed-delta/--claim-basis need --model (a privbench method's target carries its own "
-                       "accounting)")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--lora/--caption/"
+                       "--claimed-epsilon/--claimed-delta/--claim-basis need --model (a privbench method's target "
+                       "carries its own accounting)")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
                   dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
-                  strict=True) -> dict:
+                  strict=True, lora=None, caption=None) -> dict:
     from .privacy.claims import user_claim
     from .runs.external import attack_external
 
@@ -366,7 +381,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
                            target_name=target or "model", claim=user_claim(*claim), strict=strict,
-                           records_range=records_range)
+                           records_range=records_range, lora=lora, caption=caption)
 
 
 @main.command()
@@ -379,8 +394,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, preset, seed, device, runs_dir, sets,
-           config_file, data_root, download, as_json):
+           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, preset, seed, device,
+           runs_dir, sets, config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -390,7 +405,7 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 
     if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
                                                 claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range),
+                                                None if records_range == "auto" else records_range, lora, caption),
                            config_file, download):
         from .reports.text import result_summary
 
@@ -399,7 +414,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 records_range=records_range, strict=len(names) == 1) for a in names]
+                                 records_range=records_range, strict=len(names) == 1, lora=lora,
+                                 caption=caption) for a in names]
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
@@ -474,8 +490,8 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        claimed_epsilon, claimed_delta, claim_basis, records_range, preset, seed, device, runs_dir, sets, config_file,
-        data_root, download, as_json):
+        claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, preset, seed, device, runs_dir,
+        sets, config_file, data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -485,14 +501,15 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
 
     if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
                                                 claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range),
+                                                None if records_range == "auto" else records_range, lora, caption),
                            config_file, download):
         names = _attack_list(attack_name, sets=sets)
         results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 records_range=records_range, strict=len(names) == 1) for a in names]
+                                 records_range=records_range, strict=len(names) == 1, lora=lora,
+                                 caption=caption) for a in names]
     else:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)

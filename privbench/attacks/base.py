@@ -155,7 +155,8 @@ class Attack:
       for it, and they all (``bootstrap`` included) enter its cache hash;
     * ``extra_config_keys``: other config keys (``section.key``) that change its result;
     * ``applies_to``: the target kinds it can attack (None = every target);
-    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6).
+    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6);
+    * ``text_conditioning``: whether it runs on text-to-image (latent) targets.
     """
     name: ClassVar[str] = "?"
     description: ClassVar[str] = ""
@@ -168,6 +169,9 @@ class Attack:
     threat_model: ClassVar[dict] = {}
     #: True: the runner trains (or loads) reference models and hands them over as ``env.references``
     needs_references: ClassVar[bool] = False
+    #: True: runs on text-to-image targets (records' ``y`` is a caption row, passed through ``cond``; latents as
+    #: ``x``); shown by ``privbench list attacks``
+    text_conditioning: ClassVar[bool] = True
     #: settings with ``choices`` that name a variant of the attack: a value other than the default is part of the
     #: attack's label (``lira@online``, ``secmi@paper``), so variants sit side by side in tables and suites can
     #: ask for them by that label

@@ -170,6 +170,7 @@ class GSA(Attack):
     description = "GSA: classifier on per-layer gradient norms, trained on reference-model data (white-box)"
     report_order = 90
     needs_references = True
+    text_conditioning = False  # its reference models retrain the target's own recipe
     Settings = GSASettings
     variant_settings = ("reference_pool", "gsa_classifier")
     settings_presets = {"test": REFERENCE_TEST_PRESET}

@@ -148,6 +148,7 @@ class LiRA(StatisticSetting, Attack):
     description = "LiRA (online/offline): per-record Gaussians of reference models' fixed-noise log-losses at t=200"
     report_order = 70
     needs_references = True
+    text_conditioning = False  # its reference models retrain the target's own recipe
     Settings = LiRASettings
     variant_settings = ("reference_pool", "lira_convention", "statistic")
     settings_presets = {"test": REFERENCE_TEST_PRESET}

@@ -100,6 +100,7 @@ class Reconstruction(Attack):
     name = "reconstruction"
     description = "reconstruct records from noised uploads (naive, Tweedie, reverse chain): PSNR, SSIM, re-id rate"
     kind = RECONSTRUCTION
+    text_conditioning = False  # it inverts PFDM's pixel-space uploads
     report_order = 60
     Settings = ReconstructionSettings
     extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")

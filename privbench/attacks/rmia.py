@@ -108,6 +108,7 @@ class RMIA(StatisticSetting, Attack):
     description = "RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models"
     report_order = 80
     needs_references = True
+    text_conditioning = False  # its reference models retrain the target's own recipe
     Settings = RMIASettings
     variant_settings = ("reference_pool", "statistic")
     settings_presets = {"test": {**REFERENCE_TEST_PRESET, "rmia_population": 64}}

@@ -196,7 +196,8 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                 dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
                 scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
                 target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)),
-                records_range=str(espec.get("records_range", "auto")))
+                records_range=str(espec.get("records_range", "auto")), lora=espec.get("lora"),
+                caption=espec.get("caption"))
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
     except BadInput as e:

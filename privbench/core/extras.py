@@ -15,6 +15,8 @@ EXTRAS = {
     "torch_fidelity": ("torch-fidelity", "fid"),
     "ray": ("ray", "ray"),
     "xgboost": ("xgboost", "official"),
+    "transformers": ("transformers", "t2i"),
+    "peft": ("peft", "t2i"),
 }
 
 

@@ -4,8 +4,8 @@
 in [−1, 1], labels N long or None, provenance). SPEC is one of
 
 * an ``.npz`` with ``images`` — float N×C×H×W, or uint8 N×H×W×C / N×C×H×W / N×H×W, converted from their range
-  (:mod:`privbench.data.image_range`, ``records_range``) — and optionally integer ``labels`` (N); read with
-  ``allow_pickle=False``;
+  (:mod:`privbench.data.image_range`, ``records_range``) — and optionally integer ``labels`` (N) and unicode
+  ``captions`` (N; :mod:`.captions`); read with ``allow_pickle=False``;
 * an ``.npy`` of images (3-D or 4-D, as ``images`` above; no labels);
 * an image folder of png/jpg files, read with PIL: either the images directly (no labels) or class sub-folders,
   whose sorted names give labels 0, 1, … as torchvision's ``ImageFolder``; 8-bit pixels map by x/127.5 − 1;
@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from ..core.errors import BadInput
 from ..core.jsonio import regular_file
+from .captions import folder_captions, npz_captions
 from .image_range import dataset_range, decode_images, eight_bit_range, grid_digests
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -69,6 +70,7 @@ def _read_npz(path: Path, records_range: str = "auto", want_channels: int | None
             labels = z["labels"] if "labels" in z.files else None
         except ValueError:
             raise _fail(path, "holds object arrays (pickled); only plain numeric arrays are read") from None
+        captions = npz_captions(z, len(images), path)
     x, layout, rng = decode_images(images, path, records_range, want_channels)
     y = None
     if labels is not None:
@@ -77,7 +79,10 @@ def _read_npz(path: Path, records_range: str = "auto", want_channels: int | None
         if not np.issubdtype(labels.dtype, np.integer):
             raise _fail(path, f"labels must be integers, got {labels.dtype}")
         y = torch.from_numpy(labels.astype(np.int64))
-    return x, y, {"kind": "npz", "layout": layout, **rng}
+    prov = {"kind": "npz", "layout": layout, **rng}
+    if captions is not None:
+        prov["captions"] = captions  # popped by the caller (runs.external.RecordSet), never written as provenance
+    return x, y, prov
 
 
 def _pil_to_array(path: Path, want_channels: int | None) -> np.ndarray:
@@ -150,6 +155,9 @@ def _read_folder(folder: Path, want_channels: int | None, size: tuple[int, int] 
         prov["classes"] = {c: i for i, c in enumerate(sorted(per_class))}
     if resized:
         prov["resized_files"] = resized
+    captions = folder_captions(folder, files)
+    if captions is not None:
+        prov["captions"] = captions  # metadata.jsonl (popped by the caller, as for .npz)
     return x, y, prov
 
 

@@ -23,8 +23,10 @@ A UNet with a learned variance (2·C output channels, ``variance_type`` learned 
 C channels, as diffusers' ``DDPMScheduler.step`` splits it. Class-conditional UNets (``num_class_embeds`` with
 ``class_embed_type`` None) take the records' labels.
 
-Left out (refused with one line): latent models (a VAE/VQ-VAE in the pipeline), text-conditional UNets
-(``UNet2DConditionModel``), ``class_embed_type`` other than None, Fourier (continuous-σ, score-SDE) time
+Stable-Diffusion-layout pipelines (a text encoder, a ``UNet2DConditionModel``, a VAE) are read by
+:mod:`privbench.models.latent` (dispatched from :func:`load_external`, with ``lora=``).
+
+Left out (refused with one line): a VAE/VQ-VAE in front of an unconditional ``UNet2DModel``, ``class_embed_type`` other than None, Fourier (continuous-σ, score-SDE) time
 embeddings, and schedulers without a discrete β schedule (score-SDE VE, Karras/EDM, flow matching).
 
 Convention: ᾱ is computed in float64 from (β_start, β_end, schedule) for ``linear`` / ``scaled_linear`` /
@@ -288,7 +290,8 @@ def load_unet_folder(folder: Path, where: str):
     cfg = read_json(cfg_path, "--model")
     cls = cfg.get("_class_name")
     if cls != "UNet2DModel":
-        hint = " (text-conditional latent models are not supported)" if cls == "UNet2DConditionModel" else ""
+        hint = (" (a UNet2DConditionModel is read inside a Stable-Diffusion-layout pipeline folder: model_index.json, "
+                "vae/, text_encoder/, tokenizer/, unet/, scheduler/)" if cls == "UNet2DConditionModel" else "")
         raise BadInput(f"{where}: {cfg_path.name} describes {cls!r}, not a diffusers UNet2DModel{hint}")
     if cfg.get("time_embedding_type") == "fourier":
         raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
@@ -319,11 +322,12 @@ def _is_pickle(path: Path) -> bool:
 
 
 def load_external(path, *, arch: str | None = None, scheduler_config=None, use_ema: bool = True,
-                  device="cpu", name: str = "model") -> tuple[Target, dict]:
+                  device="cpu", name: str = "model", lora=None) -> tuple[Target, dict]:
     """(Target, provenance) of a model privbench did not train; see the module doc for the formats.
 
     ``scheduler_config``: a diffusers scheduler config (JSON file or folder), overriding the model's own.
-    ``use_ema``: pytorch-ddpm checkpoints only (``ema_model``, else ``net_model``)."""
+    ``use_ema``: pytorch-ddpm checkpoints only (``ema_model``, else ``net_model``).
+    ``lora``: a LoRA adapter for a Stable-Diffusion-layout pipeline (:mod:`privbench.models.latent`)."""
     if arch not in (None, "diffusers", "pytorch-ddpm"):
         raise BadInput(f"--arch {arch!r}: choose pytorch-ddpm (or leave it out for diffusers folders)")
     p = Path(path).expanduser()
@@ -342,6 +346,13 @@ def load_external(path, *, arch: str | None = None, scheduler_config=None, use_e
         kind = "a pickle" if _is_pickle(p) else "a file"
         raise BadInput(f"{where}: is {kind}, not a model folder; privbench reads diffusers folders (save_pretrained) "
                        f"or, with --arch pytorch-ddpm, a pytorch-ddpm ckpt.pt (never an arbitrary pickle)")
+    if (p / "model_index.json").is_file() and _is_text_to_image(read_json(p / "model_index.json", "--model")):
+        from .latent import load_sd_pipeline
+
+        return load_sd_pipeline(p, where, override, override_src, device, name, lora=lora)
+    if lora is not None:
+        raise BadInput(f"--lora {lora}: applies to Stable-Diffusion-layout pipelines (text_encoder/, unet/ "
+                       f"UNet2DConditionModel); {path} is not one")
     if (p / "model_index.json").is_file():
         return _load_pipeline(p, where, override, override_src, device, name)
     if (p / "config.json").is_file():
@@ -350,6 +361,12 @@ def load_external(path, *, arch: str | None = None, scheduler_config=None, use_e
         raise BadInput(f"{where}: holds a ckpt.pt; pass --arch pytorch-ddpm to read it as a pytorch-ddpm checkpoint")
     raise BadInput(f"{where}: not a model folder (no model_index.json of a diffusers pipeline, no config.json of a "
                    f"UNet2DModel)")
+
+
+def _is_text_to_image(index: dict) -> bool:
+    """A pipeline with a text encoder or a UNet2DConditionModel goes to :mod:`privbench.models.latent`."""
+    unet = index.get("unet")
+    return bool(index.get("text_encoder")) or (isinstance(unet, list) and unet[-1:] == ["UNet2DConditionModel"])
 
 
 def _scheduler_for(override, override_src, own: Path | None, where: str) -> tuple[ExternalSchedule, dict, str]:
@@ -366,7 +383,7 @@ def _scheduler_for(override, override_src, own: Path | None, where: str) -> tupl
 
 def _load_pipeline(p: Path, where, override, override_src, device, name):
     index = read_json(p / "model_index.json", "--model")
-    for latent in ("vae", "vqvae", "text_encoder"):
+    for latent in ("vae", "vqvae"):
         if index.get(latent):
             raise BadInput(f"{where}: a pipeline with a {latent} (latent / text-conditional diffusion) is not "
                            f"supported; privbench attacks pixel-space UNet2DModel pipelines")

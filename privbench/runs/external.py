@@ -72,6 +72,12 @@ def _schedule_into(cfg: Config, tgt) -> None:
 def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     _schedule_into(cfg, tgt)
     attack = make_attack(cfg, attack_name, strict=strict)
+    if getattr(tgt, "text", None) is not None and not attack.text_conditioning:
+        raise BadInput(f"attack {attack_name!r} does not support text-conditional targets (privbench list attacks "
+                       f"shows which do)")
+    if getattr(tgt, "text", None) is None and getattr(attack, "requires_text", False):
+        raise BadInput(f"attack {attack_name!r} needs a text-to-image model (a Stable-Diffusion-layout pipeline); "
+                       f"this model takes no captions")
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
@@ -89,12 +95,16 @@ class RecordSet:
     y: torch.Tensor | None
     index: list[int] | None
     provenance: dict = field(default_factory=dict)
+    captions: list[str] | None = None  # one per record (text-to-image targets)
 
 
 def _as_set(x, y, prov) -> RecordSet:
     prov = dict(prov)
     index = prov.pop("index", None)
-    return RecordSet(x, y, index, prov)
+    captions = prov.pop("captions", None)
+    if captions is not None:
+        prov["captions"] = "given with the records"
+    return RecordSet(x, y, index, prov, captions)
 
 
 def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_root=None, split=None,
@@ -179,9 +189,10 @@ class _NoMethod:
         return dict(self.claim) if self.claim else None
 
 
-def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str, claim: dict | None = None) -> str:
-    """The external run's name. A user's privacy claim enters it only when given (a result is never rewritten
-    with another claim, and runs without one keep their hash)."""
+def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str, claim: dict | None = None,
+             captions=None) -> str:
+    """The external run's name. A user's privacy claim and captions enter it only when given (a result is never
+    rewritten with another claim, and runs without them keep their hash)."""
     model = {k: prov.get(k) for k in ("weights_sha256", "format", "weights", "prediction_type", "num_classes",
                                       "sample_shape")}
     model["scheduler"] = {k: v for k, v in (prov.get("scheduler") or {}).items() if k != "source"}
@@ -192,6 +203,8 @@ def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str
             **metrics_hash_dict(cfg)}
     if claim:
         what["claim"] = claim
+    if captions is not None:
+        what["captions"] = captions_sha256(captions)
     return config_hash(what)
 
 
@@ -227,13 +240,15 @@ class ExternalTarget:
     claim: dict | None = None      # the user's privacy claim (privbench.privacy.claims.user_claim), or None
     records_range: dict = field(default_factory=dict)
     split_check: dict | None = None
+    captions: list[str] | None = None  # members' then non-members' captions (text-to-image targets)
+    pixels: Records | None = None      # the records in pixel space (text-to-image targets; x is then latents)
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
         an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
         cfg = external_config(self.preset, seed, self.sets, self.dataset)
         att = _check_attack(cfg, attack, self.tgt, strict=strict)
-        h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim)
+        h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim, self.captions)
         return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
 
 
@@ -241,9 +256,13 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
                          device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                          dataset: str | None = None, data_root=None, split=None,
                          target_name: str = "model", claim: dict | None = None,
-                         records_range: str = "auto") -> ExternalTarget:
+                         records_range: str = "auto", lora=None, caption: str | None = None) -> ExternalTarget:
     """Load and check an external model and its records (everything that can be bad input, nothing written).
-    ``claim``: the privacy object of the user's claim (:func:`privbench.privacy.claims.user_claim`)."""
+
+    ``claim``: the privacy object of the user's claim (:func:`privbench.privacy.claims.user_claim`).
+    A text-to-image target (:class:`~privbench.models.latent.LatentTarget`) takes records in pixel space with one
+    caption each (given with the records, or ``caption`` — a template filled from their labels); they are
+    encoded once by its VAE and conditioned on their caption's row (:func:`latent_records`)."""
     from ..models.external import load_external
 
     external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
@@ -252,19 +271,63 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
         from ..core.registry import DATASETS
 
         DATASETS.get(dataset)
+    if caption is not None:
+        from ..data.captions import check_template
+
+        check_template(caption)
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
-                              device=device, name=target_name)
-    mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.meta["shape"], dataset=dataset,
-                                data_root=data_root, split=split, records_range=records_range)
-    records = build_external_records(mem, non, tgt.num_classes)
+                              device=device, name=target_name, lora=lora)
+    text = getattr(tgt, "text", None) is not None
+    if caption is not None and not text:
+        raise BadInput(f"--caption {caption!r}: the model is not text-conditional")
+    mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.pixel_shape if text else tgt.meta["shape"],
+                                dataset=dataset, data_root=data_root, split=split, records_range=records_range)
     used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
     from ..metrics.split_shift import split_shift
 
     shift = split_shift(mem.x, non.x)  # the blind baseline: do the records alone tell the two sets apart?
     if shift["shift"]:
         print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim, used,
-                          shift)
+    common = dict(claim=claim, records_range=used, split_check=shift)
+    if not text:
+        records = build_external_records(mem, non, tgt.num_classes)
+        return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, **common)
+    records, captions, pixels = latent_records(tgt, mem, non, caption)
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, **common,
+                          captions=captions, pixels=pixels)
+
+
+def captions_sha256(captions) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for c in captions:
+        h.update(str(c).encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> tuple[Records, list[str], Records]:
+    """(latent records, captions, pixel records) of a text-to-image target: latents encoded once, each record's
+    caption row as its ``y``; the target samples from the members' captions (memorization, in pixel space)."""
+    from ..data.captions import template_captions
+
+    pixels = build_external_records(mem, non, None)  # overlap checks in pixel space
+    caps = []
+    for what, s in (("--members", mem), ("--nonmembers", non)):
+        if caption is not None:
+            c = template_captions(caption, s.y, s.provenance.get("classes"), f"{what} {s.provenance.get('spec')}")
+        elif s.captions is not None:
+            c = s.captions
+        else:
+            raise BadInput(f"{what} {s.provenance.get('spec')}: the model is text-conditional and these records have "
+                           f"no captions (an .npz 'captions' array, a metadata.jsonl, or --caption TEMPLATE)")
+        if len(c) != len(s.x):
+            raise BadInput(f"{what} {s.provenance.get('spec')}: {len(c)} captions for {len(s.x)} records")
+        caps += list(c)
+    z = tgt.encode(pixels.x)
+    rows = tgt.text.ids(caps)
+    tgt.sample_rows = torch.unique(rows[pixels.labels == 1])
+    return Records(z, rows, pixels.labels, pixels.index), caps, pixels
 
 
 def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
@@ -287,6 +350,8 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
                   "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
                   "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
+    if ext.captions is not None:
+        provenance["captions_sha256"] = captions_sha256(ext.captions)
     fresh = not run_dir.exists()
     try:
         with run_lock(run_dir, "attack"):
@@ -303,8 +368,9 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
 
 def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict) -> dict:
     tgt, records = ext.tgt, ext.records
+    train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
     env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
-                    train_data=(records.x[records.labels == 1], records.y[records.labels == 1]),
+                    train_data=(train.x[train.labels == 1], train.y[train.labels == 1]),
                     train_index=records.index[records.labels == 1].tolist())
     t0 = time.time()
     out = att.run(tgt, records, env)
@@ -327,7 +393,7 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
                     split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None,
-                    records_range: str = "auto") -> dict:
+                    records_range: str = "auto", lora=None, caption: str | None = None) -> dict:
     """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
@@ -339,7 +405,7 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name, claim=claim,
-                               records_range=records_range)
+                               records_range=records_range, lora=lora, caption=caption)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
@@ -396,6 +462,9 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     from ..models.external import load_external, wrap
 
     tgt = load_external(target)[0] if isinstance(target, (str, Path)) else wrap(target)
+    if getattr(tgt, "text", None) is not None:
+        raise BadInput("privbench.attack: text-to-image pipelines need captions with the records; use "
+                       "privbench.runs.external.attack_external (privbench attack --model) for them")
     cfg = external_config("tiny", seed)
     for k, v in settings.items():
         set_key(cfg, k if "." in k else f"attack.{k}", v)

@@ -38,14 +38,16 @@ def test_wheel_installs_offline_and_runs_the_test_suite(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for data in ("privbench/bench/suites/tiny.yaml", "privbench/bench/suites/test.yaml",
                  "privbench/bench/suites/paper.yaml", "privbench/bench/gates/tiny.yaml",
-                 "privbench/reports/templates/report.html"):
+                 "privbench/reports/templates/report.html", "privbench/models/t2i_tokenizer/vocab.json",
+                 "privbench/models/t2i_tokenizer/merges.txt"):
         assert data in names, data
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
-    for extra in ("dp", "fid", "ray", "test"):
+    for extra in ("dp", "fid", "ray", "test", "t2i"):
         assert f"Provides-Extra: {extra}" in text
     core = [l for l in text.splitlines() if l.startswith("Requires-Dist:") and "extra ==" not in l]
-    assert not [l for l in core if any(p in l for p in ("opacus", "dp-accounting", "torch-fidelity", "ray"))], core
+    assert not [l for l in core if any(p in l for p in ("opacus", "dp-accounting", "torch-fidelity", "ray",
+                                                                       "transformers", "peft"))], core
 
     # a fresh venv that sees this environment's packages (torch, ...) but not its privbench
     venv = tmp_path / "venv"
