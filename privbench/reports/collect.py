@@ -262,11 +262,11 @@ def _check_metrics(r: Result) -> None:
     boot = cfg.get("bootstrap") if isinstance(cfg, dict) else None
     boot = boot if isinstance(boot, int) and not isinstance(boot, bool) and 0 < boot <= 100_000 else 0
     keys = list(_VERIFIED_METRICS)
-    rule = r.metrics.get("tpr_rule") or (cfg.get("tpr_rule") if isinstance(cfg, dict) else None)
-    if rule not in (None, "le"):  # a result computed with another TPR rule: its TPRs are not recomputed here
-        keys = ["auc", "asr"]
+    rule = r.get("tpr_rule") or "le"  # metrics.tpr_rule=lt results record it (runs.attack); recomputed with it
+    if rule not in ("le", "lt"):
+        raise BadInput(f"{r.path}: tpr_rule {rule!r} is not one privbench writes (le, lt)")
     try:
-        got = membership_metrics(scores, labels, bootstrap=boot, seed=r.seed)
+        got = membership_metrics(scores, labels, bootstrap=boot, seed=r.seed, tpr_rule=rule)
     except BadInput as e:
         raise BadInput(f"{r.scores_file}: {e}") from None
     where = f"{r.path} records"
