@@ -186,3 +186,15 @@ def test_a_stale_registry_block_is_caught():
     assert gen.render_blocks(block) != block and "`gsa`" in gen.render_blocks(block)
     fresh = gen.render_blocks(block)
     assert gen.render_blocks(fresh) == fresh
+
+
+def test_every_public_function_of_privbench_has_a_section_in_api_md():
+    import inspect
+
+    import privbench
+
+    public = [n for n, f in vars(privbench).items() if inspect.isfunction(f) and not n.startswith("_")]
+    assert {"load_dataset", "load_target", "wrap", "attack"} <= set(public)
+    headings = [line for line in (DOCS / "api.md").read_text().splitlines() if line.startswith("## ")]
+    missing = [n for n in public if not any(f"privbench.{n}(" in h for h in headings)]
+    assert not missing, f"docs/api.md has no section for: {', '.join(missing)}"
