@@ -32,7 +32,7 @@ def test_selection_reaches_tables_csv_and_figures(tmp_path):
     assert r.exit_code == 0, r.output
     files = {p.split("rep/", 1)[1] for p in json.loads(r.output)["files"]}
     sbs = pd.read_csv(tmp_path / "rep" / "side_by_side.csv")
-    assert set(sbs["method"]) == {"pfdm"} and len(sbs) == 2
+    assert set(sbs["method"]) == {"pfdm"} and set(sbs["target"]) == {"pipeline:0", "client:0"}
     assert {"pia_auc", "secmi@paper_auc"} <= set(sbs.columns) and "loss_auc" not in sbs.columns  # base name: variants
     assert "figures/roc-pia-digits-seed0.svg" in files and "figures/roc-loss-digits-seed0.svg" not in files
     assert not any("centralized" in f for f in files)
