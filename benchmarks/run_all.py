@@ -97,7 +97,8 @@ def main() -> int:
         print(format_bench(res))
         failed += res["counts"].get("failed", 0)
         t2 = time.time()
-        paths = render_report(bench_dir, out)  # every format: HTML, CSV, LaTeX, Markdown, ROC as PNG/SVG/PDF
+        # every format: HTML, CSV, LaTeX (table* floats that fit a two-column paper), Markdown, ROC as PNG/SVG/PDF
+        paths = render_report(bench_dir, out, latex_style="twocolumn")
         report_s = time.time() - t2
         print(f"\nreport: {', '.join(str(p) for p in paths)}")
         print(f"bench {suite}: {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")

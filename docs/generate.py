@@ -37,7 +37,13 @@ def _registry(kind: str):
 
 
 def _names(kind: str) -> list[str]:
-    names = [e.name for e in _registry(kind)]
+    """The built-in entries (not the user's records registered by ``--dataset PATH``), in report order for
+    methods and attacks, registration order for presets (test → paper), else by name."""
+    from privbench.data.user_records import PREFIX
+
+    names = [e.name for e in _registry(kind) if not (kind == "datasets" and e.name.startswith(PREFIX))]
+    if kind in ("datasets", "accountants"):
+        names.sort()
     if kind == "methods":
         from privbench.reports.order import method_rank
 

@@ -10,13 +10,13 @@ markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
   formal ε with its basis, the empirical ε lower bound), ``results.csv`` (one row per result), ``audit.csv``,
   ``accountant.csv``, ``fid.csv`` (when FIDs were computed), ``provenance.csv``, and ``seeds.csv`` (mean, std
   and every seed's value) when a target was run with several seeds;
-* latex — ``tex/<section>.tex`` (one booktabs table per section, ε bases and "n/a" reasons as footnotes) and
-  ``tables.tex`` (a standalone document inputting them);
+* latex — ``tex/<key>.tex`` (booktabs tables, ε bases and "n/a" reasons as footnotes; ``latex_style``
+  "single" or "twocolumn", reports.latex) and ``tables.tex`` (a standalone document inputting them);
 * markdown — ``tables.md`` (the same tables);
-* with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target and per attack
-  across targets;
-* html — ``index.html``: all of the above on one page with a table of contents; images embedded as base64 PNG,
-  no script, no external URL.
+* with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target, per attack
+  across targets (the grid and each panel alone; reports.figures);
+* html — ``index.html``: all of the above on one page with a table of contents; ROC figures embedded as base64
+  SVG, other images PNG; no script, no external URL.
 """
 from __future__ import annotations
 

@@ -162,3 +162,22 @@ def test_captions_do_not_repeat_their_title(wide_bench):
         words = [w for w in re.findall(r"\w+", table.title.lower()) if len(w) > 3]
         opening = re.findall(r"\w+", table.caption.lower())[:6]
         assert not set(words) & set(opening), (table.title, table.caption[:80])
+
+
+def test_split_rows_cuts_between_targets_and_keeps_footnotes_and_lead_cells():
+    from privbench.reports.layout import drop_empty_columns, split_rows
+    from privbench.reports.present import Cell, PaperTable
+
+    t = PaperTable("m", "Membership", "caption", ["method", "attack", "FID"], "llr")
+    for target, n in (("a", 3), ("b", 3), ("c", 7)):
+        t.block_starts.add(len(t.rows))
+        for i in range(n):
+            mark = [t.notes.mark(f"note of {target}")] if i == 0 else []
+            t.rows.append([Cell(target if i == 0 else "", marks=mark), Cell(f"att{i}"), Cell("–")])
+    parts = split_rows(t, 5)
+    assert [len(p.rows) for p in parts] == [3, 3, 5, 2]              # a|b cut between targets; c cut in two
+    assert [p.key for p in parts] == ["m", "m-2", "m-3", "m-4"] and parts[1].title == "Membership (continued)"
+    assert parts[3].rows[0][0].text == "c"                           # a cut target repeats its lead cell
+    assert [m for m, _ in parts[1].notes.items()] == ["b"]            # each part: the footnotes its rows use
+    assert sum(len(p.rows) for p in parts) == len(t.rows)
+    assert drop_empty_columns(t).columns == ["method", "attack"]     # FID: no value in any row
