@@ -272,6 +272,19 @@ def external_options(f):
     return f
 
 
+def embedding_option(f):
+    """``--embedding FILE``: the extract attack's TorchScript embedding (``attack.extract_embedding``)."""
+    @functools.wraps(f)
+    def with_embedding(*args, embedding=None, sets=(), **kwargs):
+        if embedding:
+            sets = tuple(sets) + (f"attack.extract_embedding={os.path.abspath(embedding)}",)
+        return f(*args, sets=sets, **kwargs)
+
+    return click.option("--embedding", default=None, type=click.Path(dir_okay=False),
+                        help="extract: a TorchScript image embedding (e.g. SSCD) for the copy distance; never "
+                             "downloaded")(with_embedding)
+
+
 def _external_or_method(command, method, model_path, external, config_file, download) -> bool:
     """True for an external target (--model), False for a method; refuses mixing the two (one line, exit 2)."""
     if model_path is not None:
@@ -305,6 +318,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
+@embedding_option
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
@@ -397,6 +411,7 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
                                               "--members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
+@embedding_option
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
