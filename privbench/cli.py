@@ -266,6 +266,11 @@ def external_options(f):
                      help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
         click.option("--ema/--no-ema", default=True, show_default=True,
                      help="pytorch-ddpm: ema_model or net_model weights"),
+        click.option("--reference-recipe", default=None, type=click.Path(dir_okay=False),
+                     help="with --model: how to train reference models (lira, rmia, gsa): a YAML naming a shipped "
+                          "recipe, or a .py with train(records, seed) -> folder (runs that code)"),
+        click.option("--reference-data", default=None,
+                     help="with --model: public records the references train on (qmia: its public non-members)"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -297,18 +302,21 @@ def _external_or_method(command, method, model_path, external, config_file, down
     if method is None:
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split need --model")
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--reference-recipe/--reference-data "
+                       "need --model")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root, strict=True) -> dict:
+                  dataset, preset, seed, device, runs_dir, sets, data_root, strict=True, reference_recipe=None,
+                  reference_data=None) -> dict:
     from .runs.external import attack_external
 
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model", strict=strict)
+                           target_name=target or "model", strict=strict, reference_recipe=reference_recipe,
+                           reference_data=reference_data)
 
 
 @main.command()
@@ -322,7 +330,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+           ema, reference_recipe, reference_data, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -330,7 +338,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                          reference_recipe, reference_data),
                            config_file, download):
         from .reports.text import result_summary
 
@@ -338,7 +347,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
         results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
-                                 data_root=data_root, strict=len(names) == 1) for a in names]
+                                 data_root=data_root, strict=len(names) == 1, reference_recipe=reference_recipe,
+                                 reference_data=reference_data) for a in names]
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
@@ -415,7 +425,7 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+        reference_recipe, reference_data, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -423,13 +433,15 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split),
+    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
+                                                       reference_recipe, reference_data),
                            config_file, download):
         names = _attack_list(attack_name, sets=sets)
         results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
                                  scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
-                                 data_root=data_root, strict=len(names) == 1) for a in names]
+                                 data_root=data_root, strict=len(names) == 1, reference_recipe=reference_recipe,
+                                 reference_data=reference_data) for a in names]
     else:
         cfg = _config(method, dataset or "digits", preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
