@@ -75,6 +75,9 @@ def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True, re
                                                            is None)):
         raise BadInput(f"attack {attack_name!r} needs reference models: give --reference-recipe FILE (how to train "
                        f"one) and --reference-data SPEC (public records; qmia needs only the data)")
+    if attack.needs_references and attack.reference_pool == "online":
+        raise BadInput(f"attack {attack_name!r}: an outside model's references train on --reference-data only "
+                       f"(offline); the online pool would retrain on the evaluation records")
     return attack
 
 

@@ -48,6 +48,9 @@ def test_reference_attacks_without_a_recipe_or_with_overlapping_data_are_refused
     assert code == 2 and "--reference-recipe" in err
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model: UNet2DConditionModel\n")
+    code, _, err = cli(*base, "--attack", "lira@online", "--reference-recipe", recipe, "--reference-data",
+                       memorized["members"])  # a variant label on --model is looked up by its attack's name
+    assert code == 2 and "evaluation records" in err, err
     code, _, err = cli(*base, "--attack", "lira", "--reference-recipe", recipe, "--reference-data",
                        memorized["members"])
     assert code == 2 and "evaluation records" in err
