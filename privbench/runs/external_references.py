@@ -74,8 +74,11 @@ def load_recipe(path) -> dict:
     for key, typ, lo, hi in (("steps", int, 1, 10_000_000), ("batch", int, 1, 1_000_000), ("lr", float, 0.0, 1.0),
                              ("layers_per_block", int, 1, 8)):
         v = spec.get(key, {"steps": 1000, "batch": 64, "lr": 2e-4, "layers_per_block": 1}[key])
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < float(v) <= hi:
-            raise BadInput(f"--reference-recipe {path}: {key}={v!r} must be a number in ({lo}, {hi}]")
+        ok = not isinstance(v, bool) and (isinstance(v, int) if typ is int else isinstance(v, (int, float)))
+        if not ok or not (lo <= v <= hi if typ is int else lo < v <= hi):
+            span = f"[{lo}, {hi}]" if typ is int else f"({lo}, {hi}]"
+            raise BadInput(f"--reference-recipe {path}: {key}={v!r} must be {'an integer' if typ is int else 'a number'}"
+                           f" in {span}")
         clean[key] = typ(v)
     boc = spec.get("block_out_channels", [16, 32])
     if not (isinstance(boc, list) and 1 <= len(boc) <= 6 and all(isinstance(c, int) and 8 <= c <= 1024
