@@ -58,3 +58,29 @@ def test_reference_attacks_without_a_recipe_or_with_overlapping_data_are_refused
                        _reference_data(tmp_path))
     assert code == 2 and "UNet2DConditionModel" in err and len(err.strip().splitlines()) == 1
     assert not runs.exists() or not files_under(runs)
+
+
+def test_recipe_files_are_checked_and_a_python_recipe_is_imported_only_when_named(tmp_path):
+    import pytest
+
+    from privbench.core.errors import BadInput
+    from privbench.runs.external_references import load_recipe
+
+    good = tmp_path / "mine.py"
+    good.write_text("CALLS = []\ndef train(records, seed):\n    CALLS.append(seed)\n    return 'folder'\n")
+    r = load_recipe(good)
+    assert r["kind"] == "python" and r["train"]({"images": None, "labels": None}, 3) == "folder"
+    assert len(r["sha256"]) == 64
+    (tmp_path / "none.py").write_text("x = 1\n")
+    with pytest.raises(BadInput, match="defines no train"):
+        load_recipe(tmp_path / "none.py")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(BadInput, match="importing it failed"):
+        load_recipe(tmp_path / "boom.py")
+    for text, msg in [("model: UNet2DModel\nsteps: 0\n", "steps=0"), ("model: UNet2DModel\nlr: 2\n", "lr=2"),
+                      ("model: UNet2DModel\nsteppes: 3\n", "unknown keys"), ("[1, 2]\n", "expected a mapping")]:
+        (tmp_path / "r.yaml").write_text(text)
+        with pytest.raises(BadInput, match=msg):
+            load_recipe(tmp_path / "r.yaml")
+    (tmp_path / "r.yaml").write_text("model: UNet2DModel\nlayers_per_block: 1\nsteps: 5\n")
+    assert load_recipe(tmp_path / "r.yaml")["spec"]["layers_per_block"] == 1
