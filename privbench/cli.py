@@ -347,10 +347,28 @@ def external_options(f):
         click.option("--caption", default=None,
                      help="with a text-to-image --model: caption template for labelled records without captions, "
                           "e.g. 'a picture of the digit {word}' ({label}, {word}, {name})"),
+        click.option("--reference-recipe", default=None, type=click.Path(dir_okay=False),
+                     help="with --model: how to train reference models (lira, rmia, gsa): a YAML naming a shipped "
+                          "recipe, or a .py with train(records, seed) -> folder (runs that code)"),
+        click.option("--reference-data", default=None,
+                     help="with --model: public records the references train on (qmia: its public non-members)"),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+def embedding_option(f):
+    """``--embedding FILE``: the extract attack's TorchScript embedding (``attack.extract_embedding``)."""
+    @functools.wraps(f)
+    def with_embedding(*args, embedding=None, sets=(), **kwargs):
+        if embedding:
+            sets = tuple(sets) + (f"attack.extract_embedding={os.path.abspath(embedding)}",)
+        return f(*args, sets=sets, **kwargs)
+
+    return click.option("--embedding", default=None, type=click.Path(dir_okay=False),
+                        help="extract: a TorchScript image embedding (e.g. SSCD) for the copy distance; never "
+                             "downloaded")(with_embedding)
 
 
 def _external_or_method(command, method, model_path, external, config_file, download) -> bool:
@@ -366,14 +384,14 @@ def _external_or_method(command, method, model_path, external, config_file, down
         raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
     if any(v is not None for v in external):
         raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--lora/--caption/"
-                       "--claimed-epsilon/--claimed-delta/--claim-basis need --model (a privbench method's target "
-                       "carries its own accounting)")
+                       "--claimed-epsilon/--claimed-delta/--claim-basis/--reference-recipe/--reference-data need "
+                       "--model (a privbench method's target carries its own accounting and references)")
     return False
 
 
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
                   dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
-                  strict=True, lora=None, caption=None) -> dict:
+                  strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
     from .privacy.claims import user_claim
     from .runs.external import attack_external
 
@@ -381,7 +399,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
                            target_name=target or "model", claim=user_claim(*claim), strict=strict,
-                           records_range=records_range, lora=lora, caption=caption)
+                           records_range=records_range, lora=lora, caption=caption,
+                           reference_recipe=reference_recipe, reference_data=reference_data)
 
 
 @main.command()
@@ -391,11 +410,12 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
+@embedding_option
 @external_options
 @common
 def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, preset, seed, device,
-           runs_dir, sets, config_file, data_root, download, as_json):
+           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, reference_recipe,
+           reference_data, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -405,7 +425,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
 
     if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
                                                 claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range, lora, caption),
+                                                None if records_range == "auto" else records_range, lora, caption,
+                                                reference_recipe, reference_data),
                            config_file, download):
         from .reports.text import result_summary
 
@@ -415,7 +436,8 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
                                  records_range=records_range, strict=len(names) == 1, lora=lora,
-                                 caption=caption) for a in names]
+                                 caption=caption, reference_recipe=reference_recipe,
+                                 reference_data=reference_data) for a in names]
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
@@ -487,11 +509,12 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
                                               "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
                                              "[default: model]")
+@embedding_option
 @external_options
 @common
 def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, preset, seed, device, runs_dir,
-        sets, config_file, data_root, download, as_json):
+        claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, reference_recipe, reference_data,
+        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
@@ -501,7 +524,8 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
 
     if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
                                                 claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range, lora, caption),
+                                                None if records_range == "auto" else records_range, lora, caption,
+                                                reference_recipe, reference_data),
                            config_file, download):
         names = _attack_list(attack_name, sets=sets)
         results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
@@ -509,7 +533,8 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
                                  preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
                                  data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
                                  records_range=records_range, strict=len(names) == 1, lora=lora,
-                                 caption=caption) for a in names]
+                                 caption=caption, reference_recipe=reference_recipe,
+                                 reference_data=reference_data) for a in names]
     else:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)

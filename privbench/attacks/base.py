@@ -118,6 +118,8 @@ class AttackOutput:
 
 #: the kinds of attack (the ``kind`` of a result): membership tests score records; the others report their own figures
 MEMBERSHIP, MEMORIZATION, RECONSTRUCTION = "membership", "memorization", "reconstruction"
+#: verified per-record extraction (the extract attack): its own kind, so it never takes memorization's report column
+EXTRACTION = "extraction"
 
 
 @dataclass

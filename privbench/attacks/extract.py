@@ -39,7 +39,7 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.io import sha256_file
 from ..core.registry import ATTACKS
-from .base import MEMORIZATION, Attack, AttackEnv, AttackOutput, Records
+from .base import EXTRACTION, Attack, AttackEnv, AttackOutput, Records
 from .memorization import SamplingSettings, check_sampling, network_calls, sampling_kwargs, unique_records
 
 #: a TorchScript embedding larger than this is refused before it is read
@@ -124,7 +124,7 @@ def greedy_cliques(dist: np.ndarray, delta: float, min_size: int) -> list[list[i
 class Extract(Attack):
     name = "extract"
     description = "extraction audit: generate, clique-filter near-identical generations, verify against the training set"
-    kind = MEMORIZATION
+    kind = EXTRACTION
     report_order = 55
     Settings = ExtractSettings
     settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}

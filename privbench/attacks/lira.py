@@ -11,9 +11,11 @@ Gaussians, and a loss is positive, right-skewed and spreads in proportion to its
 one global width fits the log far better than the raw loss (the paper's principle: make the statistic Gaussian).
 The draws are averaged as the paper averages its per-augmentation scores.
 
-``attack.statistic`` (:mod:`privbench.attacks.statistics`) replaces the loss by another registered per-record
-statistic — e.g. ``lira@sima``: SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every
-reference model (one deterministic "draw"); the calibration below is unchanged (the paper separates the two).
+``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic. **Default: ``sima``** —
+SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every reference model (one
+deterministic "draw"), chosen by measurement on the overfit tiny target (docs/attacks.md §13); the loss described
+above is ``lira@loss`` (``attack.statistic=loss``). The calibration below is the same for every statistic (the
+paper separates the two).
 
 For each record, the reference models' statistics are split by whether the reference trained on the record
 (IN) or not (OUT) and a Gaussian is fitted to each side, per record and per draw:
@@ -145,7 +147,8 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 @ATTACKS.register_class
 class LiRA(StatisticSetting, Attack):
     name = "lira"
-    description = "LiRA (online/offline): per-record Gaussians of reference models' fixed-noise log-losses at t=200"
+    description = ("LiRA (online/offline): per-record Gaussians of reference models' statistic (default SimA's "
+                   "distance; lira@loss: fixed-noise loss at t=200)")
     report_order = 70
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe

@@ -12,7 +12,7 @@ and a record is called a member when its statistic falls below its own quantile,
 positive rate on non-members is α by construction, record by record. Ranking score (higher = member):
 log q̂_α(x) − log s(x) (the margin Tang et al. threshold at 0). The statistic s is ``attack.statistic``
 (:mod:`privbench.attacks.statistics`; a distance, lower = member): Tang et al. use SecMI's t-error
-(``--set attack.statistic=secmi``); privbench's default is the one shared with lira/rmia.
+(``qmia@secmi``); privbench's default is the one shared with lira/rmia (``sima``, measured: docs/attacks.md §13).
 
 Regressor (``attack.qmia_model``) on ``log s`` with features of the record (its pixels average-pooled to at most
 4×4 per channel, plus the pixel mean and standard deviation):
@@ -60,9 +60,9 @@ class QMIASettings(CommonSettings):
     t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
                                             "attack.t (the target and every reference are queried on each)")
-    statistic: str = setting("loss", hashed_at_default=False,
-                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: loss (fixed-noise diffusion "
-                                  "loss at attack.t) or a registered attack's distance (pia, pian, sima, secmi, ...)")
+    statistic: str = setting("sima",
+                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
+                                  "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
     qmia_alpha: float = setting(0.01, lo=0.0, hi=0.5, lo_open=True,
                                 help="QMIA: the quantile (target FPR) the regressor predicts")
     qmia_model: str = setting("gaussian", choices=["gaussian", "gbdt"],

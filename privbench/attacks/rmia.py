@@ -28,8 +28,9 @@ z are population records in no training set (``attack.rmia_population`` of them,
 and the reference pool); every reference is OUT on them, so Pr(z) is their mean (online) or the same
 interpolation (offline). γ = ``attack.rmia_gamma`` (1, as the official code's ``ratios > 1.0``).
 
-``attack.statistic`` (:mod:`privbench.attacks.statistics`) replaces the loss in the proxy by another per-record
-statistic s on the same per-pixel scale (``rmia@sima``: Pr(x | θ) := exp(−Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W)).
+``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic s of the proxy Pr(x | θ) :=
+exp(−s). **Default: ``sima``** (s = Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W), chosen by measurement on the overfit tiny target
+(docs/attacks.md §13); the loss above is ``rmia@loss``.
 
 Conventions of the official code that differ: its newer ``get_out_ref_signals`` uses only the OUT references
 plus ``a`` even when IN references exist; privbench follows the paper (all references, online). With a finite z
@@ -105,7 +106,8 @@ def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: floa
 @ATTACKS.register_class
 class RMIA(StatisticSetting, Attack):
     name = "rmia"
-    description = "RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models"
+    description = ("RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models (default: "
+                   "SimA's statistic)")
     report_order = 80
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe

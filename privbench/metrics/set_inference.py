@@ -10,10 +10,15 @@ H0 (P was not used, P and U exchangeable) the classifier has nothing to learn an
 have the same distribution, so the p-value controls the type-I error (measured in the tests, not assumed).
 
 privbench cross-fits: P and U are each split in two seeded halves; a classifier fitted on one half scores the
-other, and vice versa, so every record gets an out-of-fold score and all records enter the test. The official
-code fits on a fixed number of "train" records and tests on the rest, with a two-sided ``ttest_ind`` whose sign is
-checked afterwards; ``folds=1`` below reproduces that single split (fit on the first half, test on the second),
-``one_sided=False`` the two-sided test. Features are standardized (``StandardScaler``) as the official code.
+other, and vice versa, and each held-out half gets its own Welch test. The reported p-value is the LARGER of the
+two (both halves must reject): valid at any level, since Pr[max(p₁, p₂) ≤ α] ≤ Pr[p₁ ≤ α] ≤ α. Measured on the
+overfit tiny target (100 seeded repeats, 32 suspect vs 128 reference records; tests/metrics/test_set_inference.py):
+32 suspect NON-members gave p ≥ 0.05 in 99 of 100 repeats with this rule, 93 of 100 with one Welch test on the
+pooled out-of-fold scores (the same data reused by the repeats makes the pooled test's failures cluster), and 32
+suspect members gave p < 0.01 in 100 of 100 either way. The official code fits on a fixed number of "train"
+records and tests on the rest with a two-sided ``ttest_ind`` whose sign is checked afterwards; ``folds=1``
+reproduces that single split (fit on one half, test on the other), ``one_sided=False`` the two-sided test.
+Features are standardized (``StandardScaler``) as the official code.
 """
 from __future__ import annotations
 
@@ -23,7 +28,8 @@ from scipy import stats
 from ..core.errors import BadInput
 
 METHOD = ("CDI-style dataset inference: logistic regression on per-record membership features (suspect vs "
-          "reference), out-of-fold scores, one-sided Welch t-test (suspect > reference)")
+          "reference), cross-fitted on two halves, one-sided Welch t-test (suspect > reference) on each held-out "
+          "half, p = the larger of the two")
 
 
 def _fit_score(xf: np.ndarray, yf: np.ndarray, xs: np.ndarray, seed: int) -> np.ndarray:
@@ -49,16 +55,18 @@ def set_inference_test(suspect: np.ndarray, reference: np.ndarray, *, seed: int 
     rng = np.random.default_rng([seed, 0xCD1])
     half_p = rng.permutation(len(p_feat)) < len(p_feat) // 2
     half_u = rng.permutation(len(u_feat)) < len(u_feat) // 2
-    sp, su = np.full(len(p_feat), np.nan), np.full(len(u_feat), np.nan)
+    per_fold = []
     for side in ([True, False] if folds == 2 else [True]):
         fp, fu = half_p == side, half_u == side
         xf = np.vstack([p_feat[fp], u_feat[fu]])
         yf = np.r_[np.ones(fp.sum()), np.zeros(fu.sum())]
-        sp[~fp] = _fit_score(xf, yf, p_feat[~fp], seed)
-        su[~fu] = _fit_score(xf, yf, u_feat[~fu], seed)
-    sp, su = sp[np.isfinite(sp)], su[np.isfinite(su)]
-    t = stats.ttest_ind(sp, su, equal_var=False, alternative="greater" if one_sided else "two-sided")
-    return {"p_value": float(t.pvalue), "t_statistic": float(t.statistic), "method": METHOD if one_sided else
-            METHOD.replace("one-sided", "two-sided"), "folds": int(folds), "n_suspect_scored": int(len(sp)),
-            "n_reference_scored": int(len(su)), "mean_score_suspect": float(sp.mean()),
-            "mean_score_reference": float(su.mean())}
+        sp, su = _fit_score(xf, yf, p_feat[~fp], seed), _fit_score(xf, yf, u_feat[~fu], seed)
+        t = stats.ttest_ind(sp, su, equal_var=False, alternative="greater" if one_sided else "two-sided")
+        per_fold.append({"p_value": float(t.pvalue), "t_statistic": float(t.statistic), "n_suspect": int(len(sp)),
+                         "n_reference": int(len(su)), "mean_score_suspect": float(sp.mean()),
+                         "mean_score_reference": float(su.mean())})
+    method = METHOD if one_sided else METHOD.replace("one-sided", "two-sided")
+    if folds != 2:
+        method = method.replace("cross-fitted on two halves", "fitted on one half").replace(
+            " on each held-out half, p = the larger of the two", " on the held-out half")
+    return {"p_value": max(f["p_value"] for f in per_fold), "method": method, "folds": per_fold}

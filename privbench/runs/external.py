@@ -69,7 +69,7 @@ def _schedule_into(cfg: Config, tgt) -> None:
     d.variance_type = s.variance_type
 
 
-def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
+def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True, references=None):
     _schedule_into(cfg, tgt)
     attack = make_attack(cfg, attack_name, strict=strict)
     if getattr(tgt, "text", None) is not None and not attack.text_conditioning:
@@ -81,9 +81,13 @@ def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True):
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
-    if attack.needs_references:
-        raise BadInput(f"attack {attack_name!r} trains reference models with the target's own training recipe; "
-                       f"privbench cannot retrain an external model (use pia, secmi, loss, pian or memorization)")
+    if attack.needs_references and (references is None or (int(attack.n_reference) and references.get("recipe")
+                                                           is None)):
+        raise BadInput(f"attack {attack_name!r} needs reference models: give --reference-recipe FILE (how to train "
+                       f"one) and --reference-data SPEC (public records; qmia needs only the data)")
+    if attack.needs_references and attack.reference_pool == "online":
+        raise BadInput(f"attack {attack_name!r}: an outside model's references train on --reference-data only "
+                       f"(offline); the online pool would retrain on the evaluation records")
     return attack
 
 
@@ -242,13 +246,19 @@ class ExternalTarget:
     split_check: dict | None = None
     captions: list[str] | None = None  # members' then non-members' captions (text-to-image targets)
     pixels: Records | None = None      # the records in pixel space (text-to-image targets; x is then latents)
+    #: ``--reference-recipe``/``--reference-data`` (runs/external_references.py): {"recipe": loaded or None, "data"}
+    references: dict | None = None
 
     def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
         """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
         an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
         cfg = external_config(self.preset, seed, self.sets, self.dataset)
-        att = _check_attack(cfg, attack, self.tgt, strict=strict)
+        att = _check_attack(cfg, attack, self.tgt, strict=strict, references=self.references)
         h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim, self.captions)
+        if att.needs_references:  # the recipe's content and the reference data key the run too
+            r = self.references
+            h = config_hash({"run": h, "recipe": (r["recipe"] or {}).get("sha256"), "data": str(r["data"]),
+                             "data_sha256": r["data_sha256"]})
         return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
 
 
@@ -358,7 +368,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
             cached = cached_external(run_dir, say=False)
             if cached is not None:
                 return cached
-            result = _attack_and_write(ext, cfg, att, run_dir, provenance)
+            result = _attack_and_write(ext, cfg, att, run_dir, provenance, runs_dir)
     except BadInput:  # bad input found by the attack itself: leave no directory, lock or provenance behind
         if fresh:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -366,12 +376,20 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     return result
 
 
-def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict) -> dict:
+def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict, runs_dir) -> dict:
     tgt, records = ext.tgt, ext.records
     train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
     env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
                     train_data=(train.x[train.labels == 1], train.y[train.labels == 1]),
                     train_index=records.index[records.labels == 1].tolist())
+    ref_note = None
+    if att.needs_references:
+        from .external_references import build_external_references
+
+        env.references, provenance["references"] = build_external_references(
+            ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
+            runs_dir=runs_dir, device=tgt.device)
+        ref_note = provenance["references"]["note"]
     t0 = time.time()
     out = att.run(tgt, records, env)
     if tgt.device.type == "cuda":
@@ -379,7 +397,8 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
     timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
     atomic_write_json(run_dir / "provenance.json", provenance)  # only once the attack ran
     result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
-    result["notes"] = _notes(ext.prov, ext.mem, ext.non, ext.claim) + list(result.get("notes") or [])
+    result["notes"] = (_notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else [])
+                       + list(result.get("notes") or []))
     result["provenance"] = provenance
     result["records_range"] = ext.records_range
     result["split_check"] = ext.split_check
@@ -393,7 +412,8 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
                     preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
                     scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
                     split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None,
-                    records_range: str = "auto", lora=None, caption: str | None = None) -> dict:
+                    records_range: str = "auto", lora=None, caption: str | None = None, reference_recipe=None,
+                    reference_data=None) -> dict:
     """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
@@ -406,7 +426,25 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name, claim=claim,
                                records_range=records_range, lora=lora, caption=caption)
+    ext.references = external_reference_inputs(reference_recipe, reference_data, ext.records)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
+
+
+def external_reference_inputs(recipe_path, data_spec, records: Records | None = None) -> dict | None:
+    """The loaded ``--reference-recipe`` and the ``--reference-data`` SPEC (checked: data without a recipe is
+    allowed for qmia; a recipe without data is bad input)."""
+    if recipe_path is None and data_spec is None:
+        return None
+    if data_spec is None:
+        raise BadInput("--reference-recipe needs --reference-data SPEC (the public records references train on)")
+    from .external_references import load_recipe
+
+    x, y, _ = load_records(data_spec)
+    if records is not None and shared_count(x, records.x):  # checked before any run directory is created
+        raise BadInput(f"--reference-data {data_spec}: {shared_count(x, records.x)} records are also evaluation "
+                       f"records; the reference data must be disjoint from --members/--nonmembers")
+    return {"recipe": load_recipe(recipe_path) if recipe_path is not None else None, "data": data_spec,
+            "data_sha256": records_sha256(x, y, None, None)}
 
 
 # ---------------------------------------------------------------------- in memory (privbench.attack)

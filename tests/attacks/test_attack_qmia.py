@@ -76,14 +76,14 @@ def test_qmia_attack_fits_on_the_pool_only_and_scores_the_margin():
                   torch.cat([torch.ones(10), torch.zeros(10)]).long(), torch.arange(20))
     target = fake_target(lambda x_t, t, y=None: 0.5 * x_t)
     env = AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool), mode="offline", pool=pool))
-    q = QMIA(statistic="sima", batch_size=64)
+    q = QMIA(batch_size=64)  # the default statistic: sima
     out = q.run(target, rec, env)
     s = lambda r: np.log((0.5 * r.x.double()).abs().pow(4).flatten(1).mean(1).numpy())  # noqa: E731
     model = fit_qmia(record_features(pool.x), s(pool), alpha=0.01, kind="gaussian", conformal=True, seed=3)
     np.testing.assert_allclose(out.scores, model.predict(record_features(rec.x)) - s(rec), rtol=0, atol=1e-4)
     shuffled = Records(rec.x, rec.y, rec.labels.flip(0), rec.index)
     np.testing.assert_allclose(q.run(target, shuffled, env).scores, out.scores)
-    assert q.label == "qmia@sima" and out.figures["public_records"] == 200
+    assert q.label == "qmia" and QMIA(statistic="loss").label == "qmia@loss" and out.figures["public_records"] == 200
     with pytest.raises(BadInput, match="public non-member"):
         q.run(target, rec, AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool))))
 
@@ -95,11 +95,11 @@ def test_qmia_runs_through_the_runner_without_training_a_reference(tmp_path):
 
     from privbench.cli import main
 
-    r = CliRunner().invoke(main, ["attack", "--method", "centralized", "--attack", "qmia@sima", "--preset", "test",
+    r = CliRunner().invoke(main, ["attack", "--method", "centralized", "--attack", "qmia@pia", "--preset", "test",
                                   "--runs-dir", str(tmp_path), "--device", "cpu", "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.output.strip().splitlines()[-1])
-    assert res["label"] == "qmia@sima" and res["threat_model"]["reference_models"] == 0
+    assert res["label"] == "qmia@pia" and res["threat_model"]["reference_models"] == 0
     assert res["figures"]["public_records"] == res["n_members"] + res["n_nonmembers"]
     refs = list(tmp_path.glob("*/references/offline-*"))
     assert refs and not list(refs[0].glob("ref-*"))  # the pool was planned, no model trained

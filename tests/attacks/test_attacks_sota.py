@@ -154,7 +154,7 @@ def test_lira_attack_end_to_end_equals_the_closed_form_on_analytic_models(transf
     inm = np.array([[1] * 6 + [0] * 6, [1] * 6 + [0] * 6, [0] * 12, [0] * 12], dtype=bool)
     target = fake_target(_scaled_eps(0.25))
     env = AttackEnv(seed=3, references=_refs(models, inm, "online"))
-    out = LiRA(t=100, lira_draws=2, lira_transform=transform, lira_variance="per_record", batch_size=5).run(
+    out = LiRA(statistic="loss", t=100, lira_draws=2, lira_transform=transform, lira_variance="per_record", batch_size=5).run(
         target, rec, env)
     s = _direct_loss(rec, 0.25, 100, 2, 3)
     r = np.stack([_direct_loss(rec, c, 100, 2, 3) for c in cs])
@@ -231,7 +231,7 @@ def test_rmia_attack_likelihood_is_exp_minus_the_loss():
     models = [fake_target(_scaled_eps(c)) for c in cs]
     target = fake_target(_scaled_eps(0.3))
     env = AttackEnv(seed=2, references=_refs(models, np.zeros((2, 10)), "offline", population=pop))
-    out = RMIA(t=150, lira_draws=1, rmia_a=0.3, batch_size=4).run(target, rec, env)
+    out = RMIA(statistic="loss", t=150, lira_draws=1, rmia_a=0.3, batch_size=4).run(target, rec, env)
     lik = lambda c, r: np.exp(-_direct_loss(r, c, 150, 1, 2).mean(1))
     want = rmia_scores(lik(0.3, rec), np.stack([lik(c, rec) for c in cs]), np.zeros((2, 10), bool), lik(0.3, pop),
                        np.stack([lik(c, pop) for c in cs]), online=False, a=0.3, gamma=1.0)

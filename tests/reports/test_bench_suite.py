@@ -88,7 +88,8 @@ def test_shipped_suites_load():
     cells = plan(spec, preset=None, sets=[], runs_dir="/nonexistent-runs", device="cpu", validate_methods=False)
     # every membership attack, each reference-model attack in both pools
     assert {c.attack for c in cells} >= {"lira", "lira@online", "rmia", "rmia@online", "gsa", "gsa@online", "sima",
-                                         "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "loss"}
+                                         "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "loss",
+                                         "lira@loss", "rmia@loss", "sima@mc", "qmia", "qmia@loss"}
     with pytest.raises(BadInput, match="available"):
         load_suite("nosuchsuite")
 

@@ -1,0 +1,86 @@
+"""--reference-recipe / --reference-data: lira, rmia and qmia on a model privbench did not train."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ext_helpers import cli, files_under, write_npz
+
+
+def _reference_data(root):
+    from privbench import load_dataset
+
+    x, y = load_dataset("digits")
+    perm = np.random.default_rng(0).permutation(len(y))  # digits_split(32, 32, seed=0) used perm[:64]
+    idx = perm[64:128]
+    return write_npz(root / "reference.npz", x[idx], y[idx])
+
+
+def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("model: UNet2DModel\nsteps: 60\nlr: 0.002\nbatch: 32\nblock_out_channels: [16, 32]\n")
+    data = _reference_data(tmp_path)
+    args = ["attack", "--model", memorized["pipeline"], "--members", memorized["members"], "--nonmembers",
+            memorized["nonmembers"], "--attack", "lira,qmia", "--reference-recipe", recipe,
+            "--reference-data", data, "--set", "attack.n_reference=2", "--runs-dir", tmp_path / "runs",
+            "--device", "cpu", "--json"]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    lira, qmia = json.loads(out)["results"]
+    assert lira["label"] == "lira" and lira["metrics"]["auc"] > 0.8   # the memorizing model leaks
+    refs = lira["provenance"]["references"]
+    assert refs["recipe"]["kind"] == "yaml" and len(refs["recipe"]["sha256"]) == 64 and refs["n_reference"] == 2
+    assert any("NOT with the target's own training code" in n for n in lira["notes"])
+    assert qmia["figures"]["public_records"] == 64 and qmia["provenance"]["references"]["n_reference"] == 0
+    trained = sorted(p.name for p in (tmp_path / "runs").glob("external-references-*/ref-*"))
+    assert trained == ["ref-0", "ref-1"]
+    # a rerun trains nothing and reuses the results
+    code, out, err = cli(*args)
+    assert code == 0 and "training reference model" not in err
+
+
+def test_reference_attacks_without_a_recipe_or_with_overlapping_data_are_refused(memorized, tmp_path):
+    runs = tmp_path / "runs"
+    base = ["attack", "--model", memorized["pipeline"], "--members", memorized["members"], "--nonmembers",
+            memorized["nonmembers"], "--runs-dir", runs, "--device", "cpu"]
+    code, _, err = cli(*base, "--attack", "lira")
+    assert code == 2 and "--reference-recipe" in err
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model: UNet2DConditionModel\n")
+    code, _, err = cli(*base, "--attack", "lira@online", "--reference-recipe", recipe, "--reference-data",
+                       memorized["members"])  # a variant label on --model is looked up by its attack's name
+    assert code == 2 and "evaluation records" in err, err
+    code, _, err = cli(*base, "--attack", "lira", "--reference-recipe", recipe, "--reference-data",
+                       memorized["members"])
+    assert code == 2 and "evaluation records" in err
+    code, _, err = cli(*base, "--attack", "lira", "--reference-recipe", recipe, "--reference-data",
+                       _reference_data(tmp_path))
+    assert code == 2 and "UNet2DConditionModel" in err and len(err.strip().splitlines()) == 1
+    assert not runs.exists() or not files_under(runs)
+
+
+def test_recipe_files_are_checked_and_a_python_recipe_is_imported_only_when_named(tmp_path):
+    import pytest
+
+    from privbench.core.errors import BadInput
+    from privbench.runs.external_references import load_recipe
+
+    good = tmp_path / "mine.py"
+    good.write_text("CALLS = []\ndef train(records, seed):\n    CALLS.append(seed)\n    return 'folder'\n")
+    r = load_recipe(good)
+    assert r["kind"] == "python" and r["train"]({"images": None, "labels": None}, 3) == "folder"
+    assert len(r["sha256"]) == 64
+    (tmp_path / "none.py").write_text("x = 1\n")
+    with pytest.raises(BadInput, match="defines no train"):
+        load_recipe(tmp_path / "none.py")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(BadInput, match="importing it failed"):
+        load_recipe(tmp_path / "boom.py")
+    for text, msg in [("model: UNet2DModel\nsteps: 0\n", "steps=0"), ("model: UNet2DModel\nlr: 2\n", "lr=2"),
+                      ("model: UNet2DModel\nsteppes: 3\n", "unknown keys"), ("[1, 2]\n", "expected a mapping")]:
+        (tmp_path / "r.yaml").write_text(text)
+        with pytest.raises(BadInput, match=msg):
+            load_recipe(tmp_path / "r.yaml")
+    (tmp_path / "r.yaml").write_text("model: UNet2DModel\nlayers_per_block: 1\nsteps: 5\n")
+    assert load_recipe(tmp_path / "r.yaml")["spec"]["layers_per_block"] == 1
