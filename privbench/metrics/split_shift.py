@@ -37,7 +37,7 @@ N_FILTERS = 32
 POOL = 4
 MAX_SIDE = 32
 DEFAULT_FOLDS = 5
-DEFAULT_MAX_PER_SET = 5000
+DEFAULT_MAX_PER_SET = 2000
 HIST_BINS = 16
 #: inverse L2 strength of the logistic regression (strong: there are often more features than records)
 LOGISTIC_C = 0.1

@@ -262,6 +262,20 @@ class ExternalTarget:
         return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
 
 
+def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
+    """The member/non-member shift check of the records (the blind baseline: do the records alone tell the two
+    sets apart?); fewer folds for a handful of records, None below 2 of either."""
+    from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
+
+    folds = min(DEFAULT_FOLDS, len(mem.x), len(non.x))
+    if folds < 2:
+        return None
+    shift = split_shift(mem.x, non.x, folds=folds)
+    if shift["shift"]:
+        print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
+    return shift
+
+
 def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
                          device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                          dataset: str | None = None, data_root=None, split=None,
@@ -293,11 +307,7 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.pixel_shape if text else tgt.meta["shape"],
                                 dataset=dataset, data_root=data_root, split=split, records_range=records_range)
     used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
-    from ..metrics.split_shift import split_shift
-
-    shift = split_shift(mem.x, non.x)  # the blind baseline: do the records alone tell the two sets apart?
-    if shift["shift"]:
-        print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
+    shift = _split_check(mem, non)
     common = dict(claim=claim, records_range=used, split_check=shift)
     if not text:
         records = build_external_records(mem, non, tgt.num_classes)

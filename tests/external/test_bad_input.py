@@ -100,7 +100,7 @@ def test_overlap_by_dataset_index(world, tmp_path):
 
 @pytest.mark.parametrize("extra,needle", [
     (["--method", "centralized"], "not both"),
-    (["--set", "model.dropout=0.2"], "only attack.* and sample.*"),
+    (["--set", "model.dropout=0.2"], "only attack.*, sample.* and metrics.*"),
     (["--set", "attack.t=1000"], "attack.t=1000"),
     (["--scheduler-config", "/nonexistent/sched.json"], "file not found"),
 ])

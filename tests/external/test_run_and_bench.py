@@ -133,7 +133,7 @@ def test_suite_external_target_runs_through_bench_and_reruns_from_cache(model, t
     ("{{model: {P}, members: {M}, nonmembers: {M}}}", "share 24 records"),
     ("{{model: {P}, members: {M}}}", "give 'members' and 'nonmembers'"),
     ("{{model: {P}, members: {M}, nonmembers: {N}, attacks: [reconstruction]}}", "reconstructs records"),
-    ("{{model: {P}, members: {M}, nonmembers: {N}, set: {{train.steps: 3}}}}", "only attack.* and sample.*"),
+    ("{{model: {P}, members: {M}, nonmembers: {N}, set: {{train.steps: 3}}}}", "only attack.*, sample.* and metrics.*"),
     ("{{model: {P}, members: {M}, nonmembers: {N}, attacks: [lira]}}", "needs reference models"),
 ])
 def test_bad_external_entries_are_one_line_exit_2_and_write_nothing(model, tmp_path, entry, says):
