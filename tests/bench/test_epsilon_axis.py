@@ -81,3 +81,41 @@ def test_unreachable_epsilon_is_one_line(tmp_path):
     with pytest.raises(BadInput, match="pfdm: epsilon 0.01 per upload is out of reach") as e:
         _plan(suite, tmp_path)
     assert "\n" not in str(e.value)
+
+
+def test_an_epsilon_bench_reports_the_privacy_utility_figure_and_table(tmp_path):
+    """A small ε-axis bench (test preset) end to end: one CSV row per method × ε × seed with utility and leakage,
+    the figure as PNG/SVG/PDF, the LaTeX table (one row per method × ε) and the HTML section."""
+    import csv
+
+    import yaml
+
+    from privbench.bench.runner import run_suite
+    from privbench.reports import render_report
+
+    suite = {"name": "eps-mini", "preset": "test", "device": "cpu", "seeds": [0], "epsilons": [4, 32],
+             "attacks": ["loss"], "set": {"data.n_test": 30, "sample.sampler": "ddim"},
+             "utility": {"n_per_class": 3, "epochs": 1},
+             "methods": {"centralized": {"targets": ["model"]}, "dpdm": {"targets": ["model"]}}}
+    path = tmp_path / "eps-mini.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    res = run_suite(str(path), runs_dir=str(tmp_path / "runs"), device="cpu")
+    cells = res["cells"]
+    assert all(c["status"] == "done" for c in cells), [(c["kind"], c["reason"]) for c in cells]
+    assert sorted((c["method"], c["epsilon"]) for c in cells if c["kind"] == "utility") == [
+        ("centralized", None), ("dpdm", 4.0), ("dpdm", 32.0)]
+    out = tmp_path / "report"
+    render_report(tmp_path / "runs" / "bench-eps-mini", out)
+    rows = list(csv.DictReader((out / "privacy_utility.csv").open()))
+    assert sorted((r["method"], r["epsilon"]) for r in rows) == [("centralized", "inf"), ("dpdm", "32"),
+                                                                  ("dpdm", "4")]
+    for r in rows:
+        assert r["best_attack"] == "loss" and 0 <= float(r["best_auc"]) <= 1 and r["downstream_accuracy"]
+        assert float(r["downstream_ci_lo"]) <= float(r["downstream_accuracy"]) <= float(r["downstream_ci_hi"])
+    dp = [r for r in rows if r["method"] == "dpdm"]
+    assert sorted(float(r["formal_epsilon"]) for r in dp) == pytest.approx([4, 32], rel=0.05)
+    for ext in ("png", "svg", "pdf"):
+        assert (out / "figures" / f"privacy_utility.{ext}").stat().st_size > 0
+    tex = (out / "tex" / "privacy_utility.tex").read_text()
+    assert tex.count("\\\\") == 4 and "$\\infty$" in tex  # header + one row per method × ε
+    assert 'id="privacy-utility"' in (out / "index.html").read_text()
