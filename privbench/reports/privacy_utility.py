@@ -111,7 +111,13 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
     private = summary[np.isfinite(summary["epsilon"])]
     base = summary[~np.isfinite(summary["epsilon"])]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
+    eps = private["epsilon"].to_numpy(dtype=float)
+    xlim = (eps.min() / 1.5, eps.max() * 1.5) if len(eps) else (0.5, 50)
     for ax, (col, label, _) in zip(axes, PANELS):
+        ax.set_xscale("log")
+        ax.set_xlim(*xlim)  # explicit: a panel without data (no FID computed) is not autoscaled on a log axis
+        if not np.isfinite(pd.to_numeric(summary[col], errors="coerce")).any():
+            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         for i, (method, g) in enumerate(private.groupby("method", sort=False)):
             g = g.sort_values("epsilon")
             ax.plot(g["epsilon"], g[col], marker="o", label=method, color=f"C{i}")
@@ -120,7 +126,6 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
             if np.isfinite(b[col]):
                 ax.axhline(b[col], ls="--", color=f"C{len(private['method'].unique()) + j}",
                            label=f"{b['method']} (ε = ∞)")
-        ax.set_xscale("log")
         ax.set_xlabel("ε (formal, per method's basis)")
         ax.set_title(label, fontsize=10)
     axes[0].legend(fontsize=7)
