@@ -67,6 +67,19 @@ def run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
     c.status, c.result_path = "done", res["grid"]
 
 
+def run_utility_cell(c: Cell, runs_dir, device) -> None:
+    """Downstream accuracy, precision/recall and class fidelity of the run's target (runs/utility.py; cached)."""
+    from ..runs.utility import measure_utility
+
+    cached = Path(c.result_path).is_file()
+    rec = measure_utility(c.cfg, runs_dir, device, target=c.target, **c.utility)
+    d = rec["downstream"]
+    c.summary = {"downstream_accuracy": d["accuracy"], "downstream_ci": d["ci"],
+                 "class_fidelity": rec["class_fidelity"]["class_fidelity"],
+                 "precision": rec["precision_recall"]["precision"], "recall": rec["precision_recall"]["recall"]}
+    c.status, c.reason = "done", "cached" if cached else None
+
+
 def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     """FID of the method's FID target: client K's majority/minority classes (the PFDM paper's Table 1) and, with
     ``n_overall`` > 0, samples with the members' class proportions against all member records."""

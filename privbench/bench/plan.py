@@ -10,11 +10,11 @@ from ..attacks.base import split_label
 from ..core.config import PRESET_DATASETS, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
-from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n
+from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
 
 @dataclass
 class Cell:
-    kind: str                      # attack | fid | samples
+    kind: str                      # attack | fid | samples | utility
     method: str
     dataset: str
     seed: int
@@ -36,6 +36,7 @@ class Cell:
     attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
     variant: str | None = None     # the suite's name of a method entry that is not the method's own name
     epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
+    utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
     cfg: Any = None                # not serialised
 
     def to_json(self) -> dict:
@@ -100,6 +101,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     fid_on = suite.get("fid", False) not in (False, None)
     fcfg = fid_settings(suite) if fid_on else None  # validated before anything else
     samples_on = suite.get("samples", False) not in (False, None)
+    ucfg = utility_settings(suite)
     cells: list[Cell] = []
     checked_data: set = set()
     for entry, spec in suite["methods"].items():
@@ -170,6 +172,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                 c = Cell("fid", target=ft, **common)
                 c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
                 cells.append(c)
+            if ucfg is not None and spec.get("utility", True) is not False and method.ctx.num_classes:
+                cells.append(_utility_cell(common, method, ucfg))
     for name, espec in (suite.get("external") or {}).items():
         cells += _external_cells(str(name), espec, suite, preset, seeds, sets, runs_dir, default_attacks)
     for c in cells:
@@ -220,6 +224,16 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                               result_path=str(rd / "result.json"),
                               external={"sets": list(esets), "preset": preset, **opts}))
     return cells
+
+
+def _utility_cell(common: dict, method, ucfg: dict) -> Cell:
+    """The utility cell of a run (downstream accuracy, precision/recall, class fidelity of its default target)."""
+    from ..runs.utility import utility_path
+
+    target = method.check_target(ucfg["target"]) if ucfg["target"] != "auto" else method.default_target
+    path = utility_path(common["run_dir"], common["cfg"], target, ucfg["n_per_class"], ucfg["epochs"])
+    return Cell("utility", target=target, settings_hash=path.stem.rsplit("-", 1)[1], result_path=str(path),
+                utility={"n_per_class": ucfg["n_per_class"], "epochs": ucfg["epochs"]}, **common)
 
 
 def samples_settings_hash(cfg, suite: dict) -> str:

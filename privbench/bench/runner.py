@@ -52,7 +52,7 @@ from ..core.io import atomic_write_json
 from ..core.progress import bar, enabled
 from ..core.provenance import git_commit, version
 from ..runs.store import default_runs_dir
-from .cells import run_attack_cell, run_fid_cell, run_samples_cell
+from .cells import run_attack_cell, run_fid_cell, run_samples_cell, run_utility_cell
 from .plan import plan
 from .suite import fid_settings, load_suite, samples_n
 
@@ -83,6 +83,8 @@ def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path)
                 run_attack_cell(c, runs, device)
             elif c.kind == "samples":
                 run_samples_cell(c, runs, device, n_samples)
+            elif c.kind == "utility":
+                run_utility_cell(c, runs, device)
             else:
                 run_fid_cell(c, runs, device, fcfg)
     except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others

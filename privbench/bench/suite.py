@@ -224,6 +224,25 @@ def fid_settings(suite: dict) -> dict:
     return out
 
 
+UTILITY_KEYS = {"n_per_class", "epochs", "target"}
+
+
+def utility_settings(suite: dict) -> dict | None:
+    """The suite's ``utility:`` (None when absent or false): samples per private class, the downstream
+    classifier's epochs, the target ("auto" = the method's default target)."""
+    u = suite.get("utility")
+    if u in (None, False):
+        return None
+    u = {} if u is True else u
+    if not isinstance(u, dict) or set(u) - UTILITY_KEYS:
+        raise BadInput(f"utility: expected true or a mapping with keys {', '.join(sorted(UTILITY_KEYS))}")
+    out = {"n_per_class": 50, "epochs": 30, "target": "auto", **u}
+    for k in ("n_per_class", "epochs"):
+        if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 1:
+            raise BadInput(f"utility.{k}: expected a positive integer, got {out[k]!r}")
+    return out
+
+
 def samples_n(suite: dict) -> int:
     sp = suite.get("samples")
     return int(sp.get("n", 32)) if isinstance(sp, dict) else 32

@@ -16,7 +16,7 @@ EXTRAS = {
     "ray": ("ray", "ray"),
     "xgboost": ("xgboost", "official"),
     "transformers": ("transformers", "t2i"),
-    "peft": ("peft", "t2i"),
+    "peft": ("peft", "dp"),  # also in [t2i]
 }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .extractor import _build_cnn
+from .extractor import _build_cnn, _read_meta
 
 
 class ReadOnce:
@@ -38,6 +38,16 @@ class ReadOnce:
 
     def __len__(self) -> int:
         return len(self._data[1])
+
+
+def load_classifier(path) -> tuple[torch.nn.Module, dict]:
+    """privbench's digits CNN (the FID extractor, a held-out classifier) from its weights file, with its meta."""
+    from ..core.io import load_weights
+
+    meta = _read_meta(path)
+    net = _build_cnn(meta["channels"], meta["size"], meta["num_classes"], meta["width"])
+    net.load_state_dict(load_weights(path, "cpu"))
+    return net.eval(), meta
 
 
 def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = 1000, level: float = 0.95) -> list[float]:

@@ -52,7 +52,10 @@ def apply_trainable(model: nn.Module, mode: str, rank: int = 4, seed: int = 0) -
         raise BadInput(f"dp.trainable={mode!r}: choose {', '.join(MODES)}")
     n_base = sum(p.numel() for p in model.parameters())
     if mode == "lora":
-        from peft import LoraConfig, inject_adapter_in_model
+        from ..core.extras import require
+
+        peft = require("peft", "dp.trainable=lora")
+        LoraConfig, inject_adapter_in_model = peft.LoraConfig, peft.inject_adapter_in_model
 
         targets = lora_targets(model)
         torch.manual_seed(seed)  # the adapters' A initialisation

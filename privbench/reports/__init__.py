@@ -82,6 +82,10 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
             with atomic_path(p) as tmp:
                 df.to_csv(tmp, index=False, float_format="%.6g")
             written.append(p)
+    from .privacy_utility import write_privacy_utility  # an ε-axis bench: the privacy-utility figure and table
+
+    pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats)
+    written += pu_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):
         from .figures import write_roc_figures
@@ -106,5 +110,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
-                                   files=[p.relative_to(out).as_posix() for p in written]))
+                                   files=[p.relative_to(out).as_posix() for p in written],
+                                   extra_sections=[("privacy-utility", "What privacy costs: utility and leakage "
+                                                    "against ε", pu_section)] if pu_section else ()))
     return written

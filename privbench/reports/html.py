@@ -135,7 +135,7 @@ def _upload_audits(tables: Tables) -> list[dict]:
 
 def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None,
                 targets: list[dict] | None = None, figures: dict | None = None, banner: str | None = None,
-                files: list[str] = ()) -> Path:
+                files: list[str] = (), extra_sections=()) -> Path:
     import jinja2
     import numpy as np
     import torch
@@ -179,9 +179,9 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         [(RECONSTRUCTION, "Reconstruction from uploads")] if recon else []) + [
         ("accountant", "Accountant summary")] + ([("fid", "FID")] if len(fids) else []) + (
         [("files", "Files: LaTeX, Markdown, figures")] if files else []) + [
-        ("provenance", "Provenance"), ("warnings", "Warnings and notes")]
+        ("provenance", "Provenance"), ("warnings", "Warnings and notes")] + [(i, n) for i, n, _ in extra_sections]
     ctx = {
-        "title": title, "source": source, "bench": bench or {}, "toc": toc,
+        "title": title, "source": source, "bench": bench or {}, "toc": toc, "extra_sections": list(extra_sections),
         "suite_file": Path(str((bench or {}).get("suite_path") or "")).name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,

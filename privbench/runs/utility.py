@@ -39,14 +39,10 @@ def private_classes(cfg, num_classes: int) -> list[int]:
 
 
 def _cnn(runs_dir, cfg):
-    from ..core.io import load_weights
-    from ..metrics.extractor import _build_cnn, _read_meta, train_cnn_extractor
+    from ..metrics.extractor import train_cnn_extractor
+    from ..metrics.utility import load_classifier
 
-    path = train_cnn_extractor(cfg.dataset, runs_dir, cfg.data.resolution, cfg.data.data_root or None)
-    meta = _read_meta(path)
-    net = _build_cnn(meta["channels"], meta["size"], meta["num_classes"], meta["width"])
-    net.load_state_dict(load_weights(path, "cpu"))
-    return net.eval(), meta
+    return load_classifier(train_cnn_extractor(cfg.dataset, runs_dir, cfg.data.resolution, cfg.data.data_root or None))
 
 
 def measure_utility(cfg, runs_dir, device="auto", *, target: str | None = None, n_per_class: int = 50,

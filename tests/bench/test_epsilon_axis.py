@@ -6,18 +6,18 @@ import pytest
 
 from privbench.core.errors import BadInput
 
-EPSILONS = [1, 4, 10, 32]
+EPSILONS = [1, 10]  # (the shipped suite: 1, 4, 10, 32; two values exercise the axis, each calibration costs)
 
 
 def _suite(**extra):
-    return {"name": "eps", "preset": "test", "seeds": [0], "epsilons": EPSILONS, "seeds_by_epsilon": {10: [0, 1, 2]},
+    return {"name": "eps", "preset": "test", "seeds": [0], "epsilons": EPSILONS, "seeds_by_epsilon": {10: [0, 1]},
             "attacks": ["loss"], "methods": {
                 "centralized": {"targets": ["model"]},
                 "dpdm": {"targets": ["model"]},
                 "dpdm-lora": {"method": "dpdm", "targets": ["model"],
                               "set": {"data.public": "pool", "train.init": "public", "dp.trainable": "lora"}},
                 "pfdm": {"targets": ["shared"]},
-                "pfdm-clip": {"method": "pfdm", "targets": ["shared"], "epsilons": [4, 10],
+                "pfdm-clip": {"method": "pfdm", "targets": ["shared"], "epsilons": [4],
                               "set": {"pfdm.calibrate": "clip"}}}, **extra}
 
 
@@ -36,11 +36,11 @@ def test_epsilon_axis_expands_calibrates_and_equals_privbench_account(tmp_path):
     by = {}
     for c in cells:
         by.setdefault(c.variant or c.method, []).append(c)
-    assert {(c.epsilon, c.seed) for c in by["centralized"]} == {(None, 0), (None, 1), (None, 2)}
-    want = {(e, s) for e in EPSILONS for s in ([0, 1, 2] if e == 10 else [0])}
+    assert {(c.epsilon, c.seed) for c in by["centralized"]} == {(None, 0), (None, 1)}
+    want = {(e, s) for e in EPSILONS for s in ([0, 1] if e == 10 else [0])}
     for name in ("dpdm", "dpdm-lora", "pfdm"):
         assert {(c.epsilon, c.seed) for c in by[name]} == want, name
-    assert {c.epsilon for c in by["pfdm-clip"]} == {4, 10}
+    assert {c.epsilon for c in by["pfdm-clip"]} == {4}
     hashes = [c.config_hash for c in cells]
     assert len(set(hashes)) == len(hashes)  # one attack per run: every cell its own run (distinct hashes)
     for c in by["dpdm"] + by["dpdm-lora"]:
@@ -81,3 +81,41 @@ def test_unreachable_epsilon_is_one_line(tmp_path):
     with pytest.raises(BadInput, match="pfdm: epsilon 0.01 per upload is out of reach") as e:
         _plan(suite, tmp_path)
     assert "\n" not in str(e.value)
+
+
+def test_an_epsilon_bench_reports_the_privacy_utility_figure_and_table(tmp_path):
+    """A small ε-axis bench (test preset) end to end: one CSV row per method × ε × seed with utility and leakage,
+    the figure as PNG/SVG/PDF, the LaTeX table (one row per method × ε) and the HTML section."""
+    import csv
+
+    import yaml
+
+    from privbench.bench.runner import run_suite
+    from privbench.reports import render_report
+
+    suite = {"name": "eps-mini", "preset": "test", "device": "cpu", "seeds": [0], "epsilons": [4, 32],
+             "attacks": ["loss"], "set": {"data.n_test": 30, "sample.sampler": "ddim"},
+             "utility": {"n_per_class": 3, "epochs": 1},
+             "methods": {"centralized": {"targets": ["model"]}, "dpdm": {"targets": ["model"]}}}
+    path = tmp_path / "eps-mini.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    res = run_suite(str(path), runs_dir=str(tmp_path / "runs"), device="cpu")
+    cells = res["cells"]
+    assert all(c["status"] == "done" for c in cells), [(c["kind"], c["reason"]) for c in cells]
+    assert sorted((c["method"], c["epsilon"]) for c in cells if c["kind"] == "utility") == [
+        ("centralized", None), ("dpdm", 4.0), ("dpdm", 32.0)]
+    out = tmp_path / "report"
+    render_report(tmp_path / "runs" / "bench-eps-mini", out)
+    rows = list(csv.DictReader((out / "privacy_utility.csv").open()))
+    assert sorted((r["method"], r["epsilon"]) for r in rows) == [("centralized", "inf"), ("dpdm", "32"),
+                                                                  ("dpdm", "4")]
+    for r in rows:
+        assert r["best_attack"] == "loss" and 0 <= float(r["best_auc"]) <= 1 and r["downstream_accuracy"]
+        assert float(r["downstream_ci_lo"]) <= float(r["downstream_accuracy"]) <= float(r["downstream_ci_hi"])
+    dp = [r for r in rows if r["method"] == "dpdm"]
+    assert sorted(float(r["formal_epsilon"]) for r in dp) == pytest.approx([4, 32], rel=0.05)
+    for ext in ("png", "svg", "pdf"):
+        assert (out / "figures" / f"privacy_utility.{ext}").stat().st_size > 0
+    tex = (out / "tex" / "privacy_utility.tex").read_text()
+    assert tex.count("\\\\") == 4 and "$\\infty$" in tex  # header + one row per method × ε
+    assert 'id="privacy-utility"' in (out / "index.html").read_text()

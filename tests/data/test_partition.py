@@ -89,7 +89,7 @@ def test_public_classes_hold_no_private_record_and_split_json_records_sizes(tmp_
     assert set(y[split.members]) | set(y[split.nonmembers]) <= {0, 1, 2, 3, 4}
     assert set(y[split.public]) <= {5, 6, 7, 8, 9} and len(split.public) == 100
     stored = json.loads((m.ctx.run_dir / "split.json").read_text())
-    assert stored["sizes"] == {"members": 64, "nonmembers": 64, "public": 100}
+    assert stored["sizes"] == {"members": 64, "nonmembers": 64, "public": 100, "test": 0}
     assert stored["sha256"] == split.content_hash() and stored["public_mode"] == "classes:5-9"
     all_public = partition(y, 64, 64, 0, "classes:5-9", 0)
     assert len(all_public.public) == int(np.isin(y, [5, 6, 7, 8, 9]).sum())  # 0 = every public-class record
