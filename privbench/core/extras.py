@@ -14,6 +14,7 @@ EXTRAS = {
     "dp_accounting": ("dp-accounting", "dp"),
     "torch_fidelity": ("torch-fidelity", "fid"),
     "ray": ("ray", "ray"),
+    "submitit": ("submitit", "slurm"),
 }
 
 
