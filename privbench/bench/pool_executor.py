@@ -42,7 +42,7 @@ def reference_job(cfg, attack: str, target: str, runs: str, device: str, threads
     _in_task(threads)
     from ..models.method import resolve_device
     from ..runs import train as api
-    from ..runs.attack import _population_size, make_attack
+    from ..runs.attack import make_attack
     from ..runs.references import plan_pool, store_dir, train_reference
 
     reason = None
@@ -51,7 +51,7 @@ def reference_job(cfg, attack: str, target: str, runs: str, device: str, threads
             att = make_attack(cfg, attack, strict=False)
             method = api.train(cfg, Path(runs), device)
             ctx = method.ctx
-            pool, _ = plan_pool(ctx.split, len(ctx.dataset[1]), att.reference_pool, cfg.seed, _population_size(att))
+            pool, _ = plan_pool(ctx.split, len(ctx.dataset[1]), att.reference_pool, cfg.seed, _population(att))
             store = store_dir(ctx.run_dir, att.reference_pool, pool, cfg.seed)
             store.mkdir(parents=True, exist_ok=True)
             train_reference(cfg, store, i, pool, resolve_device(device))
@@ -59,6 +59,11 @@ def reference_job(cfg, attack: str, target: str, runs: str, device: str, threads
         except Exception as e:  # noqa: BLE001 - retried; the attack cell then trains (or reports) it itself
             reason = f"{type(e).__name__}: {e}"
     return {"status": "failed", "reason": reason, "attempts": retries + 1}
+
+
+def _population(att) -> int:
+    """Population records the attack's pool leaves out (RMIA's z), as runs.attack sizes them for build_references."""
+    return int(att.rmia_population) if "rmia_population" in att.setting_names() else 0
 
 
 def cell_job(c, runs: str, device: str, n_samples: int, fcfg, log_path: str, threads: int, retries: int) -> dict:
@@ -71,12 +76,12 @@ def reference_pool(c) -> tuple[str, int, int] | None:
     if c.kind != "attack" or c.external is not None or c.cfg is None:
         return None
     try:
-        from ..runs.attack import _population_size, make_attack
+        from ..runs.attack import make_attack
 
         att = make_attack(c.cfg, c.attack, strict=False)
         if not att.needs_references:
             return None
-        return str(att.reference_pool), _population_size(att), int(att.n_reference)
+        return str(att.reference_pool), _population(att), int(att.n_reference)
     except Exception:  # noqa: BLE001 - the cell itself will report it
         return None
 
@@ -108,83 +113,28 @@ class PoolExecutor:
         runs, log_path = str(Path(runs).resolve()), str(Path(log_path).resolve())
         pending = [c for c in cells if c.status == "pending"]
         pb.update(len(cells) - len(pending))
-        jobs: dict = {}  # future -> (kind, payload, resubmit)
-        waiting: dict[str, list] = {}  # run_dir -> its cells, until its training (and references) finished
-        refs_left: dict[str, int] = {}
-
-        def submit(kind, payload, fn, *args, attempt=1):
-            jobs[self.submit(fn, *args)] = (kind, payload, (fn, args), attempt)
-
-        def submit_cell(c):
-            submit("cell", c, cell_job, c, runs, device, n_samples, fcfg, log_path, self.threads, self.retries)
-
+        self._jobs: dict = {}  # future -> (kind, payload, (fn, args), attempt)
+        self._waiting: dict[str, list] = {}  # run_dir -> its cells, until its training (and references) finished
+        self._refs_left: dict[str, int] = {}
+        self._cell_args = (runs, device, n_samples, fcfg, log_path, self.threads, self.retries)
+        self._write, self._pb, self._report_failure = write, pb, report_failure
         for c in pending:
             if c.external is not None:
-                submit_cell(c)
-            elif c.run_dir not in waiting:
-                waiting[c.run_dir] = [c]
+                self._submit_cell(c)
+            elif c.run_dir not in self._waiting:
+                self._waiting[c.run_dir] = [c]
                 rec = {"run_dir": c.run_dir, "method": c.method, "dataset": c.dataset, "seed": c.seed,
                        "status": "pending", "cached": None, "seconds": None, "attempts": None, "reason": None}
                 self.trainings.append(rec)
-                submit("train", rec, train_job, c.cfg, runs, device, self.threads, self.retries, log_path)
+                self._submit("train", rec, train_job, c.cfg, runs, device, self.threads, self.retries, log_path)
             else:
-                waiting[c.run_dir].append(c)
-
-        def release(run_dir):
-            for c in waiting.pop(run_dir, []):
-                submit_cell(c)
-
-        def finish_cell(c, out: dict):
-            for k, v in out.items():
-                setattr(c, k, v)
-            if c.status == "failed":
-                report_failure(c)
-            write()
-            pb.set_postfix_str(c.label()[:60])
-            pb.update(1)
-
+                self._waiting[c.run_dir].append(c)
         try:
-            while jobs:
-                for fut in self.wait(list(jobs)):
-                    kind, payload, (fn, args), attempt = jobs.pop(fut)
-                    try:
-                        out = fut.result()
-                    except Exception as e:  # noqa: BLE001 - the job died (worker killed, Slurm failure)
-                        if attempt <= self.retries:
-                            submit(kind, payload, fn, *args, attempt=attempt + 1)
-                            continue
-                        out = {"status": "failed", "attempts": attempt,
-                               "reason": f"job failed: {type(e).__name__}: {' '.join(str(e).split())[:500]}"}
-                    if kind == "train":
-                        payload.update(out)
-                        write()
-                        run_dir = payload["run_dir"]
-                        if out.get("status") == "failed":
-                            for c in waiting.pop(run_dir, []):
-                                finish_cell(c, {"status": "failed", "attempts": out.get("attempts"),
-                                                "reason": f"training failed: {out.get('reason')}"})
-                            continue
-                        seen = set()
-                        for c in waiting.get(run_dir, []):  # one job per reference model (attacks share pools)
-                            pool = reference_pool(c)
-                            for i in range(pool[2] if pool else 0):
-                                key = (pool[0], pool[1], i)
-                                if key in seen:
-                                    continue
-                                seen.add(key)
-                                refs_left[run_dir] = refs_left.get(run_dir, 0) + 1
-                                submit("ref", run_dir, reference_job, c.cfg, c.attack, c.target, runs, device,
-                                       self.threads, self.retries, i)
-                        if not refs_left.get(run_dir):
-                            release(run_dir)
-                    elif kind == "ref":
-                        refs_left[payload] -= 1  # a failed reference is trained (or reported) by its attack cell
-                        if refs_left[payload] == 0:
-                            release(payload)
-                    else:
-                        finish_cell(payload, out)
+            while self._jobs:
+                for fut in self.wait(list(self._jobs)):
+                    self._finished(fut, runs, device)
         except KeyboardInterrupt:
-            for fut in jobs:
+            for fut in self._jobs:
                 with contextlib.suppress(Exception):
                     fut.cancel()
             for c in pending:
@@ -192,6 +142,68 @@ class PoolExecutor:
                     c.reason = "interrupted"
             write()
             raise
+
+    def _submit(self, kind, payload, fn, *args, attempt: int = 1) -> None:
+        self._jobs[self.submit(fn, *args)] = (kind, payload, (fn, args), attempt)
+
+    def _submit_cell(self, c) -> None:
+        self._submit("cell", c, cell_job, c, *self._cell_args)
+
+    def _finished(self, fut, runs: str, device: str) -> None:
+        """Record one finished job and submit what waited for it (a job that died: submitted again)."""
+        kind, payload, (fn, args), attempt = self._jobs.pop(fut)
+        try:
+            out = fut.result()
+        except Exception as e:  # noqa: BLE001 - the job died (worker killed, Slurm failure)
+            if attempt <= self.retries:
+                self._submit(kind, payload, fn, *args, attempt=attempt + 1)
+                return
+            out = {"status": "failed", "attempts": attempt,
+                   "reason": f"job failed: {type(e).__name__}: {' '.join(str(e).split())[:500]}"}
+        if kind == "train":
+            payload.update(out)
+            self._write()
+            self._trained(payload["run_dir"], out, runs, device)
+        elif kind == "ref":
+            self._refs_left[payload] -= 1  # a failed reference is trained (or reported) by its attack cell
+            if self._refs_left[payload] == 0:
+                self._release(payload)
+        else:
+            self._finish_cell(payload, out)
+
+    def _trained(self, run_dir: str, out: dict, runs: str, device: str) -> None:
+        """A training finished: fail its cells, or submit its reference models (one job per model of each pool
+        its attacks use; attacks share pools), else its cells."""
+        if out.get("status") == "failed":
+            for c in self._waiting.pop(run_dir, []):
+                self._finish_cell(c, {"status": "failed", "attempts": out.get("attempts"),
+                                      "reason": f"training failed: {out.get('reason')}"})
+            return
+        seen = set()
+        for c in self._waiting.get(run_dir, []):
+            pool = reference_pool(c)
+            for i in range(pool[2] if pool else 0):
+                if (pool[0], pool[1], i) in seen:
+                    continue
+                seen.add((pool[0], pool[1], i))
+                self._refs_left[run_dir] = self._refs_left.get(run_dir, 0) + 1
+                self._submit("ref", run_dir, reference_job, c.cfg, c.attack, c.target, runs, device,
+                             self.threads, self.retries, i)
+        if not self._refs_left.get(run_dir):
+            self._release(run_dir)
+
+    def _release(self, run_dir: str) -> None:
+        for c in self._waiting.pop(run_dir, []):
+            self._submit_cell(c)
+
+    def _finish_cell(self, c, out: dict) -> None:
+        for k, v in out.items():
+            setattr(c, k, v)
+        if c.status == "failed":
+            self._report_failure(c)
+        self._write()
+        self._pb.set_postfix_str(c.label()[:60])
+        self._pb.update(1)
 
 
 def _worker_init(jobs: int, threads: int) -> None:

@@ -24,6 +24,8 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
     ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"),
+    # the same executor (--jobs N) and submitit's local cluster (--slurm-cluster local)
+    ("privbench/bench/pool_executor.py", "local"), ("privbench/bench/slurm_executor.py", "local"),
 }
 
 
