@@ -2,36 +2,49 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-STAMP   := $(VENV)/.installed
+CORE    := $(VENV)/.installed-core
+ALL     := $(VENV)/.installed-all
 TORCH   := torch==2.14.1 torchvision==0.29.1
+# --no-compile: no .pyc for every module of every package at install time (torch alone has thousands); Python
+# writes them on first import, for the modules a command actually imports
+PIP     := $(BIN)/pip install -q --disable-pip-version-check --no-compile
+# Every extra the tests use: dp (opacus, dp-accounting: dpdm, dpsad, account dpsgd), fid (torch-fidelity), ray
+# (bench --executor ray, tested on a local 2-CPU cluster), slurm (submitit: bench --executor slurm, tested with its
+# local executor), official (xgboost: gsa@xgboost), t2i (transformers, peft: text-to-image models). An extra added to pyproject.toml that a test needs is added here.
+EXTRAS  := test,dp,fid,ray,slurm,official,t2i
 
-.PHONY: install demo test test-fast bench docs clean
+.PHONY: install install-all demo test test-fast bench docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-# The extras: dp (opacus, dp-accounting: dpdm, dpsad, account dpsgd), fid (torch-fidelity) and ray (ray core:
-# bench --executor ray, tested on a local 2-CPU cluster) are what the tests and the tiny suite use.
-# torch first, pinned: pip takes it from local disk here; an unpinned torch would pull a multi-GB build.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[test,dp,fid,ray,official,t2i]'
-	touch $(STAMP)
+# the demo needs the core only (torch first, pinned: pip takes it from local disk here; an unpinned torch would pull
+# a multi-GB build); `make test` adds the extras
+$(CORE): pyproject.toml | $(BIN)/python
+	$(PIP) $(TORCH)
+	$(PIP) -e .
+	touch $(CORE)
 
-install: $(STAMP)
+$(ALL): $(CORE)
+	$(PIP) -e '.[$(EXTRAS)]'
+	touch $(ALL)
+
+install: $(CORE)
+
+install-all: $(ALL)
 
 demo: install
 	$(BIN)/privbench run --method pfdm --attack pia --dataset digits --preset tiny
 
 # two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
 # fixtures are computed once, and the run store's locks let the workers share trained targets
-test: install
+test: install-all
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
-test-fast: install
+test-fast: install-all
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
-bench: install
+bench: install-all
 	$(BIN)/python benchmarks/run_all.py
 
 # the registry lists in README.md and docs/ (docs/registry.md) and README's sample outputs, rerun from this

@@ -710,19 +710,32 @@ def audit(results, delta, confidence, as_json):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
               help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
-@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray"]),
-              help="local: the cells one after another here; ray: each training and cell a Ray task (privbench[ray])")
+@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray", "slurm"]),
+              help="local: here (one after another, or --jobs at once); ray: each training and cell a Ray task "
+                   "(privbench[ray]); slurm: each a Slurm job through submitit (privbench[slurm])")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 1024),
+              help="local: trainings and cells run at once in worker processes (the cores divided among them)")
+@click.option("--slurm-partition", default=None, help="slurm: the partition of every job")
+@click.option("--slurm-gpus-per-task", default=0, show_default=True, type=click.IntRange(0, 64),
+              help="slurm: GPUs of every job (use 1 with --device cuda)")
+@click.option("--slurm-time-train", default=1440, show_default=True, type=click.IntRange(1, 525600),
+              help="slurm: time limit of a training job (minutes)")
+@click.option("--slurm-time-cell", default=240, show_default=True, type=click.IntRange(1, 525600),
+              help="slurm: time limit of a cell job (minutes)")
+@click.option("--slurm-cluster", default="slurm", show_default=True, type=click.Choice(["slurm", "local"]),
+              help="slurm: submitit's cluster (local: jobs as processes here, without Slurm; for tests)")
 @click.option("--address", default=None,
               help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "
                    "$RAY_ADDRESS, else a cluster on this machine, else a new local one)")
 @click.option("--retries", default=None, type=click.IntRange(0, 100),
               help="times a failed cell is tried again before it is recorded as failed (default: 1 with ray, 0 local)")
 @click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, 1024),
-              help="ray: CPUs each task reserves, and the torch threads it uses")
+              help="ray, slurm: CPUs each task reserves, and the torch threads it uses")
 @click.option("--threads", default=None, type=click.IntRange(min=1),
               help="CPU threads of this process [default: the cores this process may use / concurrent workers]")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, address, retries, cpus_per_task,
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, jobs, slurm_partition,
+          slurm_gpus_per_task, slurm_time_train, slurm_time_cell, slurm_cluster, address, retries, cpus_per_task,
           threads, as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
@@ -735,9 +748,11 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
     configure_threads(threads)
     if address is not None and executor != "ray":
         raise BadInput("--address: only with --executor ray")
+    slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task, time_train_min=slurm_time_train,
+                 time_cell_min=slurm_time_cell, cluster=slurm_cluster) if executor == "slurm" else None
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
                                        inception_weights=inception_weights, executor=executor, address=address,
-                                       retries=retries, cpus_per_task=cpus_per_task))
+                                       retries=retries, cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm))
     human = format_bench(res)
     res.pop("_rows", None)
     _emit(res, as_json, human)

@@ -28,8 +28,10 @@ rewritten after every cell: an interrupted bench resumes where it stopped, and a
 An unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
 tried again ``retries`` times, then recorded with its error and the bench continues; ``privbench bench`` then exits 3.
 
-Executors: ``local`` runs the cells here, in order; ``ray`` runs each training and each cell as a Ray task
-(:mod:`privbench.bench.ray_executor`) with the same store, caching, ``bench.json`` and failure reporting.
+Executors: ``local`` runs the cells here, in order (``jobs`` > 1: in a pool of worker processes on this machine,
+:mod:`privbench.bench.pool_executor`); ``ray`` runs each training and each cell as a Ray task
+(:mod:`privbench.bench.ray_executor`); ``slurm`` as Slurm jobs through submitit
+(:mod:`privbench.bench.slurm_executor`) — all with the same store, caching, ``bench.json`` and failure reporting.
 
 Outputs: ``bench.json`` (every cell, its status, result path and headline numbers) and ``bench.log`` (what the cells
 printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv`` (privbench.reports), and
@@ -68,7 +70,7 @@ def _still_valid(c, result_path: Path) -> bool:
         cached_result(Path(c.run_dir), result_path.parent, say=False) is not None
 
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "slurm")
 
 
 def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path) -> None:
@@ -94,25 +96,35 @@ def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path)
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
               preset: str | None = None, sets: list[str] | tuple[str, ...] = (),
               inception_weights: str | None = None, executor: str = "local", address: str | None = None,
-              retries: int | None = None, cpus_per_task: int = 1) -> dict:
+              retries: int | None = None, cpus_per_task: int = 1, jobs: int = 1,
+              slurm: dict | None = None) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
 
     ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file instead of privbench's CNN.
     ``executor``: ``local`` (the cells one after another in this process) or ``ray`` (each training and each cell a
     Ray task, :mod:`privbench.bench.ray_executor`; ``address``: the cluster, ``cpus_per_task``: the CPUs each task
     reserves and the threads it uses). ``retries``: how many times a failed cell is tried again before it is
-    recorded as failed (default: 1 with ray, 0 locally)."""
+    recorded as failed (default: 1 with ray and slurm, 0 locally). ``jobs``: with the local executor, how many
+    trainings and cells run at once (worker processes; the cores divided among them). ``slurm``: the Slurm
+    executor's options (:class:`privbench.bench.slurm_executor.SlurmPool`: partition, gpus_per_task,
+    time_train_min, time_cell_min, cluster)."""
 
     if executor not in EXECUTORS:
         raise BadInput(f"--executor {executor!r}; choose {' or '.join(EXECUTORS)}")
     if retries is None:
-        retries = 1 if executor == "ray" else 0
+        retries = 1 if executor in ("ray", "slurm") else 0
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024:
+        raise BadInput(f"--jobs {jobs!r}: expected an integer in [1, 1024]")
+    if jobs > 1 and executor != "local":
+        raise BadInput(f"--jobs is the local executor's; --executor {executor} sizes its own workers")
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
         raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
     if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
         raise BadInput(f"--cpus-per-task {cpus_per_task!r}: expected a positive integer")
     if executor == "ray":
         require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
+    if executor == "slurm":
+        require("submitit", "--executor slurm")
     spec, path = load_suite(suite)
     name = str(spec["name"])
     fid_on = spec.get("fid", False) not in (False, None)
@@ -151,6 +163,16 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
         if any(c.status == "pending" for c in cells):  # a rerun with nothing left to do needs no cluster
             device = ray_exec.connect(device)
+    pool = None  # --jobs N or --executor slurm: trainings and cells as jobs (bench/pool_executor.py)
+    if any(c.status == "pending" for c in cells):
+        if executor == "slurm":
+            from .slurm_executor import SlurmPool
+
+            pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=cpus_per_task, **(slurm or {}))
+        elif executor == "local" and jobs > 1:
+            from .pool_executor import LocalPool
+
+            pool = LocalPool(jobs, retries)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     meta = {
@@ -161,14 +183,15 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "privbench_version": version(), "git_commit": git_commit(),
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "executor": executor, "retries": retries, **({"ray": ray_exec.describe()} if ray_exec and ray_exec.ray else {}),
+        **({pool.name if pool.name != "local" else "pool": pool.describe()} if pool is not None else {}),
     }
 
     def write(final: bool = False) -> dict:
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "skipped", "failed", "pending")}
         d = {**meta, "elapsed_s": round(time.time() - started, 1), "counts": counts, "finished": final,
              "cells": [c.to_json() for c in cells]}
-        if ray_exec is not None:
-            d["trainings"] = ray_exec.trainings
+        if ray_exec is not None or pool is not None:
+            d["trainings"] = (ray_exec or pool).trainings
         atomic_write_json(bench_json, d)
         return d
 
@@ -188,9 +211,9 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
             print(msg, file=sys.stderr)
 
     try:
-        if ray_exec is not None:
-            ray_exec.run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg, log_path=log_path,
-                         write=write, pb=pb, report_failure=report_failure)
+        if ray_exec is not None or pool is not None:
+            (ray_exec or pool).run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg,
+                                   log_path=log_path, write=write, pb=pb, report_failure=report_failure)
         else:
             for c in cells:
                 if c.status != "pending":
@@ -218,6 +241,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         pb.close()
         if ray_exec is not None:
             ray_exec.close()  # a cluster this bench started (not one it joined)
+        if pool is not None:
+            pool.close()
         if old_env is None:
             os.environ.pop("PRIVBENCH_PROGRESS", None)
         else:

@@ -17,6 +17,7 @@ EXTRAS = {
     "xgboost": ("xgboost", "official"),
     "transformers": ("transformers", "t2i"),
     "peft": ("peft", "dp"),  # also in [t2i]
+    "submitit": ("submitit", "slurm"),
 }
 
 

@@ -3,7 +3,7 @@
 A loop's hardware bound is (the device's achieved FLOP rate) ÷ (FLOPs per item). The FLOPs are counted by
 ``torch.utils.flop_counter`` (matmuls, convolutions, attention; 2 FLOPs per multiply-add; elementwise work is
 not counted), the rate is that of a large square matmul in the same dtype on the same device, measured in the
-same run (benchmarks/attack_throughput.py, benchmarks/gpu_check.py; docs/scaling.md §3).
+same run (benchmarks/attack_throughput.py, benchmarks/gpu_check.py; docs/scaling.md §4).
 """
 from __future__ import annotations
 

@@ -1,0 +1,151 @@
+"""`privbench bench --jobs 2` (a local process pool) and `--executor slurm` (submitit; here its local executor, no
+Slurm): the same grid, the same scores as one job at a time; a failing cell is retried then reported (exit 3); a
+job that dies is submitted again; a rerun trains nothing (docs/benchmarks.md, "Many cores" and "Slurm")."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from privbench.bench.runner import run_suite
+from privbench.bench.suite import SHIPPED
+from privbench.cli import main
+from privbench.core.errors import BadInput
+from privbench.core.registry import ATTACKS
+from privbench.core.yamlio import read_yaml
+
+HERE = Path(__file__).resolve().parent
+PLUGINS = {"ray_test_attacks": ("boom", "flaky"), "pool_test_attacks": ("crash",)}
+
+
+@pytest.fixture(scope="module")
+def plugins():
+    """The test attacks registered here and in every worker process (workers read PRIVBENCH_PLUGINS)."""
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "PRIVBENCH_PLUGINS", "PRIVBENCH_PROGRESS")}
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parents[1]), *filter(None, [old["PYTHONPATH"]])])
+    os.environ["PRIVBENCH_PLUGINS"] = ",".join(PLUGINS)
+    os.environ["PRIVBENCH_PROGRESS"] = "0"
+    sys.path.insert(0, str(HERE))
+    import pool_test_attacks  # noqa: F401
+    import ray_test_attacks  # noqa: F401
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        sys.path.remove(str(HERE))
+        for names in PLUGINS.values():
+            for name in names:
+                ATTACKS._entries.pop(name, None)
+
+
+def _suite(tmp_path, attacks, pfdm: bool = True) -> Path:
+    """The shipped `test` suite without sample grids (each is a job: seconds here, minutes on a loaded machine)."""
+    import yaml
+
+    spec = read_yaml(SHIPPED / "suites" / "test.yaml", "test suite")
+    spec["name"] = "pooltest"
+    spec["samples"] = False
+    spec["methods"]["centralized"]["attacks"] = attacks
+    if not pfdm:
+        del spec["methods"]["pfdm"]
+    path = tmp_path / "pooltest.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, plugins):
+    """The grid run one cell at a time in this process (retries=1: flaky passes on its second attempt)."""
+    tmp = tmp_path_factory.mktemp("pool-ref")
+    suite = _suite(tmp, ["loss", "pia", "boom", "flaky"])
+    return suite, run_suite(str(suite), runs_dir=str(tmp / "runs"), device="cpu", retries=1)
+
+
+def _by_label(res: dict) -> dict:
+    return {(c["method"], c["target"], c["kind"], c["attack"]): c for c in res["cells"]}
+
+
+def _check_like_local(res: dict, local: dict) -> None:
+    assert res["counts"] == local["counts"] == {"done": 5, "skipped": 0, "failed": 1, "pending": 0}
+    cells, ref = _by_label(res), _by_label(local)
+    boom = cells[("centralized", "model", "attack", "boom")]
+    assert boom["status"] == "failed" and boom["attempts"] == 2
+    assert boom["reason"] == "RuntimeError: boom: this test attack always fails"
+    assert cells[("centralized", "model", "attack", "flaky")]["attempts"] == 2
+    assert cells.keys() == ref.keys()
+    for k, c in cells.items():
+        assert c["status"] == ref[k]["status"], k
+        assert c["summary"] == ref[k]["summary"], k  # the same scores' metrics
+
+
+def _rerun_trains_nothing(args, out: Path) -> None:
+    bench = json.loads((out / "bench.json").read_text())
+    done_files = sorted(Path(t["run_dir"]) / "train_done.json" for t in bench["trainings"])
+    stamps = [p.stat().st_mtime_ns for p in done_files]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 3, (r.stdout, r.stderr)  # boom fails again
+    again = json.loads((out / "bench.json").read_text())
+    assert [p.stat().st_mtime_ns for p in done_files] == stamps
+    assert all(t["cached"] for t in again["trainings"])
+    for k, c in _by_label(again).items():
+        assert c["status"] == ("failed" if k[3] == "boom" else "done"), k
+
+
+def test_jobs_2_matches_one_job_at_a_time(tmp_path, reference):
+    suite, local = reference
+    out = tmp_path / "bench-jobs"
+    args = ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+            "--jobs", "2", "--retries", "1", "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert "centralized/model boom (digits, seed 0) failed (after 2 attempts)" in r.stderr
+    res = json.loads(r.stdout)
+    _check_like_local(res, local)
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["pool"]["jobs"] == 2 and bench["pool"]["threads_per_job"] >= 1
+    assert {t["status"] for t in bench["trainings"]} == {"done"}
+    _rerun_trains_nothing(args, out)
+
+
+def test_slurm_executor_through_submitit_local(tmp_path, reference):
+    pytest.importorskip("submitit")
+    suite, local = reference
+    out = tmp_path / "bench-slurm"
+    args = ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+            "--executor", "slurm", "--slurm-cluster", "local", "--slurm-time-cell", "30", "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    _check_like_local(json.loads(r.stdout), local)
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["executor"] == "slurm" and bench["retries"] == 1
+    assert bench["slurm"]["cluster"] == "local" and bench["slurm"]["time_cell_min"] == 30
+    assert (out / "submitit").is_dir()
+    _rerun_trains_nothing(args, out)
+
+
+def test_slurm_job_that_dies_is_submitted_again(tmp_path, plugins):
+    pytest.importorskip("submitit")
+    suite = _suite(tmp_path, ["crash"], pfdm=False)
+    out = tmp_path / "bench-crash"
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--out",
+                                  str(out), "--executor", "slurm", "--slurm-cluster", "local", "--json"])
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    crash = _by_label(json.loads(r.stdout))[("centralized", "model", "attack", "crash")]
+    assert crash["status"] == "done"
+
+
+def test_bad_pool_options_are_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="--jobs"):
+        run_suite("test", runs_dir=str(tmp_path / "runs"), executor="ray", jobs=2)
+    r = CliRunner().invoke(main, ["bench", "--suite", "test", "--runs-dir", str(tmp_path / "runs"),
+                                  "--jobs", "0"])
+    assert r.exit_code == 2
+    assert not (tmp_path / "runs").exists()
