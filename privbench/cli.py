@@ -104,34 +104,57 @@ def _is_out_of_memory(e: BaseException) -> bool:
     return isinstance(e, MemoryError) or "out of memory" in text or "can't allocate memory" in text
 
 
-#: libraries whose log records (and Python's warnings, ``py.warnings``) privbench prints as one line each
-LIBRARY_LOGGERS = ("py.warnings", "diffusers", "transformers", "PIL", "torch")
+#: libraries that install their own stderr handler (diffusers, transformers: multi-line messages at import time)
+LIBRARY_ROOT_LOGGERS = ("diffusers", "transformers")
 
 
-class _OneLineWarnings(logging.Filter):
-    """A logger filter that prints each warning of a library as one ``privbench: warning: …`` line on the current
-    stderr and drops the record, so neither the library's own handler (diffusers prints multi-line messages) nor
-    Python's ``file:line: Category: msg`` + source line reaches stderr."""
+def _warning_line(record: logging.LogRecord) -> str:
+    text = record.getMessage()
+    if record.name == "py.warnings":  # "path:line: UserWarning: message\n  source line"
+        m = re.search(r":\d+: (\w+): (.*)", text, flags=re.S)
+        text = f"{m.group(1)}: {m.group(2).splitlines()[0] if m.group(2) else ''}" if m else text
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:300].rsplit(" ", 1)[0] + " ..."
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING:
-            text = record.getMessage()
-            if record.name == "py.warnings":  # "path:line: UserWarning: message\n  source line"
-                m = re.search(r":\d+: (\w+): (.*)", text, flags=re.S)
-                text = f"{m.group(1)}: {m.group(2).splitlines()[0] if m.group(2) else ''}" if m else text
-            text = " ".join(text.split())
-            if len(text) > 300:
-                text = text[:300].rsplit(" ", 1)[0] + " ..."
-            click.echo(f"privbench: warning: {text}", err=True)
-        return False
+
+class _OneLineHandler(logging.Handler):
+    """Prints each warning that reaches the root logger (Python's ``warnings``, torch, PIL, diffusers) as one
+    ``privbench: warning: …`` line on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"privbench: warning: {_warning_line(record)}", err=True)
+
+
+class _RoutedLogger(logging.Logger):
+    """A library's root logger whose records reach :class:`_OneLineHandler`: the stderr handler the library adds
+    is ignored and it keeps propagating to the root logger."""
+
+    def addHandler(self, hdlr):  # noqa: N802 - logging's name
+        pass
+
+    @property
+    def propagate(self):
+        return True
+
+    @propagate.setter
+    def propagate(self, value):
+        pass
 
 
 def _route_library_warnings() -> None:
     logging.captureWarnings(True)
-    for name in LIBRARY_LOGGERS:
-        lg = logging.getLogger(name)
-        if not any(isinstance(f, _OneLineWarnings) for f in lg.filters):
-            lg.addFilter(_OneLineWarnings())
+    root = logging.getLogger()
+    if not any(isinstance(h, _OneLineHandler) for h in root.handlers):
+        root.addHandler(_OneLineHandler(logging.WARNING))
+    for name in LIBRARY_ROOT_LOGGERS:
+        if name in logging.Logger.manager.loggerDict:  # imported already (in-process use): left as it is
+            continue
+        old = logging.getLoggerClass()
+        logging.setLoggerClass(_RoutedLogger)
+        try:
+            logging.getLogger(name)
+        finally:
+            logging.setLoggerClass(old)
 
 
 def _stdout_closed() -> None:

@@ -100,15 +100,17 @@ def test_npz_of_zero_by_zero_images(tmp_path, world):
 
 # ---------------------------------------------------------------------- item 9: exit 2 leaves nothing behind
 
-def test_bad_input_found_by_the_attack_leaves_no_run_behind(tmp_path, world):
-    """memorization refuses members that are one record twice — found inside the attack, after the run
-    directory was locked: before the fix provenance.json and the lock stayed."""
-    x = np.load(world["m"])["images"]
-    twice = tmp_path / "twice.npz"
-    np.savez(twice, images=np.stack([x[0], x[0]]))
+def test_bad_input_found_by_the_attack_leaves_no_run_behind(tmp_path, world, monkeypatch):
+    """Bad input that only the attack itself finds (e.g. memorization's "2 distinct training records"), after
+    the run directory was locked: before the fix provenance.json and the lock stayed."""
+    from privbench.attacks.loss import LossAttack
+    from privbench.core.errors import BadInput
+
+    def refuse(self, target, records, env=None):
+        raise BadInput("loss: found bad by the attack")
+    monkeypatch.setattr(LossAttack, "run", refuse)
     runs = tmp_path / "runs"
-    _refused(attack_model(world["unet"], twice, world["n"], runs, attack="memorization"), runs,
-             "2 distinct training records")
+    _refused(attack_model(world["unet"], world["m"], world["n"], runs), runs, "found bad by the attack")
 
 
 def test_too_few_records_are_refused_before_the_attack(tmp_path, world):
