@@ -128,3 +128,25 @@ def test_list_attacks_shows_text_conditioning():
     assert code == 0, err
     flags = {a["name"]: a["text_conditioning"] for a in json.loads(out)["attacks"]}
     assert flags["loss"] and flags["sima"] and flags["clid"] and not flags["lira"] and not flags["reconstruction"]
+
+
+def test_lora_file_as_diffusers_writes_it_gives_the_peft_models_outputs(tmp_path):
+    """diffusers' convert_state_dict_to_diffusers spells attention LoRA keys the old way (lora.down/up) and the
+    others peft's way (lora_A/B): every tensor must land, and the loaded UNet must equal the trained peft model."""
+    from privbench.models.latent import apply_lora, read_lora
+
+    trained = H.unet(0)
+    H.add_lora(trained)
+    with torch.no_grad():
+        for n, p in trained.named_parameters():
+            if "lora_B" in n:
+                p.normal_(generator=torch.Generator().manual_seed(len(n)))
+    H.save_lora(trained, tmp_path / "lora")
+    state, _ = read_lora(tmp_path / "lora")
+    fresh = H.unet(0)
+    assert apply_lora(fresh, state, "test") == len(state)
+    x, e, t = torch.randn(2, 4, 4, 4), torch.randn(2, H.MAX_LEN, 32), torch.tensor([5, 900])
+    with torch.no_grad():
+        want = trained(x, t, encoder_hidden_states=e).sample
+        got = fresh(x, t, encoder_hidden_states=e).sample
+    assert (got - want).abs().max() < 1e-6 and (want - H.unet(0)(x, t, encoder_hidden_states=e).sample).abs().max() > 1e-3
