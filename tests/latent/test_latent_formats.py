@@ -153,3 +153,22 @@ def test_lora_file_as_diffusers_writes_it_gives_the_peft_models_outputs(tmp_path
         want = trained(x, t, encoder_hidden_states=e).sample
         got = fresh(x, t, encoder_hidden_states=e).sample
     assert (got - want).abs().max() < 1e-6 and (want - H.unet(0)(x, t, encoder_hidden_states=e).sample).abs().max() > 1e-3
+
+
+def test_sd_schedulers_are_read_for_their_betas(t2i_parts, tmp_path):
+    """SD folders ship PNDM (v1.x), Euler, DDIM...: any discrete-β scheduler gives ᾱ_t (scaled_linear here)."""
+    from diffusers import EulerDiscreteScheduler, PNDMScheduler
+
+    from privbench.models.external import load_external
+
+    p = t2i_parts
+    ref = H.scheduler().alphas_cumprod
+    for cls in (PNDMScheduler, EulerDiscreteScheduler):
+        folder = tmp_path / cls.__name__
+        shutil.copytree(p["random"], folder)
+        shutil.rmtree(folder / "scheduler")
+        cls(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085,
+            beta_end=0.012).save_pretrained(str(folder / "scheduler"))
+        tgt, prov = load_external(folder)
+        assert prov["scheduler"]["class"] == cls.__name__ and prov["scheduler"]["beta_schedule"] == "scaled_linear"
+        assert (tgt.alphas_cumprod.cpu() - ref).abs().max() < 1e-6
