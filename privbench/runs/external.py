@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records
+from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
 from .attack import assemble_result, make_attack, membership_section
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
@@ -338,7 +338,7 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
     with ``strict=False``)."""
     external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
-    ATTACKS.get(attack)                            # an unknown attack, too
+    ATTACKS.get(split_label(attack)[0])            # an unknown attack, too (a label: clid@vec)
     ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name, lora=lora,
