@@ -156,14 +156,6 @@ def _tokenizer(folder: Path, where: str):
     return tok, files
 
 
-def shipped_tokenizer(max_length: int = 16):
-    """privbench's tiny CLIP tokenizer (package data: one token per word of its captions; any text tokenizes)."""
-    from transformers import CLIPTokenizer
-
-    return CLIPTokenizer.from_pretrained(str(Path(__file__).parent / "t2i_tokenizer"), model_max_length=max_length,
-                                         local_files_only=True)
-
-
 # ---------------------------------------------------------------------- LoRA
 
 def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
@@ -291,7 +283,7 @@ class LatentTarget(Target):
         return len(self.text)
 
     @num_classes.setter
-    def num_classes(self, value):
+    def num_classes(self, _value):  # Target.__init__ assigns it; the caption table decides
         pass
 
     @torch.no_grad()
