@@ -5,7 +5,8 @@ folder, for the README's and docs/external-models.md's text-to-image audit runs 
     OUT/pretrained/   the pre-trained base alone (it never saw the members)
     OUT/random/       the same architecture at random initialisation
     OUT/lora/         pytorch_lora_weights.safetensors: a rank-16 LoRA trained on the members over OUT/pretrained
-    OUT/members.npz, OUT/heldout.npz   images, labels and captions ("a picture of the digit three")
+    OUT/members.npz, OUT/heldout.npz   images, labels and per-record captions ("a picture of the digit three
+                                       number one seven")
     OUT/audit.yaml    a suite with the three external targets
 
 usage: python benchmarks/tiny_sd_pipeline.py OUT
@@ -43,8 +44,8 @@ def main(out: Path) -> None:
     v = H.vae(0, x_all)
     null = H.embed(tok, te, [""])
     base = H.unet(0)
-    pre = H.pretrain(copy.deepcopy(base), H.latents(v, xp), H.embed(tok, te, [H.caption(c) for c in yp]), null)
-    zm, cond = H.latents(v, xm), H.embed(tok, te, [H.caption(c) for c in ym])
+    pre = H.pretrain(copy.deepcopy(base), H.latents(v, xp), H.embed(tok, te, H.record_captions(yp, 64)), null)
+    zm, cond = H.latents(v, xm), H.embed(tok, te, H.record_captions(ym))
     tuned = H.finetune(copy.deepcopy(pre), zm, cond, null, H.FINETUNE_STEPS, lr=H.FINETUNE_LR)
     lora = copy.deepcopy(pre)
     H.finetune(lora, zm, cond, null, H.LORA_STEPS, params=H.add_lora(lora), lr=H.LORA_LR)
@@ -52,8 +53,8 @@ def main(out: Path) -> None:
     H.save_pipeline(out / "pretrained", pre, v, tok, te)
     H.save_pipeline(out / "random", base, v, tok, te)
     H.save_lora(lora, out / "lora")
-    H.write_captioned_npz(out / "members.npz", xm, [H.caption(c) for c in ym], ym)
-    H.write_captioned_npz(out / "heldout.npz", xn, [H.caption(c) for c in yn], yn)
+    H.write_captioned_npz(out / "members.npz", xm, H.record_captions(ym), ym)
+    H.write_captioned_npz(out / "heldout.npz", xn, H.record_captions(yn, 32), yn)
     (out / "audit.yaml").write_text(SUITE)
     print(f"wrote {out}")
 

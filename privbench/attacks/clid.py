@@ -164,7 +164,8 @@ class CLiD(Attack):
         fold = stratified_folds(labels, k, seed)
         scores = np.empty(len(labels))
         for f in range(k):
-            clf = HistGradientBoostingClassifier(max_iter=100, random_state=seed * 1000 + f)
+            # leaves of 5 (sklearn's default 20 leaves no split to make on a few dozen training records)
+            clf = HistGradientBoostingClassifier(max_iter=100, min_samples_leaf=5, random_state=seed * 1000 + f)
             clf.fit(feats[fold != f], labels[fold != f])
             scores[fold == f] = clf.predict_proba(feats[fold == f])[:, 1]
         return scores

@@ -11,10 +11,9 @@ Gaussians, and a loss is positive, right-skewed and spreads in proportion to its
 one global width fits the log far better than the raw loss (the paper's principle: make the statistic Gaussian).
 The draws are averaged as the paper averages its per-augmentation scores.
 
-``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic. **Default: ``sima``** —
-SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every reference model (one
-deterministic "draw"), chosen by measurement on the overfit tiny target (docs/attacks.md §13); the loss described
-above is ``lira@loss`` (``attack.statistic=loss``). The calibration below is the same for every statistic (the
+``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic. **Default: ``loss``** (the loss
+described above). ``lira@sima`` — SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every
+reference model (one deterministic "draw") — measured best on the overfit tiny target (docs/attacks.md §13). The calibration below is the same for every statistic (the
 paper separates the two).
 
 For each record, the reference models' statistics are split by whether the reference trained on the record

@@ -60,7 +60,7 @@ class QMIASettings(CommonSettings):
     t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
                                             "attack.t (the target and every reference are queried on each)")
-    statistic: str = setting("sima",
+    statistic: str = setting("loss", hashed_at_default=False,
                              help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
                                   "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
     qmia_alpha: float = setting(0.01, lo=0.0, hi=0.5, lo_open=True,

@@ -38,7 +38,7 @@ class FixedNoiseSettings(ReferenceSettings):
     t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
                                             "attack.t (the target and every reference are queried on each)")
-    statistic: str = setting("sima",
+    statistic: str = setting("loss", hashed_at_default=False,
                              help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
                                   "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
 

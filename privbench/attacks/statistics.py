@@ -5,8 +5,8 @@ LiRA separates the calibration (per-record Gaussians over reference models) from
 the statistic a setting, ``attack.statistic``:
 
 * ``loss``: the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
-  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels), the statistic before this setting
-  existed (``lira@loss``, ``rmia@loss``);
+  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels): the default, the statistic before
+  this setting existed (``lira``, ``rmia``);
 * the name of any registered membership attack that needs no reference model and no auxiliary data (``pia``,
   ``pian``, ``sima``, ``secmi``, a plug-in's): that attack runs with its own settings (their defaults; the
   batch size is the caller's) on the target and on every reference, and its distance — the negated score,
@@ -14,7 +14,7 @@ the statistic a setting, ``attack.statistic``:
   These statistics are deterministic or seeded by ``env.seed``, so the target and the references see identical
   inputs. One column ("draw") per record.
 
-Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@loss``).
+Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``).
 
 Default ``sima``, chosen by measurement on the overfit tiny target (centralized, digits, 128/128, 1500 steps, seed
 0; 2 offline reference models; docs/attacks.md §13): AUC / TPR@1%FPR lira 0.857 / 0.188 (loss), 0.892 / 0.211
@@ -84,7 +84,7 @@ def describe_statistic(sub, name: str) -> dict:
 
 class StatisticSetting:
     """Mixin of the attacks with an ``attack.statistic`` setting (lira, rmia, qmia): its variant label
-    (``lira@loss``), its validation, its cache hash (the statistic attack's own settings) and its values."""
+    (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its values."""
 
     @classmethod
     def variant_choices(cls) -> dict[str, tuple]:

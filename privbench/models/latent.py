@@ -32,6 +32,7 @@ text-encoder LoRA is refused.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import torch
@@ -155,14 +156,6 @@ def _tokenizer(folder: Path, where: str):
     return tok, files
 
 
-def shipped_tokenizer(max_length: int = 16):
-    """privbench's tiny CLIP tokenizer (package data: one token per word of its captions; any text tokenizes)."""
-    from transformers import CLIPTokenizer
-
-    return CLIPTokenizer.from_pretrained(str(Path(__file__).parent / "t2i_tokenizer"), model_max_length=max_length,
-                                         local_files_only=True)
-
-
 # ---------------------------------------------------------------------- LoRA
 
 def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
@@ -197,6 +190,24 @@ def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
     return state, p
 
 
+#: older diffusers LoRA key spellings → peft's (diffusers' ``convert_state_dict_to_diffusers`` writes the old ones
+#: for attention layers and peft's for the others, so one file can mix both)
+_LORA_KEY_FORMS = ((re.compile(r"\.processor\.to_out_lora\.(down|up)\.weight$"), r".to_out.0.lora.\1.weight"),
+                   (re.compile(r"\.processor\.(to_[qkv])_lora\.(down|up)\.weight$"), r".\1.lora.\2.weight"),
+                   (re.compile(r"\.lora(?:_linear_layer)?\.down\.weight$"), ".lora_A.weight"),
+                   (re.compile(r"\.lora(?:_linear_layer)?\.up\.weight$"), ".lora_B.weight"))
+
+
+def peft_keys(state: dict) -> dict:
+    """The adapter with every LoRA key in peft's spelling (``lora_A`` / ``lora_B``)."""
+    out = {}
+    for k, v in state.items():
+        for pat, rep in _LORA_KEY_FORMS:
+            k = pat.sub(rep, k)
+        out[k] = v
+    return out
+
+
 def apply_lora(unet, state: dict, where: str) -> int:
     """Apply a UNet LoRA (``unet.*`` keys) with diffusers' loader; returns the number of LoRA tensors set.
     Refuses an adapter whose tensors do not all land in the UNet."""
@@ -204,6 +215,7 @@ def apply_lora(unet, state: dict, where: str) -> int:
 
     try:
         sd, alphas = StableDiffusionLoraLoaderMixin.lora_state_dict(dict(state))
+        sd = peft_keys(sd)
         unet.load_lora_adapter(sd, network_alphas=alphas, prefix="unet", adapter_name="privbench_lora")
     except Exception as e:  # noqa: BLE001 - peft/diffusers raise many types for mismatched adapters
         raise BadInput(f"{where}: the adapter does not fit this UNet ({type(e).__name__}: {str(e)[:140]})") from None
@@ -271,7 +283,7 @@ class LatentTarget(Target):
         return len(self.text)
 
     @num_classes.setter
-    def num_classes(self, value):
+    def num_classes(self, _value):  # Target.__init__ assigns it; the caption table decides
         pass
 
     @torch.no_grad()

@@ -76,14 +76,14 @@ def test_qmia_attack_fits_on_the_pool_only_and_scores_the_margin():
                   torch.cat([torch.ones(10), torch.zeros(10)]).long(), torch.arange(20))
     target = fake_target(lambda x_t, t, y=None: 0.5 * x_t)
     env = AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool), mode="offline", pool=pool))
-    q = QMIA(batch_size=64)  # the default statistic: sima
+    q = QMIA(statistic="sima", batch_size=64)
     out = q.run(target, rec, env)
     s = lambda r: np.log((0.5 * r.x.double()).abs().pow(4).flatten(1).mean(1).numpy())  # noqa: E731
     model = fit_qmia(record_features(pool.x), s(pool), alpha=0.01, kind="gaussian", conformal=True, seed=3)
     np.testing.assert_allclose(out.scores, model.predict(record_features(rec.x)) - s(rec), rtol=0, atol=1e-4)
     shuffled = Records(rec.x, rec.y, rec.labels.flip(0), rec.index)
     np.testing.assert_allclose(q.run(target, shuffled, env).scores, out.scores)
-    assert q.label == "qmia" and QMIA(statistic="loss").label == "qmia@loss" and out.figures["public_records"] == 200
+    assert q.label == "qmia@sima" and QMIA().label == "qmia" and out.figures["public_records"] == 200
     with pytest.raises(BadInput, match="public non-member"):
         q.run(target, rec, AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool))))
 

@@ -1,4 +1,4 @@
-"""attack.statistic: what LiRA and RMIA calibrate (default sima; lira@loss, rmia@pia, ...), checked against closed
+"""attack.statistic: what LiRA and RMIA calibrate (default loss; lira@sima, rmia@pia, ...), checked against closed
 forms on analytic targets."""
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ def test_lira_at_sima_is_lira_on_simas_distance():
     cs = [0.2, 0.5, 0.3, 0.6]
     inm = np.array([[1] * 6 + [0] * 6, [0] * 6 + [1] * 6, [1] * 3 + [0] * 6 + [1] * 3, [0] * 12], dtype=bool)
     env = AttackEnv(seed=1, references=ReferenceModels([_scaled(c) for c in cs], inm, mode="online"))
-    lira = LiRA(lira_variance="per_record", batch_size=5)  # the default statistic: sima
+    lira = LiRA(statistic="sima", lira_variance="per_record", batch_size=5)
     out = lira.run(_scaled(0.25), rec, env)
     s = np.log(_sima_stat(rec, 0.25))[:, None]
     r = np.log(np.stack([_sima_stat(rec, c) for c in cs]))[..., None]
     want, _ = lira_scores(s, r, inm, online=True, variance="per_record")
     np.testing.assert_allclose(out.scores, want, rtol=1e-6)
     assert out.figures["statistic_name"] == "sima" and out.figures["queries_per_record"] == 1
-    assert lira.label == "lira" and LiRA(statistic="loss").label == "lira@loss"
+    assert lira.label == "lira@sima" and LiRA(statistic="loss").label == "lira"
 
 
 def test_rmia_at_sima_likelihood_is_exp_minus_the_distance():
@@ -58,7 +58,7 @@ def test_rmia_at_sima_likelihood_is_exp_minus_the_distance():
     cs = [0.2, 0.4]
     env = AttackEnv(seed=2, references=ReferenceModels([_scaled(c) for c in cs], np.zeros((2, 10), bool),
                                                        mode="offline", population=pop))
-    out = RMIA(rmia_a=0.3, batch_size=4).run(_scaled(0.3), rec, env)
+    out = RMIA(statistic="sima", rmia_a=0.3, batch_size=4).run(_scaled(0.3), rec, env)
     lik = lambda c, r: np.exp(-_sima_stat(r, c))  # noqa: E731
     want = rmia_scores(lik(0.3, rec), np.stack([lik(c, rec) for c in cs]), np.zeros((2, 10), bool),
                        lik(0.3, pop), np.stack([lik(c, pop) for c in cs]), online=False, a=0.3, gamma=1.0)
@@ -68,11 +68,11 @@ def test_rmia_at_sima_likelihood_is_exp_minus_the_distance():
 def test_statistic_is_a_variant_label_and_enters_the_hash():
     assert LiRA.variant_overrides(["online", "loss"]) == {"reference_pool": "online", "statistic": "loss"}
     assert LiRA(reference_pool="online", statistic="pia").label == "lira@online@pia"
-    assert RMIA(statistic="loss").label == "rmia@loss" and RMIA().label == "rmia"
-    # the default (sima) is hashed: a result computed with the loss before the setting existed is not reused
-    on = LiRA().hash_dict()
+    assert RMIA(statistic="sima").label == "rmia@sima" and RMIA().label == "rmia"
+    # the default (loss) stays out of the hash: results computed before the setting existed keep theirs
+    assert "statistic" not in LiRA().hash_dict()["settings"]
+    on = LiRA(statistic="sima").hash_dict()
     assert on["settings"]["statistic"] == "sima" and on["statistic_attack"]["attack"] == "sima"
-    assert LiRA(statistic="loss").hash_dict()["settings"]["statistic"] == "loss"
 
 
 @pytest.mark.parametrize("bad", ["gsa", "secmi-nn", "nope"])

@@ -24,8 +24,8 @@ def t2i_parts(tmp_path_factory):
     base = H.unet(0)
     return {"root": root, "xm": xm, "ym": ym, "xn": xn, "yn": yn, "xp": xp, "yp": yp, "tok": tok, "te": te, "vae": v, "base": base,
             "random": H.save_pipeline(root / "random", base, v, tok, te),
-            "members": H.write_captioned_npz(root / "members.npz", xm, [H.caption(c) for c in ym], ym),
-            "nonmembers": H.write_captioned_npz(root / "nonmembers.npz", xn, [H.caption(c) for c in yn], yn)}
+            "members": H.write_captioned_npz(root / "members.npz", xm, H.record_captions(ym), ym),
+            "nonmembers": H.write_captioned_npz(root / "nonmembers.npz", xn, H.record_captions(yn, 32), yn)}
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +33,9 @@ def t2i(t2i_parts):
     p = dict(t2i_parts)
     tok, te, v, base, root = p["tok"], p["te"], p["vae"], p["base"], p["root"]
     zm = H.latents(v, p["xm"])
-    cond = H.embed(tok, te, [H.caption(c) for c in p["ym"]])
+    cond = H.embed(tok, te, H.record_captions(p["ym"]))
     null = H.embed(tok, te, [""])
-    pre = H.pretrain(copy.deepcopy(base), H.latents(v, p["xp"]), H.embed(tok, te, [H.caption(c) for c in p["yp"]]),
+    pre = H.pretrain(copy.deepcopy(base), H.latents(v, p["xp"]), H.embed(tok, te, H.record_captions(p["yp"], 64)),
                      null)
     tuned = H.finetune(copy.deepcopy(pre), zm, cond, null, H.FINETUNE_STEPS, lr=H.FINETUNE_LR)
     lora_unet = copy.deepcopy(pre)

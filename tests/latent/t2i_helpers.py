@@ -42,7 +42,18 @@ def digits_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0, n_p
 
 
 def caption(label: int) -> str:
+    """The class-level caption of a labelled record (what ``--caption 'a picture of the digit {word}'`` gives)."""
     return f"a picture of the digit {WORDS[int(label)]}"
+
+
+def record_caption(label: int, i: int) -> str:
+    """A caption of its own for record ``i`` (its class, then its number in words), as the per-image captions of
+    the fine-tuning sets text-to-image attacks are studied on (Pokémon, COCO)."""
+    return f"{caption(label)} number {WORDS[i // 10 % 10]} {WORDS[i % 10]}"
+
+
+def record_captions(labels, offset: int = 0) -> list[str]:
+    return [record_caption(int(lab), offset + i) for i, lab in enumerate(labels)]
 
 
 def tokenizer():

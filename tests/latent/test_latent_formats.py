@@ -48,7 +48,7 @@ def test_latent_scores_equal_plain_diffusers_calls(t2i_parts, tmp_path):
     p = t2i_parts
     res = _ok(p["random"], p["members"], p["nonmembers"], tmp_path)
     x = torch.cat([p["xm"], p["xn"]])
-    caps = [H.caption(c) for c in torch.cat([p["ym"], p["yn"]])]
+    caps = H.record_captions(p["ym"]) + H.record_captions(p["yn"], 32)
     want = _hand_loss(p["base"], p["tok"], p["te"], H.latents(p["vae"], x), caps)
     got = np.load(res["scores_path"])["scores"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -63,7 +63,7 @@ def test_identity_vae_pipeline_equals_the_pixel_space_unet(t2i_parts, tmp_path):
     folder = H.save_pipeline(tmp_path / "identity", pix, None, p["tok"], p["te"])
     res = _ok(folder, p["members"], p["nonmembers"], tmp_path / "runs")
     x = torch.cat([p["xm"], p["xn"]])
-    caps = [H.caption(c) for c in torch.cat([p["ym"], p["yn"]])]
+    caps = H.record_captions(p["ym"]) + H.record_captions(p["yn"], 32)
     want = _hand_loss(pix, p["tok"], p["te"], x, caps)
     np.testing.assert_allclose(np.load(res["scores_path"])["scores"], want, rtol=1e-5, atol=1e-5)
     assert res["provenance"]["model"]["latent_encoding"] == "identity (pixels)"
@@ -73,11 +73,14 @@ def test_caption_template_folder_metadata_and_npz_captions_agree(t2i_parts, tmp_
     from PIL import Image
 
     p = t2i_parts
-    a = _ok(p["random"], p["members"], p["nonmembers"], tmp_path / "runs")
-    plain_m = tmp_path / "m.npz"
+    class_m, class_n = tmp_path / "cm.npz", tmp_path / "cn.npz"
+    H.write_captioned_npz(class_m, p["xm"], [H.caption(c) for c in p["ym"]])
+    H.write_captioned_npz(class_n, p["xn"], [H.caption(c) for c in p["yn"]])
+    a = _ok(p["random"], class_m, class_n, tmp_path / "runs")
+    plain_m, plain_n = tmp_path / "m.npz", tmp_path / "n.npz"
     np.savez(plain_m, images=p["xm"].numpy(), labels=p["ym"].numpy())
-    b = _ok(p["random"], plain_m, p["nonmembers"], tmp_path / "runs", "loss", "--caption",
-            "a picture of the digit {word}")
+    np.savez(plain_n, images=p["xn"].numpy(), labels=p["yn"].numpy())
+    b = _ok(p["random"], plain_m, plain_n, tmp_path / "runs", "loss", "--caption", "a picture of the digit {word}")
     assert b["run_dir"] == a["run_dir"]          # same pixels, same captions: the same run (a cache hit)
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -86,11 +89,11 @@ def test_caption_template_folder_metadata_and_npz_captions_agree(t2i_parts, tmp_
             px = ((img[0].numpy() + 1) * 127.5).round().astype(np.uint8)
             Image.fromarray(px).save(folder / f"{i:02d}.png")
             fh.write(json.dumps({"file_name": f"{i:02d}.png", "text": H.caption(lab)}) + "\n")
-    c = _ok(p["random"], folder, p["nonmembers"], tmp_path / "runs")
+    c = _ok(p["random"], folder, class_n, tmp_path / "runs")
     assert c["provenance"]["captions_sha256"] == a["provenance"]["captions_sha256"]
     other = tmp_path / "other.npz"
     H.write_captioned_npz(other, p["xm"], ["a photo"] * 32)
-    d = _ok(p["random"], other, p["nonmembers"], tmp_path / "runs")
+    d = _ok(p["random"], other, class_n, tmp_path / "runs")
     assert d["run_dir"] != a["run_dir"]          # other captions, another run
 
 
@@ -128,3 +131,44 @@ def test_list_attacks_shows_text_conditioning():
     assert code == 0, err
     flags = {a["name"]: a["text_conditioning"] for a in json.loads(out)["attacks"]}
     assert flags["loss"] and flags["sima"] and flags["clid"] and not flags["lira"] and not flags["reconstruction"]
+
+
+def test_lora_file_as_diffusers_writes_it_gives_the_peft_models_outputs(tmp_path):
+    """diffusers' convert_state_dict_to_diffusers spells attention LoRA keys the old way (lora.down/up) and the
+    others peft's way (lora_A/B): every tensor must land, and the loaded UNet must equal the trained peft model."""
+    from privbench.models.latent import apply_lora, read_lora
+
+    trained = H.unet(0)
+    H.add_lora(trained)
+    with torch.no_grad():
+        for n, p in trained.named_parameters():
+            if "lora_B" in n:
+                p.normal_(generator=torch.Generator().manual_seed(len(n)))
+    H.save_lora(trained, tmp_path / "lora")
+    state, _ = read_lora(tmp_path / "lora")
+    fresh = H.unet(0)
+    assert apply_lora(fresh, state, "test") == len(state)
+    x, e, t = torch.randn(2, 4, 4, 4), torch.randn(2, H.MAX_LEN, 32), torch.tensor([5, 900])
+    with torch.no_grad():
+        want = trained(x, t, encoder_hidden_states=e).sample
+        got = fresh(x, t, encoder_hidden_states=e).sample
+    assert (got - want).abs().max() < 1e-6 and (want - H.unet(0)(x, t, encoder_hidden_states=e).sample).abs().max() > 1e-3
+
+
+def test_sd_schedulers_are_read_for_their_betas(t2i_parts, tmp_path):
+    """SD folders ship PNDM (v1.x), Euler, DDIM...: any discrete-β scheduler gives ᾱ_t (scaled_linear here)."""
+    from diffusers import EulerDiscreteScheduler, PNDMScheduler
+
+    from privbench.models.external import load_external
+
+    p = t2i_parts
+    ref = H.scheduler().alphas_cumprod
+    for cls in (PNDMScheduler, EulerDiscreteScheduler):
+        folder = tmp_path / cls.__name__
+        shutil.copytree(p["random"], folder)
+        shutil.rmtree(folder / "scheduler")
+        cls(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085,
+            beta_end=0.012).save_pretrained(str(folder / "scheduler"))
+        tgt, prov = load_external(folder)
+        assert prov["scheduler"]["class"] == cls.__name__ and prov["scheduler"]["beta_schedule"] == "scaled_linear"
+        assert (tgt.alphas_cumprod.cpu() - ref).abs().max() < 1e-6

@@ -89,7 +89,7 @@ def test_shipped_suites_load():
     # every membership attack, each reference-model attack in both pools
     assert {c.attack for c in cells} >= {"lira", "lira@online", "rmia", "rmia@online", "gsa", "gsa@online", "sima",
                                          "secmi", "secmi@paper", "secmi-nn", "pia", "pian", "loss",
-                                         "lira@loss", "rmia@loss", "sima@mc", "qmia", "qmia@loss"}
+                                         "lira@sima", "rmia@sima", "sima@mc", "qmia", "qmia@sima"}
     with pytest.raises(BadInput, match="available"):
         load_suite("nosuchsuite")
 
