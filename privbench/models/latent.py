@@ -107,6 +107,20 @@ def strict_load(module: torch.nn.Module, files: list[Path], where: str) -> torch
     return module.float().eval()
 
 
+def _bounded(factory, where: str) -> None:
+    """The component ``factory`` builds, counted on the meta device against privbench's size bound
+    (:mod:`privbench.models.safe_load`): a config that describes a huge network is exit 2 before allocation."""
+    from .safe_load import check_size, meta_build
+
+    try:
+        meta = meta_build(factory, where)
+    except BadInput:
+        raise
+    except Exception as e:  # noqa: BLE001 - diffusers/transformers raise many types for a bad config
+        raise BadInput(f"{where}: not a usable config ({type(e).__name__}: {str(e)[:120]})") from None
+    check_size(meta, where)
+
+
 def _diffusers_component(folder: Path, cls_name: str, where: str):
     import diffusers
 
@@ -114,6 +128,7 @@ def _diffusers_component(folder: Path, cls_name: str, where: str):
     if cfg.get("_class_name") != cls_name:
         raise BadInput(f"{where}: config.json describes {cfg.get('_class_name')!r}, expected {cls_name}")
     cls = getattr(diffusers, cls_name)
+    _bounded(lambda: cls.from_config(cfg), where)  # counted on the meta device before any memory is allocated
     try:
         module = cls.from_config(cfg)
     except Exception as e:  # noqa: BLE001 - diffusers raises many types for a bad config
@@ -129,6 +144,7 @@ def _text_encoder(folder: Path, where: str):
     arch = cfg.get("architectures") or ["CLIPTextModel"]
     if arch != ["CLIPTextModel"]:
         raise BadInput(f"{where}: architectures={arch}; only transformers CLIPTextModel is read")
+    _bounded(lambda: CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"})), where)
     try:
         module = CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"}))
     except Exception as e:  # noqa: BLE001
