@@ -24,9 +24,9 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
     ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"),
-    # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; sima measured best
-    # (docs/attacks.md §13), and "loss" is LiRA's own fixed-noise loss statistic, not the loss attack
-    ("privbench/attacks/references.py", "sima"), ("privbench/attacks/qmia.py", "sima"),
+    # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; its default "loss" is LiRA's own
+    # fixed-noise loss statistic, not the loss attack (sima measured best: docs/attacks.md §13)
+    ("privbench/attacks/references.py", "loss"), ("privbench/attacks/qmia.py", "loss"),
     ("privbench/attacks/statistics.py", "loss"),
     # infer-dataset's default per-record statistics (docs/attacks.md §12)
     ("privbench/runs/dataset_inference.py", "loss"), ("privbench/runs/dataset_inference.py", "pia"),
