@@ -1,9 +1,9 @@
 """privbench: measure how much diffusion models leak about their training data."""
-from .core.threads import passive_wait_by_default
+from .core.threads import passive_wait_by_default as _passive_wait_by_default
 from .core.version import __version__  # noqa: F401
 
 # before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
-passive_wait_by_default()
+_passive_wait_by_default()
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):

@@ -53,7 +53,10 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
         return None
     rows = []
     for run_dir, r in _runs(bench).items():
-        mem = results[(results["run_dir"] == run_dir) & (results["kind"] == "membership")] if len(results) else results
+        # results.csv holds run directories relative to the report's source (reports.tables.rel); a run
+        # directory's name (method-dataset-<config hash>) is unique in a store
+        same = results["run_dir"].map(lambda p: Path(str(p)).name) == Path(str(run_dir)).name if len(results) else None
+        mem = results[same & (results["kind"] == "membership")] if len(results) else results
         u = r.get("utility") or {}
         d = u.get("downstream") or {}
         row = {"method": r["method"], "registered_method": r["registered"], "role": r["role"],
@@ -79,6 +82,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
 
 def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, float]:
     """(mean, lo, hi): over seeds (mean ± 1.96·sd/√n) where there are several, else the run's own CI."""
+    if col not in g:  # no run of the group has this panel (e.g. no membership attack)
+        return (math.nan,) * 3
     v = pd.to_numeric(g[col], errors="coerce").dropna()
     if not len(v):
         return (math.nan,) * 3

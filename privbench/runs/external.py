@@ -306,15 +306,15 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
         raise BadInput(f"--caption {caption!r}: the model is not text-conditional")
     mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.pixel_shape if text else tgt.meta["shape"],
                                 dataset=dataset, data_root=data_root, split=split, records_range=records_range)
+    # the overlap check (on the 8-bit grid) runs before the encoding check: a re-encoded copy is reported as shared
+    if not text:
+        records, captions, pixels = build_external_records(mem, non, tgt.num_classes), None, None
+    else:
+        records, captions, pixels = latent_records(tgt, mem, non, caption)
     used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
     shift = _split_check(mem, non)
-    common = dict(claim=claim, records_range=used, split_check=shift)
-    if not text:
-        records = build_external_records(mem, non, tgt.num_classes)
-        return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, **common)
-    records, captions, pixels = latent_records(tgt, mem, non, caption)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, **common,
-                          captions=captions, pixels=pixels)
+    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim=claim,
+                          records_range=used, split_check=shift, captions=captions, pixels=pixels)
 
 
 def captions_sha256(captions) -> str:

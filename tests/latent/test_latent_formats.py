@@ -82,14 +82,16 @@ def test_caption_template_folder_metadata_and_npz_captions_agree(t2i_parts, tmp_
     np.savez(plain_n, images=p["xn"].numpy(), labels=p["yn"].numpy())
     b = _ok(p["random"], plain_m, plain_n, tmp_path / "runs", "loss", "--caption", "a picture of the digit {word}")
     assert b["run_dir"] == a["run_dir"]          # same pixels, same captions: the same run (a cache hit)
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    with open(folder / "metadata.jsonl", "w") as fh:
-        for i, (img, lab) in enumerate(zip(p["xm"], p["ym"])):
-            px = ((img[0].numpy() + 1) * 127.5).round().astype(np.uint8)
-            Image.fromarray(px).save(folder / f"{i:02d}.png")
-            fh.write(json.dumps({"file_name": f"{i:02d}.png", "text": H.caption(lab)}) + "\n")
-    c = _ok(p["random"], folder, class_n, tmp_path / "runs")
+    folders = {}
+    for name, xs, ys in (("folder", p["xm"], p["ym"]), ("folder-n", p["xn"], p["yn"])):
+        folder = folders[name] = tmp_path / name  # both sets 8-bit images: members and non-members share encodings
+        folder.mkdir()
+        with open(folder / "metadata.jsonl", "w") as fh:
+            for i, (img, lab) in enumerate(zip(xs, ys)):
+                px = ((img[0].numpy() + 1) * 127.5).round().astype(np.uint8)
+                Image.fromarray(px).save(folder / f"{i:02d}.png")
+                fh.write(json.dumps({"file_name": f"{i:02d}.png", "text": H.caption(lab)}) + "\n")
+    c = _ok(p["random"], folders["folder"], folders["folder-n"], tmp_path / "runs")
     assert c["provenance"]["captions_sha256"] == a["provenance"]["captions_sha256"]
     other = tmp_path / "other.npz"
     H.write_captioned_npz(other, p["xm"], ["a photo"] * 32)
