@@ -4,6 +4,7 @@ job that dies is submitted again; a rerun trains nothing (docs/benchmarks.md, "M
 from __future__ import annotations
 
 import json
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -30,8 +31,8 @@ def plugins():
     os.environ["PRIVBENCH_PLUGINS"] = ",".join(PLUGINS)
     os.environ["PRIVBENCH_PROGRESS"] = "0"
     sys.path.insert(0, str(HERE))
-    import pool_test_attacks  # noqa: F401
-    import ray_test_attacks  # noqa: F401
+    for mod in PLUGINS:  # (re)registers: another test file of this worker may have imported and unregistered it
+        importlib.reload(sys.modules[mod]) if mod in sys.modules else importlib.import_module(mod)
     try:
         yield
     finally:

@@ -4,6 +4,7 @@ executor's (docs/benchmarks.md, "The Ray executor")."""
 from __future__ import annotations
 
 import json
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -57,7 +58,12 @@ def ray_cluster():
     os.environ["PRIVBENCH_PLUGINS"] = "ray_test_attacks"
     os.environ["PRIVBENCH_PROGRESS"] = "0"
     sys.path.insert(0, str(HERE))
-    import ray_test_attacks  # noqa: F401 - registers boom and flaky here too (the driver plans the grid)
+    # registers boom and flaky here too (the driver plans the grid); reloaded when another test file of this worker
+    # (test_pool_executors) imported it and unregistered its attacks
+    if "ray_test_attacks" in sys.modules:
+        importlib.reload(sys.modules["ray_test_attacks"])
+    else:
+        importlib.import_module("ray_test_attacks")
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
