@@ -146,8 +146,8 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 @ATTACKS.register_class
 class LiRA(StatisticSetting, Attack):
     name = "lira"
-    description = ("LiRA (online/offline): per-record Gaussians of reference models' statistic (default SimA's "
-                   "distance; lira@loss: fixed-noise loss at t=200)")
+    description = ("LiRA (online/offline): per-record Gaussians of reference models' statistic (default: fixed-noise "
+                   "loss at t=200; lira@sima: SimA's distance)")
     report_order = 70
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe

@@ -107,7 +107,7 @@ def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: floa
 class RMIA(StatisticSetting, Attack):
     name = "rmia"
     description = ("RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models (default: "
-                   "SimA's statistic)")
+                   "the fixed-noise loss; rmia@sima: SimA's statistic)")
     report_order = 80
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe
