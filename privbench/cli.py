@@ -141,8 +141,21 @@ class _RoutedLogger(logging.Logger):
         pass
 
 
+class _PrivbenchHandler(logging.Handler):
+    """privbench's own progress messages (``logging.getLogger("privbench.…")``, INFO and up) as they are, on the
+    current stderr: the library logs, only the CLI talks to the terminal."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(record.getMessage(), err=True)
+
+
 def _route_library_warnings() -> None:
     logging.captureWarnings(True)
+    own = logging.getLogger("privbench")
+    if not any(isinstance(h, _PrivbenchHandler) for h in own.handlers):
+        own.addHandler(_PrivbenchHandler(logging.INFO))
+        own.setLevel(logging.INFO)
+        own.propagate = False  # not again through the root logger's one-line warning handler
     root = logging.getLogger()
     if not any(isinstance(h, _OneLineHandler) for h in root.handlers):
         root.addHandler(_OneLineHandler(logging.WARNING))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
+import logging
 import time
 from pathlib import Path
 
@@ -38,6 +38,8 @@ from ..core.io import atomic_write_json, sha256_file
 from ..core.yamlio import read_yaml
 from ..data.records_io import load_records, records_sha256, shared_count
 from .store import default_runs_dir, run_lock
+
+LOG = logging.getLogger(__name__)
 
 SHIPPED_MODELS = ("UNet2DModel",)
 _INCLUSION, _HOLDOUT = 0x5EF1, 0x5EF2
@@ -161,8 +163,8 @@ def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, se
         done = ref_dir / "train_done.json"
         with run_lock(ref_dir, "reference"):
             if not done.exists():
-                print(f"privbench: training reference model {i} with {recipe['kind']} recipe {recipe['path']} in "
-                      f"{ref_dir}", file=sys.stderr)
+                LOG.info(f"privbench: training reference model {i} with {recipe['kind']} recipe {recipe['path']} "
+                         f"in {ref_dir}")
                 t0 = time.time()
                 xi, yi = x[torch.as_tensor(coins[i])], y[torch.as_tensor(coins[i])]
                 if recipe["kind"] == "yaml":

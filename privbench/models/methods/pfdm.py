@@ -30,7 +30,7 @@ non-private local model, so their ``privacy`` is None (docs/cli.md §5: null for
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,9 @@ from ..federated import FederatedMethod, ema_capped, parse_client_target
 from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unet import build_denoiser
+
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -272,7 +275,7 @@ class PFDM(FederatedMethod):
                f"{float(ac[self.t_model]):.6f}), C={p.clip:g}, noise {source}; clip counts (debug output, outside "
                f"the guarantee): {dbg}")
         ctx.log(msg)
-        print(msg, file=sys.stderr)
+        LOG.info(msg)
         atomic_write_json(ctx.run_dir / "uploads.json", {"t0": p.t0, "clip": p.clip, "n_uploads": len(up.x),
                                                           "noise_source": source, "clients": per_client})
         save_uploads(self.uploads_path, up, {"noise_source": source})  # written last: marks the uploads done

@@ -5,6 +5,7 @@ special tokens; the merges build whole-word tokens for the words of privbench's 
 picture of the digit ..."), left to right, so a caption is one token per word. Any other text still tokenizes
 (byte by byte)."""
 import json
+import logging
 from pathlib import Path
 
 
@@ -50,4 +51,5 @@ if __name__ == "__main__":
     vocab, merges = build()
     (here / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     (here / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    print(len(vocab), "tokens,", len(merges), "merges")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger(__name__).info("%d tokens, %d merges", len(vocab), len(merges))
