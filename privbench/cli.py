@@ -701,7 +701,7 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--steps", type=int, required=True)
 @click.option("--delta", type=float, default=1e-5, show_default=True)
 @click.option("--epsilon", type=float, default=None, help="find the smallest noise multiplier reaching ε")
-@click.option("--accountant", default="prv", show_default=True, help="DP-SGD accountant (privbench list accountants)")
+@click.option("--accountant", default="prv", show_default=True, help="a registered DP-SGD accountant (privbench list accountants; built-in prv, pld, rdp)")
 @click.option("--json", "as_json", is_flag=True)
 def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
     """DP-SGD (Poisson-subsampled Gaussian) accounting."""

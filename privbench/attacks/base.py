@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..core.config import register_section, setting
+from ..core.registry import ATTACKS
 from ..core.errors import BadInput
 
 
@@ -347,3 +348,6 @@ def to_numpy(chunks: list[torch.Tensor]) -> np.ndarray:
 def sqrt2_over_pi() -> float:
     """E|Z| for Z ~ N(0, 1): √(2/π) ≈ 0.7979 — PIAN's target mean absolute value (official PIA code)."""
     return math.sqrt(2.0 / math.pi)
+
+
+ATTACKS.require_base(Attack)  # a class that is not an Attack is refused when it registers

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
-from .registry import METHODS, PRESETS, load_builtins
+from .registry import ACCOUNTANTS, METHODS, PRESETS, load_builtins
 from .yamlio import load_yaml, read_yaml
 
 #: seeds are non-negative integers below 2**32 (torch, numpy and every seeded stream accept them)
@@ -48,6 +48,17 @@ def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def setting_choices(meta) -> list:
+    """The allowed values of a setting: its ``choices`` list, or what its ``choices`` callable returns now (a
+    registry's names: plug-ins registered later count)."""
+    c = meta.get("choices")
+    return list(c() if callable(c) else c or [])
+
+
+def _dpsgd_accountant_names() -> list[str]:
+    return [e.name for e in ACCOUNTANTS if getattr(e.factory, "kind", None) == "dpsgd"]
 
 
 @dataclass
@@ -142,7 +153,8 @@ class DPConfig:
     max_grad_norm: float = setting(1.0, lo=0.0, lo_open=True)
     noise_multiplier: float = setting(0.0, lo=0.0, help="0 = calibrate to dp.epsilon; >0 = use it as given")
     noise_multiplicity: int = setting(4, lo=1, hi=1024, help="K noise draws averaged per record before clipping")
-    accountant: str = setting("prv", choices=["prv", "pld", "rdp"])
+    # the registered DP-SGD accountants, plug-ins included (privbench list accountants)
+    accountant: str = setting("prv", choices=lambda: _dpsgd_accountant_names())
     sample_rate: float = setting(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
     grad_sample: str = setting("ghost", choices=["ghost", "hooks", "vmap"],
                                help="per-record gradient backend (models/per_sample.py, models/ghost.py); all exact")
@@ -429,8 +441,9 @@ def parse_value(key: str, raw: Any, typ: type, meta: dict) -> Any:
             raise bad(f"must be {'>' if meta.get('lo_open') else '>='} {lo}")
         if hi is not None and (val > hi or (meta.get("hi_open") and val == hi)):
             raise bad(f"must be {'<' if meta.get('hi_open') else '<='} {hi}")
-    if meta.get("choices") and val not in meta["choices"]:
-        raise bad(f"choose one of {', '.join(meta['choices'])}")
+    choices = setting_choices(meta)
+    if choices and val not in choices:
+        raise bad(f"choose one of {', '.join(choices)}")
     if typ is list and not isinstance(val, list):
         raise bad("expected a list")
     if typ is list:

@@ -16,9 +16,12 @@ import os
 import pkgutil
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from .errors import BadInput
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,24 @@ class Entry:
     description: str
 
 
-class Registry:
+class Registry(Generic[T]):
+    """Names → entries of one kind. ``require_base`` (called by the layer that defines the kind's base class, so
+    core imports nothing above it) makes registration refuse a class that does not derive from it."""
+
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, Entry] = {}
+        self._base: Optional[type] = None
+
+    def require_base(self, base: type) -> None:
+        """Every class registered from now on (and every one already registered) must subclass ``base``."""
+        self._base = base
+        for e in self._entries.values():
+            self._check_type(e.name, e.factory)
+
+    def _check_type(self, name: str, factory: Any) -> None:
+        if self._base is not None and isinstance(factory, type) and not issubclass(factory, self._base):
+            raise TypeError(f"{self.kind} {name!r}: {_where(factory)} must subclass {_where(self._base)}")
 
     def register(self, name: str, description: str) -> Callable:
         """Decorator: ``@DATASETS.register("digits", "one line")``."""
@@ -48,6 +65,10 @@ class Registry:
         return cls
 
     def add(self, name: str, factory: Any, description: str) -> None:
+        self._check_type(name, factory)
+        if self._base is not None and not isinstance(factory, type):
+            raise TypeError(f"{self.kind} {name!r}: register a subclass of {_where(self._base)}, not "
+                            f"{type(factory).__name__}")
         old = self._entries.get(name)
         if old is not None:
             if _same(old.factory, factory):  # the same module imported twice (e.g. importlib.reload)

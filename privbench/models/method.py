@@ -261,3 +261,6 @@ class Method:
     def make_target(self, name: str, model, *, note="", **kw) -> Target:
         return Target(name, self.name, model, self.ctx.schedule, self.ctx.device, self.ctx.num_classes,
                       note=note, meta={"shape": self.ctx.image_shape}, **kw)
+
+
+METHODS.require_base(Method)  # a class that is not a Method is refused when it registers

@@ -4,8 +4,8 @@ The accountants register themselves from ``privbench.privacy.accountants`` (one 
 dp_accounting are imported only when a DP-SGD number is computed.
 """
 from .dpsgd import (
-    ACCOUNTANT_NAMES,
     account_dpsgd,
+    dpsgd_accountant_names,
     dpsgd_basis,
     dpsgd_epsilon,
     noise_multiplier_for_epsilon,
@@ -29,8 +29,8 @@ from .ldp import (
 )
 
 __all__ = [
-    "ACCOUNTANT_NAMES", "LDP_BASIS",
-    "account_dpsgd", "account_ldp", "alpha_bar", "delta_analytic_gaussian", "dpsgd_basis", "dpsgd_epsilon",
+    "LDP_BASIS",
+    "account_dpsgd", "account_ldp", "alpha_bar", "delta_analytic_gaussian", "dpsgd_accountant_names", "dpsgd_basis", "dpsgd_epsilon",
     "epsilon_analytic_gaussian", "epsilon_paper_bound", "epsilon_rdp", "epsilon_rdp_improved", "ldp_sigma",
     "min_t0", "noise_multiplier_for_epsilon", "pfdm_epsilon", "pfdm_privacy", "pld_epsilon", "prv_epsilon",
     "rdp_epsilon",

@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable, Optional
+from typing import Optional
 
 from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
 from ..core.validation import integer_at_least, open_unit, positive_finite, real
 from ..core.extras import require
+from ..core.registry import ACCOUNTANTS
+from .accountants.base import DPSGDAccountant, dpsgd_accountants
 
-ACCOUNTANT_NAMES = ("prv", "pld", "rdp")
-_FALLBACK_ORDER = ("prv", "pld", "rdp")
-_LABELS = {"prv": "PRV", "pld": "PLD", "rdp": "RDP"}
 
 PRV_EPS_ERROR = 0.01
 
@@ -81,10 +80,24 @@ def _check_sample_rate(sample_rate) -> float:
     return q
 
 
+def dpsgd_accountant_names() -> list[str]:
+    """The registered DP-SGD accountants (built-in and plug-in): the choices of ``dp.accountant`` and
+    ``privbench account dpsgd --accountant``."""
+    return [a.name for a in dpsgd_accountants()]
+
+
+def _accountant(name: str) -> type[DPSGDAccountant]:
+    return ACCOUNTANTS.get(name).factory
+
+
 def _check_accountant(accountant) -> str:
     a = accountant.lower() if isinstance(accountant, str) else accountant
-    if a not in ACCOUNTANT_NAMES:
-        raise BadInput(f"accountant={accountant!r}: must be one of {', '.join(ACCOUNTANT_NAMES)}")
+    names = dpsgd_accountant_names()
+    if a not in names:
+        other = ""
+        if isinstance(a, str) and a in ACCOUNTANTS:
+            other = f" ({a} is an {ACCOUNTANTS.get(a).factory.kind.upper()} accountant, not a DP-SGD one)"
+        raise BadInput(f"accountant={accountant!r}: must be one of {', '.join(names)}{other}")
     return a
 
 
@@ -178,27 +191,21 @@ def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     return float(acc.get_epsilon(delta=float(delta), alphas=list(_rdp_orders(orders))))
 
 
-_RAW: dict[str, Callable[[float, float, int, float], float]] = {
-    "prv": prv_epsilon, "pld": pld_epsilon, "rdp": rdp_epsilon,
-}
-
-
 class _Skipped(ArithmeticError):
     """The accountant was not run because it is known to fail in this regime."""
 
 
 def _run(accountant: str, sigma: float, q: float, steps: int, delta: float, rdp_orders=None) -> float:
     """One accountant, quiet; raises on failure, including a non-finite ε."""
+    acc = _accountant(accountant)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if accountant == "rdp":
-            return _finite(_RAW["rdp"](sigma, q, steps, delta, orders=rdp_orders))
-        if accountant == "prv":
-            rdp = rdp_epsilon(sigma, q, steps, delta, orders=rdp_orders)
-            if not rdp <= PRV_MAX_RDP_EPSILON:
-                raise _Skipped(f"RDP epsilon {rdp:.4g} > {PRV_MAX_RDP_EPSILON:g}, beyond the range where "
-                               "opacus' PRV is reliable")
-        return _finite(_RAW[accountant](sigma, q, steps, delta))
+        why = acc.skip_reason(sigma, q, steps, delta, rdp_orders=rdp_orders)
+        if why:
+            raise _Skipped(why)
+        if acc.takes_rdp_orders:
+            return _finite(acc.epsilon(sigma, q, steps, delta, orders=rdp_orders))
+        return _finite(acc.epsilon(sigma, q, steps, delta))
 
 
 def _finite(eps: float) -> float:
@@ -207,8 +214,18 @@ def _finite(eps: float) -> float:
     return max(eps, 0.0)
 
 
-def _chain(accountant: str) -> tuple[str, ...]:
-    return _FALLBACK_ORDER[_FALLBACK_ORDER.index(accountant):]
+def _chain(accountant: str) -> list[str]:
+    """The requested accountant, then the fallback chain after it (``fallback_rank`` order; an accountant
+    without a rank falls back to the whole chain)."""
+    ranked = sorted((a for a in dpsgd_accountants() if a.fallback_rank is not None),
+                    key=lambda a: (a.fallback_rank, a.name))
+    rank = _accountant(accountant).fallback_rank
+    return [accountant] + [a.name for a in ranked if a.name != accountant
+                           and (rank is None or a.fallback_rank > rank)]
+
+
+def _label(name: str) -> str:
+    return _accountant(name).label or name.upper()
 
 
 def _reason(name: str, err: BaseException) -> str:
@@ -216,14 +233,14 @@ def _reason(name: str, err: BaseException) -> str:
     if len(msg) > 120:
         msg = msg[:117] + "..."
     if isinstance(err, _Skipped):
-        return f"{_LABELS[name]} skipped ({msg})"
-    return f"{_LABELS[name]} failed ({type(err).__name__}: {msg})"
+        return f"{_label(name)} skipped ({msg})"
+    return f"{_label(name)} failed ({type(err).__name__}: {msg})"
 
 
 def _fallback_text(reasons: list[str], used: str) -> Optional[str]:
     if not reasons:
         return None
-    return "; ".join(reasons) + f"; used {_LABELS[used]}"
+    return "; ".join(reasons) + f"; used {_label(used)}"
 
 
 # --------------------------------------------------------------------------------------------- public API
@@ -232,7 +249,7 @@ def dpsgd_basis(accountant: str, delta: float) -> str:
     """One line saying what a DP-SGD ε covers."""
     a = _check_accountant(accountant)
     d = open_unit(delta, "delta")
-    return (f"DP-SGD, {_LABELS[a]} accountant, Poisson-subsampled Gaussian, add/remove-one record, δ={d:g}, "
+    return (f"DP-SGD, {_label(a)} accountant, Poisson-subsampled Gaussian, add/remove-one record, δ={d:g}, "
             "covers the released model's training (all steps)")
 
 

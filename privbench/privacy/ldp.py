@@ -35,6 +35,7 @@ from scipy import optimize, special
 
 from ..core.errors import BadInput
 from ..core.validation import open_unit, positive_finite, real
+from .accountants.base import ldp_accountants
 
 LDP_BASIS = ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, class counts "
              "and the client's local model are not covered")
@@ -42,7 +43,7 @@ LDP_BASIS = ("analytic-gaussian LDP per record, per single upload (replace-one, 
 ACCOUNT_LDP_BASIS = ("local DP per record, per single upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z, i.e. a Gaussian "
                      "mechanism with σ² = (1−ᾱ_{t0})/ᾱ_{t0}; replace-one neighbouring relation, L2 sensitivity "
                      "Δ = 2C; paper_bound = Theorem 5.1 (= classical RDP conversion), analytic_gaussian = exact "
-                     "(Balle & Wang 2018); labels, class counts, the client's local model and re-uploads "
+                     "(Balle & Wang 2018), every other key of epsilon a registered LDP accountant's label; labels, class counts, the client's local model and re-uploads "
                      "(composition) are not covered; assumes z is secret (a run's basis states its "
                      "dp.noise_source: seeded noise can be regenerated from the run's seed)")
 
@@ -69,10 +70,21 @@ def _check_sigma(sigma) -> float:
 
 
 def _check_method(method: str) -> str:
+    """A built-in analysis (or alias), or the label or name of a registered LDP accountant → its label."""
     m = _ALIASES.get(method, method) if isinstance(method, str) else method
-    if m not in METHODS:
-        raise BadInput(f"method={method!r}: must be one of {', '.join(METHODS)}")
-    return m
+    if m in METHODS:
+        return m
+    for acc in ldp_accountants():
+        if m in (acc.label, acc.name):
+            return acc.label
+    known = list(METHODS) + [a.label for a in ldp_accountants() if a.label not in METHODS]
+    raise BadInput(f"method={method!r}: must be one of {', '.join(known)}")
+
+
+def _epsilon_function(label: str) -> Callable[[float, float, float], float]:
+    if label in _EPSILON_FUNCS:
+        return _EPSILON_FUNCS[label]
+    return next(a.epsilon for a in ldp_accountants() if a.label == label)
 
 
 def _check_t0(t0, num_timesteps: int) -> int:
@@ -239,7 +251,7 @@ def pfdm_epsilon(clip: float, t0: int, delta: float, method: str = "analytic_gau
     m = _check_method(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
-    return _EPSILON_FUNCS[m](clip, sigma, delta)
+    return _epsilon_function(m)(clip, sigma, delta)
 
 
 def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_gaussian", *,
@@ -250,7 +262,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
     c, e, d, m = _check_clip(clip), positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     abar = _alpha_bars(T, bs, be, sch)
-    f = _EPSILON_FUNCS[m]
+    f = _epsilon_function(m)
 
     def eps_at(t0: int) -> float:
         return f(c, _sigma_from_alpha_bar(float(abar[t0 - 1])), d)
@@ -277,7 +289,7 @@ def max_clip(t0: int, epsilon: float, delta: float, method: str = "analytic_gaus
     e, d, m = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
-    f = _EPSILON_FUNCS[m]
+    f = _epsilon_function(m)
     lo, hi = 0.0, 1.0
     while f(hi, sigma, d) <= e:  # ε → ∞ as C → ∞: a finite upper end exists
         lo, hi = hi, 2 * hi
@@ -307,11 +319,8 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
         "t0": t0,
         "delta": d,
         "sigma": sigma,
-        "epsilon": {
-            "paper_bound": epsilon_paper_bound(c, sigma, d),
-            "rdp": epsilon_rdp(c, sigma, d),
-            "analytic_gaussian": epsilon_analytic_gaussian(c, sigma, d),
-        },
+        # every registered LDP accountant under its label (built-in: paper_bound, rdp, analytic_gaussian)
+        "epsilon": {a.label: float(a.epsilon(c, sigma, d)) for a in ldp_accountants()},
         "epsilon_rdp_improved": epsilon_rdp_improved(c, sigma, d),
         "alpha_bar": ab,
         "sensitivity": 2.0 * c,

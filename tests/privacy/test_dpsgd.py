@@ -93,8 +93,14 @@ def _boom(*args, **kwargs):
     raise RuntimeError("Discrete mean differs significantly from continuous mean.")
 
 
+def _patch(monkeypatch, name, fn):
+    from privbench.core.registry import ACCOUNTANTS
+
+    monkeypatch.setattr(ACCOUNTANTS.get(name).factory, "epsilon", staticmethod(fn))
+
+
 def test_fallback_when_prv_raises(monkeypatch):
-    monkeypatch.setitem(dpsgd._RAW, "prv", _boom)
+    _patch(monkeypatch, "prv", _boom)
     out = dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="prv")
     assert out["accountant"] == "pld" and out["requested_accountant"] == "prv"
     assert "PRV failed" in out["fallback"] and "Discrete mean" in out["fallback"] and "used PLD" in out["fallback"]
@@ -105,8 +111,8 @@ def test_fallback_when_prv_raises(monkeypatch):
 
 
 def test_fallback_when_prv_returns_inf_and_pld_raises(monkeypatch):
-    monkeypatch.setitem(dpsgd._RAW, "prv", lambda *a: math.inf)
-    monkeypatch.setitem(dpsgd._RAW, "pld", _boom)
+    _patch(monkeypatch, "prv", lambda *a: math.inf)
+    _patch(monkeypatch, "pld", _boom)
     out = dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="prv")
     assert out["accountant"] == "rdp"
     assert "non-finite" in out["fallback"] and "PLD failed" in out["fallback"]
@@ -119,14 +125,14 @@ def test_prv_skipped_at_huge_epsilon(monkeypatch):
 
 
 def test_fallback_in_calibration(monkeypatch):
-    monkeypatch.setitem(dpsgd._RAW, "prv", _boom)
+    _patch(monkeypatch, "prv", _boom)
     out = noise_multiplier_for_epsilon(3.0, 0.02, 1000, 1e-5, accountant="prv")
     assert out["accountant"] == "pld" and "PRV failed" in out["fallback"]
     assert 2.99 <= out["epsilon"] <= 3.0
 
 
 def test_no_accountant_left(monkeypatch):
-    monkeypatch.setitem(dpsgd._RAW, "rdp", _boom)
+    _patch(monkeypatch, "rdp", _boom)
     with pytest.raises(WorkFailed):
         dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="rdp")
 

@@ -1,21 +1,73 @@
-"""The accountant interface."""
+"""The accountant interface: two typed bases, one per kind of analysis.
+
+The registry ``ACCOUNTANTS`` is the dispatch. ``privbench account dpsgd --accountant``, ``dp.accountant`` and the
+DP-SGD fallback chain take their choices from the registered :class:`DPSGDAccountant` classes (the chain in order
+of ``fallback_rank``); ``privbench account ldp`` reports every registered :class:`LDPAccountant` under its
+``label``. A plug-in accountant is one such class in one file (docs/architecture.md §"Adding an accountant").
+"""
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Optional
+
+from ...core.registry import ACCOUNTANTS
 
 DPSGD, LDP = "dpsgd", "ldp"
 
 
 class Accountant:
+    """What every accountant declares: ``name`` (the registry key), ``description`` (one line) and ``kind``."""
+
     name: ClassVar[str] = "?"
     description: ClassVar[str] = ""
-    kind: ClassVar[str] = DPSGD
-    #: DP-SGD accountants: order of the fallback chain (lower first); None = never used as a fallback
-    fallback_rank: ClassVar[int | None] = None
-    #: the JSON/CLI label of an LDP analysis (``account ldp`` reports every LDP accountant under its label)
+    kind: ClassVar[str] = ""
+    #: the short label results and bases print (DP-SGD: "PRV"; LDP: the key in ``account ldp``'s epsilon object)
     label: ClassVar[str] = ""
 
+
+class DPSGDAccountant(Accountant):
+    """ε of DP-SGD: a Poisson-subsampled Gaussian (rate q, noise multiplier σ) composed over ``steps``, at δ,
+    add/remove-one record. ``epsilon`` must return an upper bound on ε (or raise / return a non-finite number,
+    which sends the caller to the next accountant of the fallback chain)."""
+
+    kind = DPSGD
+    #: the order of the fallback chain (lower first); None = used only when asked for by name
+    fallback_rank: ClassVar[Optional[int]] = None
+    #: True when ``epsilon`` takes ``orders=`` (the RDP order grid of ``account dpsgd``'s rdp_orders)
+    takes_rdp_orders: ClassVar[bool] = False
+
     @staticmethod
-    def epsilon(*args) -> float:
-        """DP-SGD: ``(noise_multiplier, sample_rate, steps, delta)``; LDP: ``(clip, sigma, delta)``."""
+    def epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
         raise NotImplementedError
+
+    @classmethod
+    def skip_reason(cls, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                    rdp_orders=None) -> Optional[str]:
+        """Why this accountant is not run in this regime (it is known to fail there), or None."""
+        return None
+
+
+class LDPAccountant(Accountant):
+    """ε of one Gaussian upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z (noise σ = √((1−ᾱ)/ᾱ) relative to the signal),
+    replace-one neighbouring relation (Δ = 2C), at δ."""
+
+    kind = LDP
+    #: position in ``account ldp``'s epsilon object (lower first)
+    rank: ClassVar[int] = 100
+
+    @staticmethod
+    def epsilon(clip: float, sigma: float, delta: float) -> float:
+        raise NotImplementedError
+
+
+ACCOUNTANTS.require_base(Accountant)
+
+
+def dpsgd_accountants() -> list[type[DPSGDAccountant]]:
+    """Every registered DP-SGD accountant, in registry order."""
+    return [e.factory for e in ACCOUNTANTS if issubclass(e.factory, DPSGDAccountant)]
+
+
+def ldp_accountants() -> list[type[LDPAccountant]]:
+    """Every registered LDP accountant, by ``rank`` then name."""
+    return sorted((e.factory for e in ACCOUNTANTS if issubclass(e.factory, LDPAccountant)),
+                  key=lambda a: (a.rank, a.name))

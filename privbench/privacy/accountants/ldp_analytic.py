@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from ...core.registry import ACCOUNTANTS
 from ..ldp import epsilon_analytic_gaussian
-from .base import LDP, Accountant
+from .base import LDPAccountant
 
 
 @ACCOUNTANTS.register_class
-class LDPAnalyticAccountant(Accountant):
+class LDPAnalyticAccountant(LDPAccountant):
     name = "ldp-analytic"
     description = "exact ε of PFDM's Gaussian upload (analytic Gaussian, Balle & Wang 2018; replace-one, Δ=2C)"
-    kind = LDP
     label = "analytic_gaussian"
+    rank = 2
     epsilon = staticmethod(epsilon_analytic_gaussian)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from ...core.registry import ACCOUNTANTS
 from ..ldp import epsilon_paper_bound
-from .base import LDP, Accountant
+from .base import LDPAccountant
 
 
 @ACCOUNTANTS.register_class
-class LDPPaperAccountant(Accountant):
+class LDPPaperAccountant(LDPAccountant):
     name = "ldp-paper"
     description = "PFDM Theorem 5.1 bound 2C²/σ² + C·√(8 log(1/δ)/σ²) (= classical RDP conversion; loose)"
-    kind = LDP
     label = "paper_bound"
+    rank = 0
     epsilon = staticmethod(epsilon_paper_bound)

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from ...core.registry import ACCOUNTANTS
 from ..dpsgd import rdp_epsilon
-from .base import DPSGD, Accountant
+from .base import DPSGDAccountant
 
 
 @ACCOUNTANTS.register_class
-class RDPAccountant(Accountant):
+class RDPAccountant(DPSGDAccountant):
     name = "rdp"
     description = "DP-SGD, opacus RDP analysis, orders up to 1024, improved conversion (fast; looser than PLD)"
-    kind = DPSGD
+    label = "RDP"
     fallback_rank = 2
+    takes_rdp_orders = True
     epsilon = staticmethod(rdp_epsilon)
