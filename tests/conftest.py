@@ -49,3 +49,14 @@ def overfit_centralized(runs_dir):
     # AUC ≈ 0.85 at t = 200 while keeping the training to a few CPU minutes (issue 3).
     cfg = train_cfg("centralized", "tiny", data__n_members=128, data__n_nonmembers=128, train__steps=1500)
     return api.train(cfg, runs_dir, "cpu")
+
+
+#: ``PRIVBENCH_TEST_TIMES=FILE``: append "seconds nodeid" per test phase as the run goes (a partial or killed run
+#: still tells where the time goes; ``--durations`` prints only at the end)
+_TIMES = os.environ.get("PRIVBENCH_TEST_TIMES")
+
+
+def pytest_runtest_logreport(report):
+    if _TIMES and report.duration >= 0.5:
+        with open(_TIMES, "a") as f:
+            f.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
