@@ -60,3 +60,33 @@ def pytest_runtest_logreport(report):
     if _TIMES and report.duration >= 0.5:
         with open(_TIMES, "a") as f:
             f.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
+
+
+@pytest.fixture
+def privbench_log():
+    """What the library logged on ``privbench.*`` (INFO and up) during the test, one message per line — the
+    in-process view of the lines the CLI prints on stderr (the CLI's handler may stop propagation to the root
+    logger, so caplog alone can miss them)."""
+    import logging
+
+    class _Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.lines: list[str] = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+        @property
+        def text(self) -> str:
+            return "\n".join(self.lines)
+
+    own = logging.getLogger("privbench")
+    h, old = _Lines(), own.level
+    own.addHandler(h)
+    own.setLevel(logging.INFO)
+    try:
+        yield h
+    finally:
+        own.removeHandler(h)
+        own.setLevel(old)

@@ -12,6 +12,7 @@ from ..core.errors import BadInput
 from ..core.io import safe_name
 from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
 
+
 @dataclass
 class Cell:
     kind: str                      # attack | fid | samples | utility

@@ -21,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
-import os
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -208,9 +207,9 @@ class PoolExecutor:
 
 def _worker_init(jobs: int, threads: int) -> None:
     """Each pool worker: one of ``jobs`` privbench workers on this machine, ``threads`` threads."""
-    os.environ["PRIVBENCH_WORKERS"] = str(jobs)
-    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    os.environ["PRIVBENCH_PROGRESS"] = "0"
+    from ..core.threads import configure_worker_process
+
+    configure_worker_process(threads, workers=jobs)
 
 
 class LocalPool(PoolExecutor):

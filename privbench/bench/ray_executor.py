@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import logging
-import os
 import time
 from pathlib import Path
 
 from ..core.errors import BadInput
 from ..core.extras import require
+from .cell_run import cell_log, run_cell
+
+LOG = logging.getLogger(__name__)
 
 #: the GPU share a cell task (an attack, a sample grid, an FID) reserves with --device cuda; a training takes a GPU
 CELL_GPU = 0.25
@@ -45,12 +47,9 @@ class CellFailed(Exception):
 
 def _in_task(threads: int) -> None:
     """What every task sets first: its thread count (the CPUs it reserved) and no progress bars of its own."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    os.environ["MKL_NUM_THREADS"] = str(threads)
-    os.environ["PRIVBENCH_PROGRESS"] = "0"
-    import torch
+    from ..core.threads import configure_worker_process
 
-    torch.set_num_threads(threads)
+    configure_worker_process(threads)
 
 
 def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path: str) -> dict:
@@ -65,9 +64,9 @@ def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path
         t0 = time.time()
         try:
             cached = verified_done(run_dir) is not None
-            with open(log_path, "a") as log, contextlib.redirect_stderr(log):
-                print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} train {run_dir.name} "
-                      f"(ray task, attempt {attempt})", file=log)
+            with cell_log(Path(log_path)):
+                LOG.info(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} train {run_dir.name} "
+                         f"(ray task, attempt {attempt})")
                 api.train(cfg, Path(runs), device)
             return {"status": "done", "cached": cached, "attempts": attempt,
                     "seconds": None if cached else round(time.time() - t0, 1)}
@@ -81,7 +80,6 @@ def cell_task(c, runs: str, device: str, n_samples: int, fcfg: dict | None, log_
     """Run one cell (``trained``: the training task's result; Ray passes it once that task finished; None for an
     external model's cell, which has nothing to train)."""
     _in_task(threads)
-    from .runner import run_cell
 
     for attempt in range(1, retries + 2):
         c.status, c.reason, c.attempts = "pending", None, attempt

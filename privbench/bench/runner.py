@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-import os
+import logging
 import sys
 import time
 from pathlib import Path
@@ -51,12 +51,14 @@ from ..core.config import config_hash, parse_set_args
 from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.io import atomic_write_json
-from ..core.progress import bar, enabled
+from ..core.progress import bar, enabled, outer_only
 from ..core.provenance import git_commit, version
 from ..runs.store import default_runs_dir
-from .cells import run_attack_cell, run_fid_cell, run_samples_cell, run_utility_cell
+from .cell_run import run_cell
 from .plan import plan
 from .suite import fid_settings, load_suite, samples_n
+
+LOG = logging.getLogger(__name__)
 
 
 def _still_valid(c, result_path: Path) -> bool:
@@ -71,26 +73,6 @@ def _still_valid(c, result_path: Path) -> bool:
 
 
 EXECUTORS = ("local", "ray", "slurm")
-
-
-def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path) -> None:
-    """Run one cell in this process (either executor): its messages (cache hits, training logs) go to
-    ``bench.log``; an exception (bad input, failed work or a bug) marks the cell failed and is not raised (Ctrl-C
-    is)."""
-    try:
-        with open(log_path, "a") as log, contextlib.redirect_stderr(log):
-            print(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {c.label()}"
-                  + (f" (attempt {c.attempts})" if (c.attempts or 1) > 1 else ""), file=log)
-            if c.kind == "attack":
-                run_attack_cell(c, runs, device)
-            elif c.kind == "samples":
-                run_samples_cell(c, runs, device, n_samples)
-            elif c.kind == "utility":
-                run_utility_cell(c, runs, device)
-            else:
-                run_fid_cell(c, runs, device, fcfg)
-    except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others
-        c.status, c.reason = "failed", f"{type(e).__name__}: {e}"
 
 
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
@@ -199,8 +181,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     log_path = out_dir / "bench.log"
     show = enabled()
     pb = bar(total=len(cells), desc=f"bench {name}", unit="cell", leave=True)
-    old_env = os.environ.get("PRIVBENCH_PROGRESS")
-    os.environ["PRIVBENCH_PROGRESS"] = "0"  # one progress bar: the grid's
+    quiet = contextlib.ExitStack()
+    quiet.enter_context(outer_only())  # one progress bar: the grid's
 
     def report_failure(c) -> None:
         tries = f" (after {c.attempts} attempts)" if (c.attempts or 0) > 1 else ""
@@ -208,7 +190,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         if show:
             pb.write(msg, file=sys.stderr)
         else:
-            print(msg, file=sys.stderr)
+            LOG.warning(msg)
 
     try:
         if ray_exec is not None or pool is not None:
@@ -243,10 +225,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
             ray_exec.close()  # a cluster this bench started (not one it joined)
         if pool is not None:
             pool.close()
-        if old_env is None:
-            os.environ.pop("PRIVBENCH_PROGRESS", None)
-        else:
-            os.environ["PRIVBENCH_PROGRESS"] = old_env
+        quiet.close()
 
     d = write(final=True)
     d["out"] = str(out_dir)

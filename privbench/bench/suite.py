@@ -1,10 +1,9 @@
 """Suite files of ``privbench bench``: finding, reading and validating them (docs/cli.md §9)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
-
-import re
 
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml

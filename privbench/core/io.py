@@ -9,13 +9,15 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import BadInput
+
+LOG = logging.getLogger(__name__)
 
 
 def is_writer() -> bool:
@@ -121,7 +123,7 @@ def file_lock(lock_file: Path, busy: str) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        print(f"privbench: {lock_file.parent} {busy}; waiting for it", file=sys.stderr)
+        LOG.info(f"privbench: {lock_file.parent} {busy}; waiting for it")
         lock.acquire()
     try:
         yield

@@ -12,13 +12,15 @@ Classes register with :meth:`Registry.register_class` (name and description are 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import pkgutil
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from .errors import BadInput
+
+LOG = logging.getLogger(__name__)
 
 
 T = TypeVar("T")
@@ -189,11 +191,9 @@ def _load_plugins() -> None:
                 if isinstance(obj, type) and getattr(obj, "name", None) and obj.name not in reg._entries:
                     reg.register_class(obj)
             except Exception as e:  # noqa: BLE001 - one broken plug-in must not break privbench
-                print(f"privbench: plug-in {ep.value!r} ({group}) failed to load: {type(e).__name__}: {e}",
-                      file=sys.stderr)
+                LOG.warning(f"privbench: plug-in {ep.value!r} ({group}) failed to load: {type(e).__name__}: {e}")
     for name in filter(None, (s.strip() for s in os.environ.get("PRIVBENCH_PLUGINS", "").split(","))):
         try:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001
-            print(f"privbench: PRIVBENCH_PLUGINS module {name!r} failed to load: {type(e).__name__}: {e}",
-                  file=sys.stderr)
+            LOG.warning(f"privbench: PRIVBENCH_PLUGINS module {name!r} failed to load: {type(e).__name__}: {e}")

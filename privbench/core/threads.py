@@ -160,3 +160,21 @@ def configured_threads() -> int:
     import torch
 
     return torch.get_num_threads()
+
+
+def configure_worker_process(threads: int, workers: int | None = None) -> None:
+    """First call of a worker process a bench executor started (a pool worker, a Ray task): ``threads`` OpenMP/MKL
+    threads, ``workers`` privbench workers sharing the machine, no progress bars of its own.
+
+    The only place besides :func:`passive_wait_by_default` where privbench writes the process environment: the
+    OpenMP runtime reads ``OMP_NUM_THREADS`` when torch loads (and the processes this worker starts inherit it),
+    so a variable, not a call, is what reaches it."""
+    from . import progress
+
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    if workers is not None:
+        os.environ["PRIVBENCH_WORKERS"] = str(workers)
+    progress.silence_process()
+    import torch  # a reused worker (Ray) may run tasks of other thread counts: the pool is set each time
+
+    torch.set_num_threads(threads)

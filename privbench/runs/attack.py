@@ -22,8 +22,8 @@ training artefacts and its scores.npz still has the recorded content hash; other
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -38,6 +38,8 @@ from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
+
+LOG = logging.getLogger(__name__)
 
 ORACLE = "oracle (chosen on evaluation labels)"
 
@@ -203,7 +205,7 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | N
     if why is None:
         return res
     if say:
-        print(f"privbench: {out_dir}: {why}; re-running the attack", file=sys.stderr)
+        LOG.warning(f"privbench: {out_dir}: {why}; re-running the attack")
     return None
 
 
@@ -262,7 +264,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
     cached = cached_result(run_dir, out_dir)
     if cached is not None:
-        print(f"privbench: attack cache hit: {out_dir}", file=sys.stderr)
+        LOG.info(f"privbench: attack cache hit: {out_dir}")
         _publish(run_dir, out_dir, cached)
         return AttackResult.from_json(cached)
 
@@ -405,6 +407,6 @@ def _publish(run_dir: Path, out_dir: Path, result: dict) -> None:
         top["scores_path"] = str(run_dir / "scores.npz")
         atomic_write_json(run_dir / "result.json", top)
     except OSError as e:  # a read-only run store must not lose the attack's own result
-        print(f"privbench: could not update {run_dir}/result.json: {e}", file=sys.stderr)
+        LOG.warning(f"privbench: could not update {run_dir}/result.json: {e}")
 
 

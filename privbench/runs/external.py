@@ -16,8 +16,8 @@ objects in memory; it writes nothing.
 """
 from __future__ import annotations
 
+import logging
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,14 +27,16 @@ import numpy as np
 import torch
 
 from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
-from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
 from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
+from ..core.errors import BadInput
+from ..core.io import atomic_write_json
+from ..core.registry import ATTACKS, PRESETS
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
-from ..core.errors import BadInput
-from ..core.registry import ATTACKS, PRESETS
-from ..core.io import atomic_write_json
+from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
 from .store import default_runs_dir, run_lock
+
+LOG = logging.getLogger(__name__)
 
 #: bump when the numbers of an external run change for the same inputs (re-keys cached runs)
 EXTERNAL_VERSION = 1
@@ -272,7 +274,7 @@ def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
         return None
     shift = split_shift(mem.x, non.x, folds=folds)
     if shift["shift"]:
-        print(f"privbench: warning: {shift['verdict']}", file=sys.stderr)
+        LOG.warning(f"privbench: warning: {shift['verdict']}")
     return shift
 
 
@@ -364,7 +366,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     cfg, att, run_dir = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
     cached = cached_external(run_dir)
     if cached is not None:
-        print(f"privbench: attack cache hit: {run_dir}", file=sys.stderr)
+        LOG.info(f"privbench: attack cache hit: {run_dir}")
         return cached
     records = ext.records
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},

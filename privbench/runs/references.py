@@ -25,7 +25,7 @@ run directory (config.yaml, split.json, checkpoints, log.txt, train_done.json), 
 from __future__ import annotations
 
 import copy
-import sys
+import logging
 import time
 from pathlib import Path
 
@@ -42,6 +42,8 @@ from ..core.registry import METHODS
 from ..data.splits import MemberSplit, reference_pool
 from ..models.method import RunContext, run_partition
 from .store import run_lock
+
+LOG = logging.getLogger(__name__)
 
 #: bump when the pool, inclusion or reference training changes (new store directory)
 REFERENCE_VERSION = 1
@@ -115,7 +117,7 @@ def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None,
                 if log is not None:
                     log(f"[references] training reference {i} ({len(members)} of {len(pool)} pool records, "
                         f"seed {rcfg.seed}) in {ref_dir}")
-                print(f"privbench: training reference model {i} in {ref_dir}", file=sys.stderr)
+                LOG.info(f"privbench: training reference model {i} in {ref_dir}")
                 t0 = time.time()
                 method.train()
                 atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "device": str(ctx.device)})

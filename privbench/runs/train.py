@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +22,8 @@ from ..data.splits import client_settings, client_split
 from ..models import checkpoint as ckpt
 from ..models.method import Method, RunContext, resolve_device, run_partition
 from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
+
+LOG = logging.getLogger(__name__)
 
 #: most samples one ``sample`` call draws (64 is the default; the grid of 100 000 images is already unreadable)
 MAX_SAMPLES = 100_000
@@ -70,7 +72,7 @@ def check_model(method: Method) -> None:
 
 
 def _say(msg: str) -> None:
-    print(f"privbench: {msg}", file=sys.stderr)
+    LOG.warning(f"privbench: {msg}")
 
 
 def _is_unit_file(rel: str, units: set[str]) -> str | None:
@@ -163,7 +165,7 @@ def train(cfg: Config, runs_dir=None, device="auto") -> Method:
     bad = damaged_artefacts(run_dir, done) if done is not None else None
     if distributed.agree(done is not None and not bad):
         if main:
-            print(f"privbench: cache hit: {run_dir}", file=sys.stderr)
+            LOG.info(f"privbench: cache hit: {run_dir}")
         return method
     if done is not None and main:
         what = ("no content hashes are recorded" if bad == ["*"] else

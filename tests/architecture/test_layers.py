@@ -104,3 +104,38 @@ def test_method_and_attack_names_live_in_their_own_module_only():
                 bad.append(f"{rel}:{node.lineno} spells {node.value!r} (registered in "
                            f"{names[node.value].relative_to(ROOT)})")
     assert not bad, "\n".join(bad)
+
+
+def _calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def test_the_library_logs_and_leaves_the_process_alone():
+    """Only the CLI talks to the terminal: no ``print(`` in the library (it logs on ``privbench.*``), no
+    ``contextlib.redirect_stderr/stdout``, and the process environment is written only by core/threads.py (OpenMP
+    reads it when torch loads; docs/scaling.md §1)."""
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(), rel)
+        for call in _calls(tree):
+            f = call.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name == "print" and isinstance(f, ast.Name) and rel != "privbench/cli.py":
+                found.append(f"{rel}:{call.lineno} print(")
+            if name in ("redirect_stderr", "redirect_stdout"):
+                found.append(f"{rel}:{call.lineno} {name}")
+        if rel == "privbench/core/threads.py":
+            continue
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ":
+                    found.append(f"{rel}:{node.lineno} os.environ[...] =")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "os.environ.update", "os.environ.setdefault", "os.putenv", "os.environ.pop"):
+                found.append(f"{rel}:{node.lineno} {ast.unparse(node.func)}")
+    assert found == []

@@ -42,7 +42,7 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, args, needle)
     assert not any(tmp_path.iterdir()), "nothing may be written before validation"
 
 
-def test_run_attack_writes_cli_schema_and_caches(runs_dir, capsys):
+def test_run_attack_writes_cli_schema_and_caches(runs_dir, privbench_log):
     from privbench.reports.text import format_table
     from privbench.runs.attack import run_attack
 
@@ -76,9 +76,9 @@ def test_run_attack_writes_cli_schema_and_caches(runs_dir, capsys):
     assert (out_dir.parents[1] / "scores.npz").exists()
     # cached: same attack hash → reused without recomputation
     mtime = (out_dir / "result.json").stat().st_mtime_ns
-    capsys.readouterr()
+    privbench_log.lines.clear()
     again = run_attack(cfg, "pia", "model", runs_dir=runs_dir, device="cpu")
-    assert "attack cache hit" in capsys.readouterr().err
+    assert "attack cache hit" in privbench_log.text
     assert again["metrics"] == res["metrics"] and (out_dir / "result.json").stat().st_mtime_ns == mtime
     # another setting → another result directory
     other = run_attack(train_cfg(attack__t=100), "pia", None, runs_dir=runs_dir, device="cpu")

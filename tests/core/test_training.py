@@ -51,11 +51,11 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert all(torch.equal(wf[k], wr[k]) for k in wf)
 
 
-def test_cache_hit(tmp_path, capsys):
+def test_cache_hit(tmp_path, privbench_log):
     api.train(train_cfg(), tmp_path, "cpu")
-    capsys.readouterr()
+    assert "cache hit" not in privbench_log.text
     api.train(train_cfg(), tmp_path, "cpu")
-    assert "cache hit" in capsys.readouterr().err
+    assert "cache hit" in privbench_log.text
 
 
 def test_corrupt_checkpoint_refused_by_load_and_retrained_by_sample(tmp_path):

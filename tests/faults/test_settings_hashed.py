@@ -47,7 +47,7 @@ def test_sample_batch_size_enters_the_sample_and_fid_hashes():
     assert fid_settings_hash(ca, fcfg) != fid_settings_hash(cb, fcfg)
 
 
-def test_the_attack_lock_says_attacked(tmp_path, capsys, monkeypatch):
+def test_the_attack_lock_says_attacked(tmp_path, privbench_log, monkeypatch):
     """Before: a second attack process waiting for the lock printed "is being trained". The lock here is busy
     once (a fake FileLock whose non-blocking acquire times out), then granted."""
     import filelock
@@ -70,5 +70,5 @@ def test_the_attack_lock_says_attacked(tmp_path, capsys, monkeypatch):
                        ("train", "is being trained by another process")):
         with run_lock(tmp_path / "run", what, lock_name=f"{what}-x"):
             pass
-        err = capsys.readouterr().err
+        err, _ = privbench_log.text, privbench_log.lines.clear()
         assert f"{said}; waiting for it" in err, err

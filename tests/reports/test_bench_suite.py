@@ -45,6 +45,11 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir, test
     assert list(sbs["method"]) == ["pfdm", "centralized"]          # private first, then the baselines
     assert sbs.loc[0, "formal_epsilon"] == pytest.approx(8.774, abs=1e-3)
     assert {"pia_auc", "loss_auc", "eps_lb_cp", "fid_majority"} <= set(sbs.columns)
+    # what the cells logged (a header per cell, the attacks' cache hits on the shared test targets) is in
+    # bench.log, not on the terminal
+    log = (out / "bench.log").read_text()
+    assert log.count("--- ") == 4 and "centralized/model loss" in log and "cache hit" in log
+    assert "cache hit" not in r.stderr and "--- " not in r.stderr
 
     # resume: remove one finished attack; only that cell runs again, the others are skipped as finished
     cell = next(c for c in bench["cells"] if c["method"] == "centralized" and c["attack"] == "loss")
