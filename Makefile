@@ -13,7 +13,7 @@ PIP     := $(BIN)/pip install -q --disable-pip-version-check --no-compile
 # local executor), official (xgboost: gsa@xgboost), t2i (transformers, peft: text-to-image models). An extra added to pyproject.toml that a test needs is added here.
 EXTRAS  := test,dp,fid,ray,slurm,official,t2i
 
-.PHONY: install install-all demo test test-fast bench docs clean
+.PHONY: install install-all demo test test-fast lint bench docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,8 +38,14 @@ demo: install
 
 # two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
 # fixtures are computed once, and the run store's locks let the workers share trained targets
-test: install-all
+test: install-all lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+
+# the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 25) and dead
+# code (vulture, 80 % confidence); seconds
+lint: install-all
+	$(BIN)/ruff check privbench tests
+	$(BIN)/vulture privbench --min-confidence 80
 
 test-fast: install-all
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from ..core.config import register_section, setting
-from ..core.registry import ATTACKS
 from ..core.errors import BadInput
+from ..core.registry import ATTACKS
 
 
 @dataclass

@@ -124,7 +124,7 @@ class CLiD(Attack):
                 x_t = ac[t].sqrt() * x0 + (1 - ac[t]).sqrt() * eps
                 tt = tvec(t, len(x0), target.device)
 
-                def loss(rows):
+                def loss(rows, eps=eps, x_t=x_t, tt=tt):  # this step's noise, input and timesteps
                     return (eps - target.predict_noise(x_t, tt, rows)).pow(2).flatten(1).sum(1)
 
                 lc = loss(y)

@@ -38,11 +38,10 @@ Per-record gradients are exact (:class:`privbench.models.per_sample.PerSampleGra
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from dataclasses import dataclass
 
 from ..core.config import setting
 from ..core.errors import BadInput

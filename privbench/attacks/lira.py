@@ -43,10 +43,10 @@ logit-scaled confidence, which diffusion models have no analogue of).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
-
-from dataclasses import dataclass
 
 from ..core.config import setting
 from ..core.errors import BadInput

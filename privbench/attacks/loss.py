@@ -19,8 +19,18 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..core.seeding import seeded_generator
-from .base import (Attack, AttackEnv, AttackOutput, Records, TimestepSettings, check_timestep, cond, sweep_list,
-                   to_numpy, tvec)
+from .base import (
+    Attack,
+    AttackEnv,
+    AttackOutput,
+    Records,
+    TimestepSettings,
+    check_timestep,
+    cond,
+    sweep_list,
+    to_numpy,
+    tvec,
+)
 
 _LOSS_STREAM = 0x10552
 

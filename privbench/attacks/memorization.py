@@ -107,9 +107,6 @@ class NNRatioMemorization(Attack):
     report_order = 50
     Settings = MemorizationSettings
     settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}
-    threat_model = {"queries": "sampling", "reference_models": 0,
-                    "auxiliary_data": "the target's training records (to measure copies)",
-                    "queries_per_record": "sampler steps per generated sample"}
     extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
     threat_model = {"queries": "sampling (attack.n_samples samples)", "reference_models": 0,
                     "reference_training": "none", "auxiliary_data": "the target's training records (to compare)",

@@ -24,8 +24,19 @@ import torch
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import (Attack, AttackEnv, AttackOutput, Records, TimestepSettings, check_timestep, cond, sqrt2_over_pi,
-                   sweep_list, to_numpy, tvec)
+from .base import (
+    Attack,
+    AttackEnv,
+    AttackOutput,
+    Records,
+    TimestepSettings,
+    check_timestep,
+    cond,
+    sqrt2_over_pi,
+    sweep_list,
+    to_numpy,
+    tvec,
+)
 
 
 def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:

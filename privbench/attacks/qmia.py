@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy import stats
 import torch.nn.functional as F
+from scipy import stats
 
 from ..core.config import setting
 from ..core.errors import BadInput

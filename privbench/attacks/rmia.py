@@ -38,9 +38,9 @@ set the score is a step function of LR(x), so records are ranked by LR(x) with t
 """
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..core.config import setting
 from ..core.errors import BadInput

@@ -29,8 +29,18 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..core.schedule import ddim_step
-from .base import (Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, cond, sweep_list,
-                   to_numpy, tvec)
+from .base import (
+    Attack,
+    AttackEnv,
+    AttackOutput,
+    CommonSettings,
+    Records,
+    check_timestep,
+    cond,
+    sweep_list,
+    to_numpy,
+    tvec,
+)
 
 
 def compare_level(t_sec: int, k: int, offset: str) -> int:

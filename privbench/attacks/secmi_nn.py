@@ -28,11 +28,11 @@ Convention differences from the official code (each reachable or stated):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import nn
-
-from dataclasses import dataclass
 
 from ..core.config import setting
 from ..core.errors import BadInput

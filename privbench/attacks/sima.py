@@ -40,8 +40,18 @@ import torch
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import (Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, cond, sweep_list,
-                   to_numpy, tvec)
+from .base import (
+    Attack,
+    AttackEnv,
+    AttackOutput,
+    CommonSettings,
+    Records,
+    check_timestep,
+    cond,
+    sweep_list,
+    to_numpy,
+    tvec,
+)
 from .references import record_noise
 
 

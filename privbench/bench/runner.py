@@ -39,7 +39,6 @@ printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import logging
@@ -91,31 +90,10 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     executor's options (:class:`privbench.bench.slurm_executor.SlurmPool`: partition, gpus_per_task,
     time_train_min, time_cell_min, cluster)."""
 
-    if executor not in EXECUTORS:
-        raise BadInput(f"--executor {executor!r}; choose {' or '.join(EXECUTORS)}")
-    if retries is None:
-        retries = 1 if executor in ("ray", "slurm") else 0
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024:
-        raise BadInput(f"--jobs {jobs!r}: expected an integer in [1, 1024]")
-    if jobs > 1 and executor != "local":
-        raise BadInput(f"--jobs is the local executor's; --executor {executor} sizes its own workers")
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
-        raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
-    if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
-        raise BadInput(f"--cpus-per-task {cpus_per_task!r}: expected a positive integer")
-    if executor == "ray":
-        require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
-    if executor == "slurm":
-        require("submitit", "--executor slurm")
+    retries = _check_executor_options(executor, retries, jobs, cpus_per_task)
     spec, path = load_suite(suite)
     name = str(spec["name"])
-    fid_on = spec.get("fid", False) not in (False, None)
-    if inception_weights:
-        if not fid_on:
-            raise BadInput(f"--inception-weights: suite {name} computes no FID (fid: false)")
-        spec["fid"] = {**(spec["fid"] if isinstance(spec["fid"], dict) else {}), "inception_weights": inception_weights}
-    if fid_on:
-        require("torch_fidelity", f"suite {name}'s fid")  # before any cell runs, not as a failed cell
+    fid_on = _fid_setup(spec, name, inception_weights)
     cli_sets = parse_set_args(list(sets))
     if device in (None, "auto") and spec.get("device"):
         device = str(spec["device"])
@@ -124,37 +102,10 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
     fcfg = fid_settings(spec) if fid_on else None
     n_samples = samples_n(spec)
-
     bench_json = out_dir / "bench.json"
-    prev: dict[str, dict] = {}
-    if bench_json.is_file():
-        try:
-            prev = {c["id"]: c for c in json.loads(bench_json.read_text()).get("cells", [])}
-        except (OSError, ValueError, KeyError, TypeError):
-            prev = {}
-    for c in cells:
-        p = prev.get(c.id)
-        if c.status == "pending" and p and p.get("status") == "done" and p.get("result_path") \
-                and _still_valid(c, Path(p["result_path"])):
-            c.status, c.reason = "done", "finished in an earlier run of this bench"
-            c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
-    ray_exec = None
-    if executor == "ray":  # after planning: a bad suite exits 2 without starting or joining a cluster
-        from .ray_executor import RayExecutor
-
-        ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
-        if any(c.status == "pending" for c in cells):  # a rerun with nothing left to do needs no cluster
-            device = ray_exec.connect(device)
-    pool = None  # --jobs N or --executor slurm: trainings and cells as jobs (bench/pool_executor.py)
-    if any(c.status == "pending" for c in cells):
-        if executor == "slurm":
-            from .slurm_executor import SlurmPool
-
-            pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=cpus_per_task, **(slurm or {}))
-        elif executor == "local" and jobs > 1:
-            from .pool_executor import LocalPool
-
-            pool = LocalPool(jobs, retries)
+    _resume(cells, bench_json)
+    ray_exec, pool, device = _start_executor(executor, cells, device, out_dir, address=address, retries=retries,
+                                             cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     meta = {
@@ -181,8 +132,6 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     log_path = out_dir / "bench.log"
     show = enabled()
     pb = bar(total=len(cells), desc=f"bench {name}", unit="cell", leave=True)
-    quiet = contextlib.ExitStack()
-    quiet.enter_context(outer_only())  # one progress bar: the grid's
 
     def report_failure(c) -> None:
         tries = f" (after {c.attempts} attempts)" if (c.attempts or 0) > 1 else ""
@@ -193,43 +142,120 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
             LOG.warning(msg)
 
     try:
-        if ray_exec is not None or pool is not None:
-            (ray_exec or pool).run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg,
-                                   log_path=log_path, write=write, pb=pb, report_failure=report_failure)
-        else:
-            for c in cells:
-                if c.status != "pending":
-                    pb.update(1)
-                    continue
-                pb.set_postfix_str(c.label()[:60])
-                try:
-                    for attempt in range(1, retries + 2):
-                        c.status, c.reason, c.attempts = "pending", None, attempt
-                        t0 = time.time()
-                        run_cell(c, runs, device, n_samples, fcfg, log_path)
-                        if c.status != "failed":
-                            break
-                except KeyboardInterrupt:
-                    c.status, c.reason = "pending", "interrupted"
-                    write()
-                    raise
-                if c.reason is None or c.reason != "cached":
-                    c.seconds = round(time.time() - t0, 1)
-                if c.status == "failed":
-                    report_failure(c)
-                write()
-                pb.update(1)
+        with outer_only():  # one progress bar: the grid's
+            if ray_exec is not None or pool is not None:
+                (ray_exec or pool).run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg,
+                                       log_path=log_path, write=write, pb=pb, report_failure=report_failure)
+            else:
+                _run_here(cells, runs, device, n_samples, fcfg, log_path, retries, write, pb, report_failure)
     finally:
         pb.close()
         if ray_exec is not None:
             ray_exec.close()  # a cluster this bench started (not one it joined)
         if pool is not None:
             pool.close()
-        quiet.close()
 
     d = write(final=True)
     d["out"] = str(out_dir)
     d["bench_json"] = str(bench_json)
     return d
+
+
+def _check_executor_options(executor: str, retries, jobs, cpus_per_task) -> int:
+    """The executor's options (BadInput, one line); returns ``retries`` (default: 1 with ray and slurm, 0 here)."""
+    if executor not in EXECUTORS:
+        raise BadInput(f"--executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+    if retries is None:
+        retries = 1 if executor in ("ray", "slurm") else 0
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024:
+        raise BadInput(f"--jobs {jobs!r}: expected an integer in [1, 1024]")
+    if jobs > 1 and executor != "local":
+        raise BadInput(f"--jobs is the local executor's; --executor {executor} sizes its own workers")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
+        raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
+    if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
+        raise BadInput(f"--cpus-per-task {cpus_per_task!r}: expected a positive integer")
+    if executor == "ray":
+        require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
+    if executor == "slurm":
+        require("submitit", "--executor slurm")
+    return retries
+
+
+def _fid_setup(spec: dict, name: str, inception_weights: str | None) -> bool:
+    """Whether the suite computes FIDs; ``--inception-weights`` goes into its fid settings."""
+    fid_on = spec.get("fid", False) not in (False, None)
+    if inception_weights:
+        if not fid_on:
+            raise BadInput(f"--inception-weights: suite {name} computes no FID (fid: false)")
+        spec["fid"] = {**(spec["fid"] if isinstance(spec["fid"], dict) else {}), "inception_weights": inception_weights}
+    if fid_on:
+        require("torch_fidelity", f"suite {name}'s fid")  # before any cell runs, not as a failed cell
+    return fid_on
+
+
+def _resume(cells, bench_json: Path) -> None:
+    """Cells finished by an earlier run of this bench (``bench.json``) whose results still hold are done."""
+    prev: dict[str, dict] = {}
+    if bench_json.is_file():
+        try:
+            prev = {c["id"]: c for c in json.loads(bench_json.read_text()).get("cells", [])}
+        except (OSError, ValueError, KeyError, TypeError):
+            prev = {}
+    for c in cells:
+        p = prev.get(c.id)
+        if c.status == "pending" and p and p.get("status") == "done" and p.get("result_path") \
+                and _still_valid(c, Path(p["result_path"])):
+            c.status, c.reason = "done", "finished in an earlier run of this bench"
+            c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
+
+
+def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address, retries: int,
+                    cpus_per_task: int, jobs: int, slurm: dict | None):
+    """(Ray executor or None, job pool or None, device). After planning: a bad suite exits 2 without starting or
+    joining a cluster; a rerun with nothing left to do starts none."""
+    pending = any(c.status == "pending" for c in cells)
+    ray_exec = pool = None
+    if executor == "ray":
+        from .ray_executor import RayExecutor
+
+        ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
+        if pending:
+            device = ray_exec.connect(device)
+    elif pending and executor == "slurm":  # trainings and cells as jobs (bench/pool_executor.py)
+        from .slurm_executor import SlurmPool
+
+        pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=cpus_per_task, **(slurm or {}))
+    elif pending and jobs > 1:
+        from .pool_executor import LocalPool
+
+        pool = LocalPool(jobs, retries)
+    return ray_exec, pool, device
+
+
+def _run_here(cells, runs, device, n_samples, fcfg, log_path, retries: int, write, pb, report_failure) -> None:
+    """The local executor: the cells one after another in this process."""
+    for c in cells:
+        if c.status != "pending":
+            pb.update(1)
+            continue
+        pb.set_postfix_str(c.label()[:60])
+        try:
+            for attempt in range(1, retries + 2):
+                c.status, c.reason, c.attempts = "pending", None, attempt
+                t0 = time.time()
+                run_cell(c, runs, device, n_samples, fcfg, log_path)
+                if c.status != "failed":
+                    break
+        except KeyboardInterrupt:
+            c.status, c.reason = "pending", "interrupted"
+            write()
+            raise
+        if c.reason is None or c.reason != "cached":
+            c.seconds = round(time.time() - t0, 1)
+        if c.status == "failed":
+            report_failure(c)
+        write()
+        pb.update(1)
 
 

@@ -18,8 +18,6 @@ from .roc import (
     tpr_at_fpr,
 )
 
-
-
 _LAZY = {
     "psnr": "privbench.metrics.image",
     "ssim": "privbench.metrics.image",

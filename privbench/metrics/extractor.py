@@ -78,10 +78,9 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
     import torch
     from torch.nn import functional as F
 
+    from ..core.io import path_lock, save_weights
     from ..data.base import load_dataset
     from ..data.splits import member_split
-    from ..core.io import save_weights
-    from ..core.io import path_lock
 
     x, y = load_dataset(dataset, data_root or None, download, resolution)
     n, c, size = len(y), x.shape[1], x.shape[-1]

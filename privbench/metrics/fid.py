@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .extractor import Extractor, resolve_extractor
 from ..core.extras import require
+from .extractor import Extractor, resolve_extractor
 
 
 class _ImageSet(torch.utils.data.Dataset):

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..core.errors import BadInput
-from ..core.scores import (cumulative_counts, max_false_positives, sorted_groups, stratified_halves, validate_scores)
+from ..core.scores import cumulative_counts, max_false_positives, sorted_groups, stratified_halves, validate_scores
 
 __all__ = [
     "roc_points",

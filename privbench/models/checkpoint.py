@@ -28,8 +28,16 @@ from pathlib import Path
 import torch
 
 from ..core.errors import BadInput
-from ..core.io import (atomic_path, atomic_write_json, fsync_dir, is_writer, load_weights, read_json_or_none,
-                       save_weights, sha256_file)
+from ..core.io import (
+    atomic_path,
+    atomic_write_json,
+    fsync_dir,
+    is_writer,
+    load_weights,
+    read_json_or_none,
+    save_weights,
+    sha256_file,
+)
 
 RETRAIN = "`privbench train` retrains it"
 

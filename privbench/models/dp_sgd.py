@@ -39,14 +39,20 @@ from ..core import distributed, progress
 from ..core.errors import BadInput, WorkFailed
 from ..core.io import append_log as log
 from ..core.io import atomic_write_json, read_json_or_none
-from ..core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, add_noise, noise_generator, noise_source_basis,
-                               poisson_sample, secure_generator)
+from ..core.mechanisms import (
+    SECURE,
+    SEEDED_NOISE_LABEL,
+    add_noise,
+    noise_generator,
+    noise_source_basis,
+    poisson_sample,
+    secure_generator,
+)
 from ..core.seeding import step_generator
 from . import checkpoint as ckpt
 from .debug import debug_log, debug_path
 from .per_sample import PerSampleGrads
 from .training import EMA
-
 
 # --------------------------------------------------------------------------------------------- the plan
 

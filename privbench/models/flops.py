@@ -14,9 +14,9 @@ import torch
 
 def forward_flops(fn, *inputs, autocast: torch.dtype | None = None) -> int:
     """FLOPs of one call ``fn(*inputs)`` without gradients (``autocast``: under that autocast dtype)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     import contextlib
+
+    from torch.utils.flop_counter import FlopCounterMode
 
     device = next((x.device for x in inputs if torch.is_tensor(x)), torch.device("cpu"))
     cast = torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()

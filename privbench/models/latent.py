@@ -38,8 +38,16 @@ from pathlib import Path
 import torch
 
 from ..core.errors import BadInput
-from .external import (CONVERSIONS, DISCRETE_SCHEDULERS, _device, _sha256_files, _weight_files, read_json,
-                       schedule_from_config, to_epsilon)
+from .external import (
+    CONVERSIONS,
+    DISCRETE_SCHEDULERS,
+    _device,
+    _sha256_files,
+    _weight_files,
+    read_json,
+    schedule_from_config,
+    to_epsilon,
+)
 from .target import Target
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",

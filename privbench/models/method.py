@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
+from ..core.errors import BadInput
+from ..core.io import append_log, atomic_write_text
+from ..core.registry import METHODS
+from ..core.schedule import Schedule
 from ..data.base import dataset_info, load_dataset
 from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, partition
-from ..core.errors import BadInput
-from ..core.registry import METHODS
-from ..core.io import append_log, atomic_write_text
-from ..core.schedule import Schedule
 from .target import Target
 from .unet import Denoiser, build_denoiser
 

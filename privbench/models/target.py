@@ -9,8 +9,8 @@ from typing import Callable
 import torch
 
 from ..core.errors import BadInput
-from .sampling import ddim_chain, ddpm_chain
 from ..core.schedule import Schedule
+from .sampling import ddim_chain, ddpm_chain
 
 
 @dataclass

@@ -33,10 +33,11 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..core.errors import BadInput
-from ..core.validation import audit_delta, confidence as check_confidence
 from ..core.scores import cp_upper, threshold_counts
 from ..core.scores import stratified_halves as _stratified_halves
 from ..core.scores import validate_scores as _validate
+from ..core.validation import audit_delta
+from ..core.validation import confidence as check_confidence
 
 __all__ = [
     "clopper_pearson_epsilon",

@@ -134,7 +134,7 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confide
     ``flag_bound_confidence``, ``flag_confidence``, ``neighbouring_relation`` and the settings.
     """
     from .audit import clopper_pearson_epsilon
-    from .compare import UPLOAD_GAME, bound_confidence, comparable_claim, REPLACE_ONE
+    from .compare import REPLACE_ONE, UPLOAD_GAME, bound_confidence, comparable_claim
     from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
     if not isinstance(n_trials, int) or n_trials < 10:

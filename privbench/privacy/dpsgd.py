@@ -32,11 +32,10 @@ from typing import Optional
 from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
-from ..core.validation import integer_at_least, open_unit, positive_finite, real
 from ..core.extras import require
 from ..core.registry import ACCOUNTANTS
+from ..core.validation import integer_at_least, open_unit, positive_finite, real
 from .accountants.base import DPSGDAccountant, dpsgd_accountants
-
 
 PRV_EPS_ERROR = 0.01
 

@@ -36,8 +36,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import BadInput
 from ..attacks.base import MEMBERSHIP
+from ..core.errors import BadInput
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
 from .cells import NONE_TEXT, num
@@ -125,8 +125,14 @@ def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confide
           upload_audit: bool, n_attacks: int) -> list[str]:
     """The family-wise flag of ``claim`` (module doc): fills ``out``'s flag keys, returns the notes."""
     from ..privacy.claims import FORMAL, KIND_LABEL
-    from ..privacy.compare import (bound_confidence, comparable_claim, exceeds, flag_delta, formal_relation,
-                                   membership_flag_bounds)
+    from ..privacy.compare import (
+        bound_confidence,
+        comparable_claim,
+        exceeds,
+        flag_delta,
+        formal_relation,
+        membership_flag_bounds,
+    )
 
     notes: list[str] = []
     formal = claim["kind"] == FORMAL

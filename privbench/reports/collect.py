@@ -19,8 +19,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..core.errors import BadInput
 from ..attacks.base import MEMBERSHIP
+from ..core.errors import BadInput
 from ..runs.store import find_results
 from .order import is_private
 

@@ -12,14 +12,23 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from ..core.io import safe_name
 from ..core.provenance import git_info, version
-from ..attacks.base import MEMORIZATION, RECONSTRUCTION
+from .cells import text as cell_text
 from .collect import Result
 from .order import target_rank
-from .present import (FPR_OF, TPR_RULE_LT, Footnotes, audit_verdict, basis_text, resolvable, seeds_table,
-                      tpr_header, unresolvable_reason)
-from .cells import text as cell_text
+from .present import (
+    FPR_OF,
+    TPR_RULE_LT,
+    Footnotes,
+    audit_verdict,
+    basis_text,
+    resolvable,
+    seeds_table,
+    tpr_header,
+    unresolvable_reason,
+)
 from .tables import Tables, fmt, fmt_ci
 
 TEMPLATES = Path(__file__).parent / "templates"

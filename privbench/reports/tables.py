@@ -117,15 +117,20 @@ def _audits(results: list[Result]) -> dict[int, dict]:
     """Per membership result: CP and one-run bounds at 95 % and at the Bonferroni level of its target, and the
     flag's bounds (2k per target at 1 − α/(2k), at the δ of the comparable claim)."""
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
-    from ..privacy.compare import (bound_confidence, comparable_claim, flag_delta, formal_relation,
-                                   membership_flag_bounds)
+    from ..privacy.compare import (
+        bound_confidence,
+        comparable_claim,
+        flag_delta,
+        formal_relation,
+        membership_flag_bounds,
+    )
 
     groups: dict[tuple, list[Result]] = {}
     for r in results:
         if r.kind == MEMBERSHIP and r.scores_file is not None:
             groups.setdefault(_tkey(r), []).append(r)
     out: dict[int, dict] = {}
-    for key, rs in groups.items():
+    for rs in groups.values():
         k = len(rs)
         conf_b = 1.0 - (1.0 - CONFIDENCE) / k
         for r in rs:
@@ -447,7 +452,7 @@ class Tables:
 
     def fid_frame(self) -> pd.DataFrame:
         rows = []
-        for (rd, t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
+        for (rd, _t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
             rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
                                                  "sampler", "seconds")} | {"run_dir": Path(rd).name})

@@ -381,9 +381,8 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
         for name, (images, labels_, nrow) in out.images.items():
             p = plot_image_grid(images, out_dir / f"{name}.png", nrow=nrow, labels=labels_)
             result["artifacts"][name] = str(p)
-    with atomic_path(out_dir / "scores.npz") as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+    with atomic_path(out_dir / "scores.npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
     # what a cache hit checks: the scores' content, and the training artefacts the result was computed from
     result["sha256"] = {"scores.npz": sha256_file(out_dir / "scores.npz")}
     done = read_done(run_dir)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from attack_fakes import SCHEDULE, CallLog, fake_target, gaussian_eps, memorizing_eps
+
 from privbench.attacks.base import AttackEnv
 from privbench.attacks.extract import Extract, greedy_cliques, tiled_l2
 from privbench.attacks.memorization import NNRatioMemorization

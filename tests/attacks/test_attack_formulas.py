@@ -6,19 +6,15 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from attack_fakes import CallLog, fake_target, memorizing_eps
-from privbench.attacks.pia import PIA
+
+from privbench.attacks.base import AttackEnv, Records
+from privbench.attacks.loss import LossAttack, loss_noise
+from privbench.attacks.pia import PIA, pian_normalize
 from privbench.attacks.pian import PIAN
-from privbench.attacks.loss import LossAttack
-from privbench.attacks.base import Records
-from privbench.attacks.secmi import SecMI
-from privbench.attacks.base import AttackEnv
-from privbench.attacks.loss import loss_noise
-from privbench.attacks.pia import pian_normalize
-from privbench.attacks.secmi import secmi_nfe
-from privbench.metrics.roc import auc
+from privbench.attacks.secmi import SecMI, secmi_nfe
 from privbench.core.registry import ATTACKS
+from privbench.metrics.roc import auc
 
 
 def _records(n_mem=12, n_non=12, seed=0, num_classes=10):

@@ -4,20 +4,17 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-
 from attack_fakes import SCHEDULE, fake_target, gaussian_eps, memorizing_eps
-from privbench.attacks.memorization import NNRatioMemorization
-from privbench.attacks.reconstruction import Reconstruction
-from privbench.attacks.base import Records
-from privbench.attacks.base import AttackEnv
+
+from privbench.attacks.base import AttackEnv, Records
+from privbench.attacks.memorization import NNRatioMemorization, nn_ratio
+from privbench.attacks.reconstruction import Reconstruction, simulate_uploads
 from privbench.core.mechanisms import clip_l2 as clip_with_mask
+from privbench.data.base import load_dataset
 
 
 def clip_l2(x, c):
     return clip_with_mask(x, c)[0]
-from privbench.attacks.memorization import nn_ratio
-from privbench.attacks.reconstruction import simulate_uploads
-from privbench.data.base import load_dataset
 
 
 def _digits():

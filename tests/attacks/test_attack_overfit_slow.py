@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from privbench.attacks.pia import PIA
+from privbench.attacks.base import AttackEnv, Records
 from privbench.attacks.loss import LossAttack
 from privbench.attacks.memorization import NNRatioMemorization
-from privbench.attacks.base import Records
-from privbench.attacks.base import AttackEnv
+from privbench.attacks.pia import PIA
 from privbench.metrics.roc import membership_metrics
 
 pytestmark = pytest.mark.slow

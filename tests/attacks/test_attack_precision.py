@@ -54,6 +54,5 @@ def test_query_precision_restores_fp32_and_rejects_unknown(overfit_test_target):
         low = tgt.predict_noise(x, 200, y)
     assert low.dtype == torch.float32 and not torch.equal(low, ref)
     assert torch.equal(tgt.predict_noise(x, 200, y), ref)
-    with pytest.raises(BadInput):
-        with tgt.query_precision("fp16"):
-            pass
+    with pytest.raises(BadInput), tgt.query_precision("fp16"):
+        pass

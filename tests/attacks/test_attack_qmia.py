@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from attack_fakes import fake_target
 from scipy import stats
 
-from attack_fakes import fake_target
 from privbench.attacks.base import AttackEnv, Records
 from privbench.attacks.qmia import QMIA, fit_qmia, record_features
 from privbench.attacks.references import ReferenceModels

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from helpers import train_cfg
+
 from privbench.cli import main
 from privbench.core.errors import BadInput
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from attack_fakes import fake_target
+
 from privbench.attacks.base import AttackEnv, Records
 from privbench.attacks.lira import LiRA, lira_scores
 from privbench.attacks.references import ReferenceModels
@@ -84,9 +84,10 @@ def test_a_statistic_that_is_not_one_is_refused_in_one_line(bad):
 
 
 def test_sima_mc_is_the_mean_norm_over_fixed_noised_queries():
+    from attack_fakes import SCHEDULE
+
     from privbench.attacks.references import record_noise
     from privbench.attacks.sima import SimA
-    from attack_fakes import SCHEDULE
 
     rec = _records(3, 3)
     a = SCHEDULE.alphas_cumprod()[100]

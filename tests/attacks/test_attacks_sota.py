@@ -10,23 +10,18 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from attack_fakes import SCHEDULE, CallLog, fake_target, memorizing_eps
 from click.testing import CliRunner
+from helpers import train_cfg
 from scipy import stats
 
-from attack_fakes import SCHEDULE, CallLog, fake_target, memorizing_eps
-from helpers import train_cfg
-from privbench.attacks.base import Records
-from privbench.attacks.gsa import GSA
-from privbench.attacks.lira import LiRA
-from privbench.attacks.rmia import RMIA
-from privbench.attacks.secmi_nn import SecMINN
-from privbench.attacks.sima import SimA
-from privbench.attacks.base import AttackEnv
-from privbench.attacks.gsa import gradient_features, standardize
-from privbench.attacks.lira import lira_scores
+from privbench.attacks.base import AttackEnv, Records
+from privbench.attacks.gsa import GSA, gradient_features, standardize
+from privbench.attacks.lira import LiRA, lira_scores
 from privbench.attacks.references import ReferenceModels, fixed_noise_losses, record_noise
-from privbench.attacks.rmia import rmia_scores, tune_a
-from privbench.attacks.secmi_nn import cifar_resnet18, stratified_folds
+from privbench.attacks.rmia import RMIA, rmia_scores, tune_a
+from privbench.attacks.secmi_nn import SecMINN, cifar_resnet18, stratified_folds
+from privbench.attacks.sima import SimA
 from privbench.core.errors import BadInput
 from privbench.metrics.roc import auc
 from privbench.models.target import Target
@@ -232,7 +227,10 @@ def test_rmia_attack_likelihood_is_exp_minus_the_loss():
     target = fake_target(_scaled_eps(0.3))
     env = AttackEnv(seed=2, references=_refs(models, np.zeros((2, 10)), "offline", population=pop))
     out = RMIA(statistic="loss", t=150, lira_draws=1, rmia_a=0.3, batch_size=4).run(target, rec, env)
-    lik = lambda c, r: np.exp(-_direct_loss(r, c, 150, 1, 2).mean(1))
+
+    def lik(c, r):
+        return np.exp(-_direct_loss(r, c, 150, 1, 2).mean(1))
+
     want = rmia_scores(lik(0.3, rec), np.stack([lik(c, rec) for c in cs]), np.zeros((2, 10), bool), lik(0.3, pop),
                        np.stack([lik(c, pop) for c in cs]), online=False, a=0.3, gamma=1.0)
     np.testing.assert_allclose(out.scores, want)

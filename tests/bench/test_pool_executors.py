@@ -3,8 +3,8 @@ Slurm): the same grid, the same scores as one job at a time; a failing cell is r
 job that dies is submitted again; a rerun trains nothing (docs/benchmarks.md, "Many cores" and "Slurm")."""
 from __future__ import annotations
 
-import json
 import importlib
+import json
 import os
 import sys
 from pathlib import Path

@@ -3,8 +3,8 @@ retried, then reported as the local executor reports it; a rerun reuses the cach
 executor's (docs/benchmarks.md, "The Ray executor")."""
 from __future__ import annotations
 
-import json
 import importlib
+import json
 import os
 import sys
 from pathlib import Path

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 import privbench
-from privbench.data.splits import class_matched, client_split, member_split
 from privbench.core.errors import BadInput
+from privbench.data.splits import class_matched, client_split, member_split
 
 
 def test_digits_embedded_scaling():

@@ -26,9 +26,8 @@ def test_files_get_the_process_umask(tmp_path):
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     p = tmp_path / "f.txt"
     atomic_write_text(p, "old")
-    with pytest.raises(RuntimeError):
-        with atomic_path(p) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("killed")
+    with pytest.raises(RuntimeError), atomic_path(p) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
     assert p.read_text() == "old"
     assert [f.name for f in tmp_path.iterdir()] == ["f.txt"]

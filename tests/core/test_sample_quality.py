@@ -1,7 +1,6 @@
 """The tiny centralized target draws digits that a plain classifier reads as the requested class."""
 import numpy as np
 import pytest
-
 from helpers import train_cfg
 
 

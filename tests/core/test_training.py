@@ -5,11 +5,10 @@ import sys
 
 import pytest
 import torch
-
-from privbench.runs import train as api
-from privbench.core.errors import BadInput
-
 from helpers import train_cfg
+
+from privbench.core.errors import BadInput
+from privbench.runs import train as api
 
 
 def _weights(method):

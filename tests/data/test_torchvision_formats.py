@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from privbench.core.errors import BadInput
 from privbench.data import torchvision_formats as tvf
 from privbench.data.base import load_dataset
-from privbench.core.errors import BadInput
 
 # ---------------------------------------------------------------------------------------------- no network, ever
 

@@ -3,7 +3,6 @@ privbench's loop) until it memorizes 32 digits records, and the same architectur
 from __future__ import annotations
 
 import pytest
-
 from ext_helpers import digits_split, tiny_unet, train_memorizing_unet, write_npz
 
 

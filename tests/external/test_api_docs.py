@@ -23,9 +23,10 @@ def test_docs_example_runs(capsys):
 
 def test_api_attack_on_a_native_target_matches_the_runner(runs_dir):
     """privbench.attack on load_target(run) with the run's split = the runner's scores (same PIA code path)."""
+    from helpers import train_cfg
+
     import privbench
     from privbench.runs.attack import run_attack
-    from helpers import train_cfg
 
     cfg = train_cfg("centralized", "test")
     native = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 from diffusers import DDPMPipeline, DDPMScheduler
-
 from ext_helpers import cli, digits_split, files_under, tiny_unet, write_npz, write_pickle_payload
 
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from ext_helpers import cli
 
 CLAIM = ["--claimed-epsilon", "0.1", "--claimed-delta", "1e-5", "--claim-basis", "DP-SGD, replace-one, my accountant"]

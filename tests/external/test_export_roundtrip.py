@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from ext_helpers import cli, files_under
 from helpers import train_cfg
 
@@ -104,8 +103,8 @@ def test_export_refuses_to_overwrite(trained, tmp_path):
 def test_networks_with_an_extra_condition_are_not_exported():
     """PFDM client models add a clipped/unclipped flag embedding: diffusers' UNet2DModel has no such input."""
     from privbench.core.errors import BadInput
-    from privbench.runs.export import to_diffusers_unet
     from privbench.models.unet import Denoiser
+    from privbench.runs.export import to_diffusers_unet
 
     with pytest.raises(BadInput, match="extra condition"):
         to_diffusers_unet(Denoiser(1, 8, (8, 16), norm_num_groups=4, num_classes=10, num_extra=2))

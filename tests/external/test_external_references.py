@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from ext_helpers import cli, files_under, write_npz
 
 

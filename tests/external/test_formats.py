@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 from diffusers import DDIMPipeline, DDIMScheduler, DDPMPipeline, DDPMScheduler
-
 from ext_helpers import tiny_unet
+
 from privbench.core.errors import BadInput
 from privbench.models.external import load_external
 

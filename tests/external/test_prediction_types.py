@@ -15,11 +15,11 @@ import pytest
 import torch
 from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
 from diffusers.models.unets.unet_2d import UNet2DOutput
+from ext_helpers import cli, digits_split, tiny_unet, write_npz
 
 import privbench
 from privbench.attacks.base import Records
 from privbench.attacks.pia import PIA
-from ext_helpers import cli, digits_split, tiny_unet, write_npz
 
 
 class _Twin(UNet2DModel):

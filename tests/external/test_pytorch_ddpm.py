@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from ext_helpers import cli, write_npz
+
 from privbench.core.errors import BadInput
 
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from ext_helpers import cli, digits_split, tiny_unet
 from PIL import Image
 
-from ext_helpers import cli, digits_split, tiny_unet
-from privbench.data.records_io import load_records, read_split
 from privbench.core.errors import BadInput
+from privbench.data.records_io import load_records, read_split
 
 
 def _u8(x):  # [−1, 1] → uint8 as x/127.5 − 1 inverts

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from ext_helpers import cli, digits_split, tiny_unet, write_npz
+
 from privbench.core.errors import BadInput
 from privbench.data.records_io import load_records
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ext_helpers import cli, digits_split, files_under, tiny_unet, write_npz
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ext_helpers import cli, digits_split, tiny_unet, write_npz
 from sklearn.metrics import roc_curve
 
-from ext_helpers import cli, digits_split, tiny_unet, write_npz
 from privbench.core.errors import BadInput
 from privbench.metrics.roc import membership_metrics, tpr_at_fpr
 
@@ -22,7 +22,7 @@ def _lira_code(scores, labels, x):
 def test_lt_equals_the_lira_code_and_le_differs_when_x_n_is_an_integer():
     rng = np.random.default_rng(0)
     differ = 0
-    for i in range(30):
+    for _ in range(30):
         labels = np.r_[np.ones(1000), np.zeros(1000)].astype(int)
         scores = np.r_[rng.normal(0.3, 1, 1000), rng.normal(0, 1, 1000)]
         for x in (0.01, 0.001):

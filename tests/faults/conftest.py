@@ -4,7 +4,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from fault_helpers import TEST, cli
 
 

@@ -10,7 +10,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from fault_helpers import TEST, cli
 
 ATTACK = ("attack", *TEST, "--attack", "loss")

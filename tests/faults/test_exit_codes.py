@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from fault_helpers import TEST, assert_one_line, cli, entries, remount_readonly, snapshot, tmpfs
 
 
@@ -133,7 +132,7 @@ def test_disk_full_on_a_small_tmpfs(tmp_path):
         assert after["keep.txt"] == before["keep.txt"]
         hidden = [p for p in entries(runs) if "/." in "/" + p and not p.endswith(".lock")]
         assert hidden == [], f"temporary files left on the full disk: {hidden}"
-        assert not any(p.endswith("train_done.json") or p.endswith(".state.json") for p in after)
+        assert not any(p.endswith(("train_done.json", ".state.json")) for p in after)
 
 
 def test_read_only_store_simulated(store, monkeypatch):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from fault_helpers import assert_one_line, cli
+
 from privbench.data.records_io import shared_count
 
 

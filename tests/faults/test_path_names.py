@@ -4,7 +4,6 @@ written (target names are registered names, and go through ``safe_name`` in file
 from __future__ import annotations
 
 import pytest
-
 from fault_helpers import assert_one_line, cli, entries
 
 SUITE = """name: {name!r}

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from fault_helpers import assert_one_line, cli
 
 GATE = "gates:\n  - {method: centralized, target: model, attack: loss, metric: auc, max: 1.0}\n"

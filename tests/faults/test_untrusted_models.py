@@ -12,7 +12,6 @@ import os
 
 import pytest
 import torch
-
 from fault_helpers import assert_one_line
 from untrusted_files import attack_model, digits_records, nothing_written, run_bounded, unet_folder
 

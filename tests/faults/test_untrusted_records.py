@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fault_helpers import assert_one_line, cli
 from untrusted_files import attack_model, digits_records, nothing_written, run_bounded, unet_folder
 

@@ -4,7 +4,6 @@ before anything is expanded or written."""
 from __future__ import annotations
 
 import pytest
-
 from fault_helpers import TEST, assert_one_line, cli, entries
 
 

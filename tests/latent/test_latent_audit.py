@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-
 from t2i_helpers import cli
 
 #: the loss attack averages 8 seeded draws at t = 100 (SD's scaled_linear schedule keeps more signal at t = 200

@@ -6,9 +6,8 @@ import json
 import shutil
 
 import numpy as np
-import torch
-
 import t2i_helpers as H
+import torch
 from t2i_helpers import cli
 
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers import train_cfg
-from privbench.runs import train as api
-from privbench.core.errors import BadInput
-from privbench.metrics.extractor import cnn_path, resolve_extractor
+
 from privbench.bench.cells import client_fid
-from privbench.metrics.fid import fid
+from privbench.core.errors import BadInput
 from privbench.core.registry import FEATURE_EXTRACTORS
+from privbench.metrics.extractor import cnn_path, resolve_extractor
+from privbench.metrics.fid import fid
+from privbench.runs import train as api
 
 
 @pytest.fixture(scope="module")

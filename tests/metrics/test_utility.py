@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from helpers import train_cfg
+
 from privbench.metrics.utility import ReadOnce, bootstrap_ci, downstream_accuracy, precision_recall
 
 

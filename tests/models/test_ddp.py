@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import train_cfg
-from privbench.runs import train as api
+
 from privbench.core.distributed import shard
+from privbench.runs import train as api
 
 ROOT = Path(__file__).resolve().parents[2]
 

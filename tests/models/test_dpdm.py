@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-
 from helpers import train_cfg
 
 
@@ -112,8 +111,8 @@ def _weights(method):
 def test_deterministic_and_exact_resume(tmp_path, monkeypatch):
     """Same config + seed → same weights; a run interrupted after its step-10 checkpoint and restarted ends
     exactly where the uninterrupted one does."""
-    from privbench.runs import train as api
     from privbench.models.methods import dpdm
+    from privbench.runs import train as api
 
     cfg = train_cfg("dpdm", "test", dp__accountant="rdp", dp__noise_multiplicity=2)
     a = api.train(cfg, tmp_path / "a", "cpu")

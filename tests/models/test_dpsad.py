@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-
 from helpers import train_cfg
 
 
@@ -107,10 +106,10 @@ def test_output_gradient_clipping_bound_per_record():
 
 def test_paper_gradient_is_backprop_of_clipped_output_grads(tmp_path):
     """With σ = 0 the student's update is Σᵢ J_iᵀ clip_C(∂ℓᵢ/∂x̂ᵢ) / E[B] — checked record by record."""
-    from privbench.runs import train as api
     from privbench.models.dp_sgd import DPPlan
     from privbench.models.methods.dpsad import Discriminator, denoised, paper_gradient, student_losses
     from privbench.models.per_sample import frozen
+    from privbench.runs import train as api
 
     m = api.make_method(train_cfg("dpsad", "test", dpsad__mode="paper"), tmp_path / "run", "cpu")
     student = m.ctx.new_denoiser()
@@ -276,8 +275,8 @@ def test_public_teacher_and_discriminator_never_see_a_member(tmp_path, monkeypat
     student's parameters only. With the student's update zeroed (so its parameters do not move), changing every
     member's pixels leaves the teacher and the discriminator bit-identical; with teacher_data=members both change
     (the discriminator step of the paper uses the student's and the teacher's outputs on the member batch)."""
-    from privbench.runs import train as api
     from privbench.models.methods import dpsad as mod
+    from privbench.runs import train as api
 
     def zero_update(ps, loss_fn, records, plan, generator, physical_batch=0):
         return [torch.zeros_like(p) for p in ps.params], {"batch": records[0].shape[0]}
@@ -315,8 +314,8 @@ def test_public_teacher_and_discriminator_never_see_a_member(tmp_path, monkeypat
 
 
 def test_public_split_is_disjoint_seeded_and_validated(dpsad_public, tmp_path):
-    from privbench.runs import train as api
     from privbench.core.errors import BadInput
+    from privbench.runs import train as api
 
     m = dpsad_public
     pub = m.public_indices()

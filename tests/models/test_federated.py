@@ -5,13 +5,13 @@ import json
 
 import pytest
 import torch
-
 from helpers import train_cfg
-from privbench.runs import train as api
+
 from privbench.core.errors import BadInput
-from privbench.models.methods import feddm as feddm_mod
 from privbench.models.checkpoint import load_weights
+from privbench.models.methods import feddm as feddm_mod
 from privbench.models.methods.feddm import fedavg
+from privbench.runs import train as api
 from privbench.runs.store import run_dir_for
 
 

@@ -8,10 +8,16 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from helpers import train_cfg
-from privbench.core.mechanisms import (SECURE, SEEDED_NOISE_LABEL, clip_l2, noise_generator, poisson_sample,
-                                       secure_normal)
+
+from privbench.core.mechanisms import (
+    SECURE,
+    SEEDED_NOISE_LABEL,
+    clip_l2,
+    noise_generator,
+    poisson_sample,
+    secure_normal,
+)
 from privbench.core.seeding import step_generator, sub_seed
 from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient
 from privbench.models.methods import pfdm as pfdm_mod

@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
+from helpers import train_cfg
 from torch import nn
 
-from helpers import train_cfg
 from privbench.core.mechanisms import add_noise, clip_factors, clipped_sum, flat_norms, privatize
 from privbench.models.per_sample import PerSampleGrads
 

@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from helpers import train_cfg
-from privbench.runs import train as api
+
 from privbench.core.errors import BadInput
-from privbench.models.methods import pfdm as pfdm_mod
-from privbench.models.method import RunContext
 from privbench.core.mechanisms import clip_l2
-from privbench.models.methods.pfdm import CLIPPED, UNCLIPPED, make_uploads
 from privbench.core.schedule import alphas_cumprod, t0_to_model_t
+from privbench.models.method import RunContext
+from privbench.models.methods import pfdm as pfdm_mod
+from privbench.models.methods.pfdm import CLIPPED, UNCLIPPED, make_uploads
+from privbench.runs import train as api
 from privbench.runs.store import run_dir_for
 
 
@@ -103,6 +103,7 @@ def test_clip_counts_are_debug_output_only(runs_dir):
     guarantee: it is in no artefact a user would export (uploads, their summary, pfdm.json, log.txt, privacy) —
     only in debug/pfdm-uploads.log, whose first line says that releasing it breaks the guarantee."""
     from safetensors import safe_open
+
     from privbench.models.debug import DEBUG_HEADER
 
     cfg = train_cfg("pfdm", "test", pfdm__clip=3.0, pfdm__local_steps=2, pfdm__server_steps=2)  # all 64 clipped

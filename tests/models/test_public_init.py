@@ -5,8 +5,8 @@ import json
 
 import pytest
 import torch
-
 from helpers import train_cfg
+
 from privbench.core.errors import BadInput
 
 
@@ -38,7 +38,7 @@ def test_pretrained_weights_do_not_depend_on_the_members(tmp_path):
     # and other epsilons share one pre-training
     c1 = _ctx(tmp_path, "c1", data__public="classes:5-9", data__n_members=32)
     c2 = _ctx(tmp_path, "c2", data__public="classes:5-9", data__n_members=48, dp__epsilon=4.0)
-    c3 = _ctx(tmp_path, "c3", data__public="classes:5-9", **{"seed": 0})
+    c3 = _ctx(tmp_path, "c3", data__public="classes:5-9", seed=0)
     assert pretrain_dir(c1) == pretrain_dir(c2) == pretrain_dir(c3)
     assert pretrain_dir(_ctx(tmp_path, "c4", data__public="classes:5-9", train__public_steps=5)) != pretrain_dir(c1)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers import train_cfg
+
 from privbench.core.errors import BadInput
 from privbench.core.mechanisms import clip_factors, flat_norms
 from privbench.models.per_sample import PerSampleGrads

@@ -45,8 +45,8 @@ def test_wheel_installs_offline_and_runs_the_test_suite(tmp_path):
     text = zipfile.ZipFile(wheel).read(meta).decode()
     for extra in ("dp", "fid", "ray", "test", "t2i"):
         assert f"Provides-Extra: {extra}" in text
-    core = [l for l in text.splitlines() if l.startswith("Requires-Dist:") and "extra ==" not in l]
-    assert not [l for l in core if any(p in l for p in ("opacus", "dp-accounting", "torch-fidelity", "ray",
+    core = [ln for ln in text.splitlines() if ln.startswith("Requires-Dist:") and "extra ==" not in ln]
+    assert not [ln for ln in core if any(p in ln for p in ("opacus", "dp-accounting", "torch-fidelity", "ray",
                                                                        "transformers", "peft"))], core
 
     # a fresh venv that sees this environment's packages (torch, ...) but not its privbench

@@ -3,8 +3,15 @@ import math
 
 import pytest
 
-from privbench.privacy.compare import (ADD_REMOVE, REPLACE_ONE, bound_confidence, comparable_claim, exceeds,
-                                       flag_delta, formal_relation)
+from privbench.privacy.compare import (
+    ADD_REMOVE,
+    REPLACE_ONE,
+    bound_confidence,
+    comparable_claim,
+    exceeds,
+    flag_delta,
+    formal_relation,
+)
 
 
 def test_relation_read_from_the_real_bases():

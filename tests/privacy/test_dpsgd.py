@@ -5,8 +5,7 @@ import math
 import pytest
 
 from privbench.core.errors import BadInput, WorkFailed
-from privbench.privacy import dpsgd
-from privbench.privacy import account_dpsgd, dpsgd_basis, dpsgd_epsilon, noise_multiplier_for_epsilon
+from privbench.privacy import account_dpsgd, dpsgd, dpsgd_basis, dpsgd_epsilon, noise_multiplier_for_epsilon
 
 KEYS = {"epsilon", "delta", "accountant", "requested_accountant", "noise_multiplier", "sample_rate", "steps",
         "fallback"}

@@ -7,10 +7,20 @@ import pytest
 from scipy.stats import norm
 
 from privbench.core.errors import BadInput
-from privbench.privacy import ldp
-from privbench.privacy import (account_ldp, alpha_bar, delta_analytic_gaussian, epsilon_analytic_gaussian,
-                               epsilon_paper_bound, epsilon_rdp, epsilon_rdp_improved, ldp_sigma, min_t0,
-                               pfdm_epsilon, pfdm_privacy)
+from privbench.privacy import (
+    account_ldp,
+    alpha_bar,
+    delta_analytic_gaussian,
+    epsilon_analytic_gaussian,
+    epsilon_paper_bound,
+    epsilon_rdp,
+    epsilon_rdp_improved,
+    ldp,
+    ldp_sigma,
+    min_t0,
+    pfdm_epsilon,
+    pfdm_privacy,
+)
 
 C, DELTA = 10.0, 1e-5
 

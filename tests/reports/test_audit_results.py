@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from report_fakes import write_result
+
 from privbench.cli import main
 from privbench.core.errors import BadInput
 from privbench.reports.audit import audit_results, format_audit
@@ -103,8 +103,9 @@ def test_a_rerun_with_the_same_settings_replaces_the_stale_result(tmp_path):
     import json
     import os
 
-    from privbench.reports.collect import load_results
     from report_fakes import write_result
+
+    from privbench.reports.collect import load_results
 
     rng = np.random.default_rng(0)
     labels = np.r_[np.ones(50), np.zeros(50)]

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
 from report_fakes import write_result
+
 from privbench.cli import main
 from privbench.core.errors import BadInput
 from privbench.privacy.claims import claim_of, formal_epsilon, user_claim

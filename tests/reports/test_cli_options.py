@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
-
 from helpers import train_cfg
-from privbench.cli import main
 from report_fakes import write_result
+
+from privbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ def test_run_prints_the_path_of_its_report(report_runs_dir, test_results):
     r = invoke("run", "--method", "centralized", "--attack", "loss", "--preset", "test", "--runs-dir",
                report_runs_dir, "--device", "cpu")
     assert r.exit_code == 0, r.output
-    line = [l for l in r.stdout.splitlines() if l.startswith("report: ")][-1]
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("report: ")][-1]
     page = Path(line.removeprefix("report: "))
     assert page.name == "index.html" and page.is_file()
 

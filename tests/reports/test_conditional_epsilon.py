@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from report_fakes import write_result
+
 from privbench.core.mechanisms import SEEDED_NOISE_LABEL
 from privbench.reports import render_report
 from privbench.reports.audit import audit_results, format_audit

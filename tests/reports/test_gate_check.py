@@ -17,7 +17,7 @@ def check(*args):
 
 def gates(tmp_path, *lines, name="g.yaml"):
     p = tmp_path / name
-    p.write_text("gates:\n" + "".join(f"  - {l}\n" for l in lines))
+    p.write_text("gates:\n" + "".join(f"  - {ln}\n" for ln in lines))
     return p
 
 
@@ -51,7 +51,7 @@ def test_strict_gates_exit_1_listing_every_breach(tmp_path, test_results):
               "{method: centralized, target: model, attack: loss, metric: auc, max: 1.0}")
     code, out, err = check("--gates", g, *test_results.values())
     assert code == 1
-    breaches = [l for l in err.splitlines() if l.startswith("BREACH:")]
+    breaches = [ln for ln in err.splitlines() if ln.startswith("BREACH:")]
     assert len(breaches) == 4, err
     assert "gate #1" in breaches[0] and "auc" in breaches[0] and "> max 0.01" in breaches[0]
     assert "< min 0.99" in breaches[1]
@@ -108,8 +108,8 @@ def test_shipped_tiny_gates_parse():
 
 def _tiny_external(tmp_path, n=32):
     """A result like the docs' example: an outside model attacked on 32 members and 32 non-members."""
-    from report_fakes import write_result
     import numpy as np
+    from report_fakes import write_result
 
     y = np.r_[np.ones(n, int), np.zeros(n, int)]
     return write_result(tmp_path / "ext", y * 0.3 + np.random.default_rng(1).normal(size=2 * n), y,

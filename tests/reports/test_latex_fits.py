@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from report_fakes import write_result
 
 ROOT = Path(__file__).resolve().parents[2]

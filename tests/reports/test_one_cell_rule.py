@@ -7,8 +7,8 @@ import csv
 import json
 
 import numpy as np
-
 from report_fakes import write_result
+
 from privbench.reports import render_report
 from privbench.reports.text import format_table
 

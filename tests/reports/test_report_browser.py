@@ -27,7 +27,7 @@ def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def console_errors(stderr: str) -> list[str]:
     """Console messages of the page (chromium logs them as ...:CONSOLE(line)] "text") and uncaught errors."""
-    return [l for l in stderr.splitlines() if re.search(r"CONSOLE\(\d+\)|Uncaught", l)]
+    return [ln for ln in stderr.splitlines() if re.search(r"CONSOLE\(\d+\)|Uncaught", ln)]
 
 
 def test_console_error_detection_works(tmp_path):
@@ -129,9 +129,10 @@ def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_ru
 
 def test_a_short_last_row_of_the_roc_grid_is_filled(tmp_path):
     """Five targets: three ROC figures in the first row, two that grow to fill the second."""
+    from report_fakes import write_result
+
     from privbench.reports import render_report
     from privbench.reports.figures import grid_columns
-    from report_fakes import write_result
 
     rng = np.random.default_rng(0)
     y = np.r_[np.ones(60), np.zeros(60)]
@@ -173,9 +174,9 @@ def test_single_panel_figures_and_no_empty_columns(tmp_path):
     side-by-side table has no always-empty column (no FID, memorization, re-id or conditional ε here), and the
     screenshot is the window's size."""
     import numpy as np
+    from report_fakes import write_result
 
     from privbench.reports import render_report
-    from report_fakes import write_result
 
     rng = np.random.default_rng(0)
     y = np.r_[np.ones(100), np.zeros(100)]

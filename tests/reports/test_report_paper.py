@@ -11,11 +11,11 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from report_fakes import write_result
 
 from privbench.reports import render_report
 from privbench.reports.figures import grid_columns
 from privbench.reports.present import resolvable
-from report_fakes import write_result
 
 PFDM_BASIS = "analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels_and 5% not covered"
 AUCS = {0: 0.61, 1: 0.66, 2: 0.71}          # pfdm/shared pia AUC per seed (centralized: + 0.2)
@@ -152,7 +152,7 @@ def test_table_of_contents_links_resolve(tmp_path, paper_dir, rendered):
     html = (out / "index.html").read_text()
     links = re.findall(r'href="#([^"]+)"', html)
     ids = set(re.findall(r'\bid="([^"]+)"', html))
-    assert len(links) >= 8 and not [l for l in links if l not in ids]
+    assert len(links) >= 8 and not [k for k in links if k not in ids]
     assert "<script" not in html.lower()
 
 
@@ -241,7 +241,7 @@ def test_markdown_tables_are_well_formed(rendered):
     for t in tables:
         lines = t.strip().splitlines()
         assert re.fullmatch(r"\|(:?-{3}:?\|)+", lines[1]), lines[1]
-        assert {cells(l) for l in lines} == {cells(lines[0])}, t
+        assert {cells(ln) for ln in lines} == {cells(lines[0])}, t
     assert "model_a%b&c#d" in md and "[figures/" not in md and "](figures/roc-by-attack-digits-seed0.png)" in md
 
 

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pandas as pd
 from click.testing import CliRunner
+from report_fakes import write_result
 
 from privbench.cli import main
-from report_fakes import write_result
 
 
 def make_runs(root):

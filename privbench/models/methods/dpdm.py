@@ -25,13 +25,23 @@ import torch
 
 from ...core.errors import WorkFailed
 from ...core.registry import METHODS
-from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, drop_labels, make_plan,
-                      multi_draw_loss, privacy_dict, read_privacy, resolve_sample_rate, write_privacy)
+from ..dp_sgd import (
+    DPPlan,
+    check_dp_config,
+    dp_sgd_gradient,
+    dp_sgd_train,
+    drop_labels,
+    make_plan,
+    multi_draw_loss,
+    privacy_dict,
+    read_privacy,
+    resolve_sample_rate,
+    write_privacy,
+)
 from ..method import Method
 from ..per_sample import PerSampleGrads
 from ..trainable import apply_trainable
 from ..training import is_trained, load_ema
-
 
 # --------------------------------------------------------------------------------------------- method
 

@@ -57,8 +57,17 @@ from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, s
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from ...privacy.claims import CLAIMED_BY_PAPER
-from ..dp_sgd import (DPPlan, check_dp_config, dp_sgd_gradient, dp_sgd_train, make_plan, privacy_dict,
-                      read_privacy, resolve_sample_rate, write_privacy)
+from ..dp_sgd import (
+    DPPlan,
+    check_dp_config,
+    dp_sgd_gradient,
+    dp_sgd_train,
+    make_plan,
+    privacy_dict,
+    read_privacy,
+    resolve_sample_rate,
+    write_privacy,
+)
 from ..method import Method, run_partition
 from ..per_sample import PerSampleGrads, frozen
 from ..training import TrainData, is_trained, load_ema, train_denoiser

@@ -51,7 +51,6 @@ from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unet import build_denoiser
 
-
 LOG = logging.getLogger(__name__)
 
 

@@ -9,7 +9,6 @@ import logging
 from pathlib import Path
 
 
-
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP's byte → printable-character table (the byte-level BPE's 256 base symbols)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
