@@ -1,6 +1,6 @@
 """privbench: measure how much diffusion models leak about their training data."""
 from .core.threads import passive_wait_by_default as _passive_wait_by_default
-from .core.version import __version__  # noqa: F401
+from .core.version import __version__
 
 # before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
 _passive_wait_by_default()
@@ -20,12 +20,13 @@ def load_target(run_dir, target: str | None = None, device: str = "auto"):
     return _lt(run_dir, target, device)
 
 
-def wrap(unet_or_pipeline, scheduler=None):
+def wrap(unet_or_pipeline, scheduler=None, *, device=None, name: str = "model"):
     """A Target from a diffusers pipeline / ``UNet2DModel`` (or a pytorch-ddpm UNet) already in memory;
-    ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM)."""
+    ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM);
+    ``device``: where the attacks run it (default: the model's own); ``name``: the target's name in results."""
     from .models.external import wrap as _wrap
 
-    return _wrap(unet_or_pipeline, scheduler)
+    return _wrap(unet_or_pipeline, scheduler, device=device, name=name)
 
 
 def attack(target, members, nonmembers, attack: str = "pia", **settings):
@@ -36,3 +37,23 @@ def attack(target, members, nonmembers, attack: str = "pia", **settings):
     from .runs.external import attack_in_memory
 
     return attack_in_memory(target, members, nonmembers, attack, **settings)
+
+
+def __getattr__(name: str):
+    """What a plug-in author needs, imported on first use (``import privbench`` stays light): the base classes
+    ``Attack``, ``Method``, ``DPSGDAccountant``, ``LDPAccountant``, the registries and ``register_dataset``."""
+    if name in _PLUGIN_API:
+        import importlib
+
+        return getattr(importlib.import_module(_PLUGIN_API[name], __name__), name)
+    raise AttributeError(f"module 'privbench' has no attribute {name!r}")
+
+
+_PLUGIN_API = {
+    "Attack": ".attacks.base", "Method": ".models.method", "Accountant": ".privacy.accountants.base",
+    "DPSGDAccountant": ".privacy.accountants.base", "LDPAccountant": ".privacy.accountants.base",
+    "ATTACKS": ".core.registry", "METHODS": ".core.registry", "DATASETS": ".core.registry",
+    "ACCOUNTANTS": ".core.registry", "register_dataset": ".data.base",
+}
+
+__all__ = ["__version__", "attack", "load_dataset", "load_target", "wrap", *_PLUGIN_API]

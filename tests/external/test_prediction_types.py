@@ -133,3 +133,20 @@ def test_class_conditional_model_uses_each_records_label(records, tmp_path):
     code, out, err = cli("attack", "--model", tmp_path / "unet", "--members", tmp_path / "nolabels.npz",
                          "--nonmembers", n, "--attack", "pia", "--runs-dir", tmp_path / "runs2", "--device", "cpu")
     assert code == 2 and "class-conditional" in err and not (tmp_path / "runs2").exists()
+
+
+def test_wrap_passes_device_and_name_and_the_plugin_api_is_exported():
+    """Before: ``privbench.wrap`` dropped ``device`` and ``name``; the plug-in base classes were not exported."""
+    from diffusers import UNet2DModel
+
+    unet = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 8),
+                       down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
+                       layers_per_block=1, norm_num_groups=4)
+    tgt = privbench.wrap(unet, device="cpu", name="mine")
+    assert tgt.name == "mine" and str(tgt.device) == "cpu"
+    from privbench.attacks.base import Attack
+    from privbench.privacy.accountants.base import DPSGDAccountant
+
+    assert privbench.Attack is Attack and privbench.DPSGDAccountant is DPSGDAccountant
+    assert {"Attack", "Method", "ACCOUNTANTS", "register_dataset", "wrap"} <= set(privbench.__all__)
+    assert all(hasattr(privbench, n) for n in privbench.__all__)
