@@ -5,7 +5,7 @@ paper preset's 35.7M-parameter UNet on random 32×32×3 records (``--paper-batch
 B records, K noise draws each (the model sees B·K noised inputs in both steps).
 
 - non-private: forward of the B·K inputs, mean loss, backward, Adam step;
-- DP-SGD, per backend of privbench.models.per_sample (``ghost`` — the default —, ``hooks``, ``vmap``):
+- DP-SGD, per backend of privbench.models.grad_sample (``ghost`` — the default —, ``hooks``, ``vmap``):
   per-record clipping of the K-averaged loss's gradient, Gaussian noise, / E[B], Adam step — the exact code
   path of dpdm (``dp_sgd_gradient``);
 - ``opacus`` (reference only, not used by privbench): ``GradSampleModule`` hooks on the B·K rows, grad
@@ -37,7 +37,7 @@ from privbench.core.config import build_config  # noqa: E402
 from privbench.models.method import RunContext  # noqa: E402
 from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient, multi_draw_loss  # noqa: E402
 from privbench.core.mechanisms import flat_norms, privatize  # noqa: E402
-from privbench.models.per_sample import BACKENDS, PerSampleGrads  # noqa: E402
+from privbench.models.grad_sample import BACKENDS, PerSampleGrads  # noqa: E402
 from privbench.core.threads import configure_threads  # noqa: E402
 
 

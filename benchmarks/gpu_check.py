@@ -213,7 +213,7 @@ def main():
         # 3. DP-SGD ----------------------------------------------------------------------------------------------
         if dp_batch > 0:
             from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient, multi_draw_loss
-            from privbench.models.per_sample import PerSampleGrads
+            from privbench.models.grad_sample import PerSampleGrads
 
             K, pb = cfg.dp.noise_multiplicity, cfg.dp.physical_batch
             loss_fn = multi_draw_loss(ac)

@@ -32,7 +32,7 @@ the official set is ``[99,199,299,399,499,599,699,799,899,999]``). The official 
 record, privbench's noise is fixed per record
 (seeded by its dataset index) so that the target and the references see the same x_t; the official shadow
 features are balanced by truncating members to the non-members' count, privbench keeps all pool records.
-Per-record gradients are exact (:class:`privbench.models.per_sample.PerSampleGrads`, the hooks backend, or
+Per-record gradients are exact (:class:`privbench.models.grad_sample.PerSampleGrads`, the hooks backend, or
 ``vmap`` where hooks cannot cover a layer), checked against per-record autograd in the tests.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.registry import ATTACKS
-from ..models.per_sample import PerSampleGrads
+from ..models.grad_sample import PerSampleGrads
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
 from .references import REFERENCE_TEST_PRESET, ReferenceSettings, record_noise, require_references
 

@@ -157,7 +157,7 @@ class DPConfig:
     accountant: str = setting("prv", choices=lambda: _dpsgd_accountant_names())
     sample_rate: float = setting(0.0, lo=0.0, hi=1.0, help="Poisson rate q; 0 = batch_size / N")
     grad_sample: str = setting("ghost", choices=["ghost", "hooks", "vmap"],
-                               help="per-record gradient backend (models/per_sample.py, models/ghost.py); all exact")
+                               help="per-record gradient backend (models/grad_sample/, models/grad_sample/ghost.py); all exact")
     physical_batch: int = setting(0, lo=0, hi=MAX_BATCH,
                                   help="records per per-sample-gradient pass (memory); 0 = the whole batch")
     trainable: str = setting("all", choices=["all", "lora", "attention"], hashed_at_default=False,

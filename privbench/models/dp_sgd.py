@@ -51,7 +51,7 @@ from ..core.mechanisms import (
 from ..core.seeding import step_generator
 from . import checkpoint as ckpt
 from .debug import debug_log, debug_path
-from .per_sample import PerSampleGrads
+from .grad_sample import PerSampleGrads
 from .training import EMA
 
 # --------------------------------------------------------------------------------------------- the plan

@@ -9,7 +9,7 @@
   ``CLIPTokenizer`` (``vocab.json`` + ``merges.txt``, or ``tokenizer.json``);
 * ``unet/`` — ``UNet2DConditionModel``;
 * ``scheduler/`` — any scheduler with a discrete training β schedule (DDPM, DDIM, PNDM, Euler, LMS, DPM-Solver...;
-  ``scaled_linear`` included): the attacks only need ᾱ_t, read by :func:`~privbench.models.external.schedule_from_config`.
+  ``scaled_linear`` included): the attacks only need ᾱ_t, read by :func:`~privbench.models.external_base.schedule_from_config`.
 
 Other components a Stable Diffusion folder ships (``safety_checker``, ``feature_extractor``, ``image_encoder``) are
 not read. Weights: safetensors only, loaded by :func:`strict_load` — every tensor of the module must be in the
@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import BadInput
-from .external import (
+from .external_base import (
     CONVERSIONS,
     DISCRETE_SCHEDULERS,
     _device,

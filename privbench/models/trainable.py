@@ -10,7 +10,7 @@
 In ``lora`` and ``attention`` the class-label embedding (and any extra condition's embedding) stays trainable:
 DP-LDM trains the conditioning too, and under ``data.public=classes:A-B`` the private classes' embeddings were
 never pre-trained. peft's adapters are plain ``nn.Linear``/``nn.Conv2d`` modules, so privbench's own per-record
-gradients (:mod:`privbench.models.per_sample`, :mod:`privbench.models.ghost`) are exact for them
+gradients (:mod:`privbench.models.grad_sample`, :mod:`privbench.models.grad_sample.ghost`) are exact for them
 (tests/models/test_trainable.py checks them against per-example autograd).
 """
 from __future__ import annotations

@@ -139,3 +139,44 @@ def test_the_library_logs_and_leaves_the_process_alone():
                     "os.environ.update", "os.environ.setdefault", "os.putenv", "os.environ.pop"):
                 found.append(f"{rel}:{node.lineno} {ast.unparse(node.func)}")
     assert found == []
+
+
+def test_no_import_cycles_between_modules():
+    """No two modules of privbench import each other, directly or through others — function-level imports
+    included (grimp sees them; the layers contract alone does not catch a cycle inside one layer). Before:
+    reports/present.py <-> reports/tables.py, models/ghost.py <-> models/per_sample.py, bench/runner.py <->
+    bench/ray_executor.py, models/external.py <-> models/latent.py."""
+    import grimp
+
+    graph = grimp.build_graph("privbench")
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for m in sorted(graph.modules):
+        if m not in index:
+            visit(m)
+    assert cycles == []

@@ -107,8 +107,8 @@ def test_output_gradient_clipping_bound_per_record():
 def test_paper_gradient_is_backprop_of_clipped_output_grads(tmp_path):
     """With σ = 0 the student's update is Σᵢ J_iᵀ clip_C(∂ℓᵢ/∂x̂ᵢ) / E[B] — checked record by record."""
     from privbench.models.dp_sgd import DPPlan
+    from privbench.models.grad_sample import frozen
     from privbench.models.methods.dpsad import Discriminator, denoised, paper_gradient, student_losses
-    from privbench.models.per_sample import frozen
     from privbench.runs import train as api
 
     m = api.make_method(train_cfg("dpsad", "test", dpsad__mode="paper"), tmp_path / "run", "cpu")
@@ -213,8 +213,8 @@ def _teacher_and_clipped_sum(m, x, y, drop: int | None, batch: list[int]):
     """Train m's teacher on its own teacher records (without dataset record ``drop``), then the student's clipped
     gradient sum (C = 1, no noise) of member rows ``batch`` with that teacher — what DP-SGD adds its noise to."""
     from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient
+    from privbench.models.grad_sample import PerSampleGrads, frozen
     from privbench.models.methods.dpsad import denoised, student_losses
-    from privbench.models.per_sample import PerSampleGrads, frozen
     from privbench.models.training import TrainData, train_denoiser
 
     tx, ty, tidx = m.teacher_records()

@@ -20,8 +20,8 @@ from privbench.core.mechanisms import (
 )
 from privbench.core.seeding import step_generator, sub_seed
 from privbench.models.dp_sgd import DPPlan, dp_sgd_gradient
+from privbench.models.grad_sample import PerSampleGrads
 from privbench.models.methods import pfdm as pfdm_mod
-from privbench.models.per_sample import PerSampleGrads
 from privbench.runs import train as api
 
 

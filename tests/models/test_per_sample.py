@@ -1,4 +1,4 @@
-"""Per-record gradients (models/per_sample.py) against per-example autograd, clipping and DP noise."""
+"""Per-record gradients (models/grad_sample/) against per-example autograd, clipping and DP noise."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from helpers import train_cfg
 from torch import nn
 
 from privbench.core.mechanisms import add_noise, clip_factors, clipped_sum, flat_norms, privatize
-from privbench.models.per_sample import PerSampleGrads
+from privbench.models.grad_sample import PerSampleGrads
 
 # torch.func has no batching rule for CPU flash attention yet (a performance warning, results are exact)
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")
@@ -66,11 +66,11 @@ ARCHS = [
 @pytest.mark.parametrize("backend", ["hooks", "hooks-patches", "vmap"])
 @pytest.mark.parametrize("preset,sets", ARCHS)
 def test_dpdm_per_sample_grads_equal_per_example_autograd(tmp_path, preset, sets, backend, monkeypatch):
-    from privbench.models import per_sample
     from privbench.models.dp_sgd import multi_draw_loss
+    from privbench.models.grad_sample import layers
 
     if backend == "hooks-patches":  # the conv route used off CPU (patches × output gradients), tested here
-        monkeypatch.setattr(per_sample, "conv_route", lambda *a: "patches")
+        monkeypatch.setattr(layers, "conv_route", lambda *a: "patches")
         backend = "hooks"
     torch.manual_seed(0)
     model, ac = denoiser(tmp_path, preset, **sets)
@@ -105,8 +105,8 @@ def test_hooks_conv_after_attention_not_zero(tmp_path):
 def test_dpsad_student_loss_per_sample_grads(tmp_path, backend):
     """The sound-mode loss (teacher target + data + discriminator term) is per record: per-sample gradients
     of the student match per-example autograd, and the (frozen) discriminator gets none."""
+    from privbench.models.grad_sample import frozen
     from privbench.models.methods.dpsad import Discriminator, denoised, student_losses
-    from privbench.models.per_sample import frozen
 
     model, ac = denoiser(tmp_path, "test")
     disc = Discriminator(1, 10, 8)
@@ -224,8 +224,8 @@ def test_ghost_norms_and_clipped_sum_equal_per_example_autograd(tmp_path, preset
     """The ghost backend's per-record norms and Σᵢ clip_C(∇ℓᵢ) — without per-record gradients of the whole
     model; ghost norms on the Linear/Embedding layers, book-keeping sums (recompute: every layer's sum formed
     as one weighted batched gradient) — equal those of one backward per record."""
-    from privbench.models import ghost
     from privbench.models.dp_sgd import multi_draw_loss
+    from privbench.models.grad_sample import ghost
 
     model, ac = denoiser(tmp_path, preset, **sets)
     loss_fn = multi_draw_loss(ac)
@@ -246,8 +246,8 @@ def test_ghost_norms_and_clipped_sum_equal_per_example_autograd(tmp_path, preset
 
 
 def test_ghost_dpsad_student_loss(tmp_path):
+    from privbench.models.grad_sample import frozen
     from privbench.models.methods.dpsad import Discriminator, denoised, student_losses
-    from privbench.models.per_sample import frozen
 
     model, ac = denoiser(tmp_path, "test")
     disc = Discriminator(1, 10, 8)

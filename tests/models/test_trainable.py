@@ -7,7 +7,7 @@ from helpers import train_cfg
 
 from privbench.core.errors import BadInput
 from privbench.core.mechanisms import clip_factors, flat_norms
-from privbench.models.per_sample import PerSampleGrads
+from privbench.models.grad_sample import PerSampleGrads
 from privbench.models.trainable import apply_trainable, lora_targets
 
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")

@@ -7,7 +7,7 @@ Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of
 2. per record i, K = ``dp.noise_multiplicity`` draws (t_ik, ε_ik): the record's loss is the mean over the K
    draws of ‖ε_ik − ε_θ(x_t, t_ik, y_i)‖² (mean over pixels) — averaged **before** the gradient, so there is
    one gradient per record and K costs no privacy (DPDM Thm 1);
-3. per-record gradients of all parameters (privbench.models.per_sample), flat clipping to
+3. per-record gradients of all parameters (privbench.models.grad_sample), flat clipping to
    C = ``dp.max_grad_norm``, sum, Gaussian noise N(0, σ²C² I), divided by the expected batch size q·N;
 4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
 
@@ -38,8 +38,8 @@ from ..dp_sgd import (
     resolve_sample_rate,
     write_privacy,
 )
+from ..grad_sample import PerSampleGrads
 from ..method import Method
-from ..per_sample import PerSampleGrads
 from ..trainable import apply_trainable
 from ..training import is_trained, load_ema
 

@@ -68,8 +68,8 @@ from ..dp_sgd import (
     resolve_sample_rate,
     write_privacy,
 )
+from ..grad_sample import PerSampleGrads, frozen
 from ..method import Method, run_partition
-from ..per_sample import PerSampleGrads, frozen
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 
 

@@ -1,4 +1,4 @@
-"""Per-record gradients, flat clipping and the Gaussian noise of DP-SGD.
+"""Per-record gradients, flat clipping and the Gaussian noise of DP-SGD: the engine (hooks, ghost and vmap backends).
 
 Contract of a loss for this module: ``loss_fn(model, *records) -> (n,)`` returns one loss per record.
 Every tensor in ``records`` has the records on its leading dimension; inside, the model may be called on
@@ -11,7 +11,7 @@ Backends (all give the gradient of each record's loss w.r.t. every trainable par
 
 - ``ghost`` (default): DP-SGD's clipped sum Σᵢ clip_C(∇ℓᵢ) from the same captured layer inputs and output
   gradients as ``hooks``, without the per-record gradients of the whole model: per-record norms layer by
-  layer (ghost norms where cheaper), then book-keeping sums (privbench.models.ghost). Its ``grads`` (all
+  layer (ghost norms where cheaper), then book-keeping sums (privbench.models.grad_sample.ghost). Its ``grads`` (all
   per-record gradients, for tests and tools) is the ``hooks`` computation.
 - ``hooks``: forward hooks record each layer's input and output; one ``autograd.grad`` with
   respect to the layer outputs (parameters frozen, so autograd computes no parameter gradients at all)
@@ -28,7 +28,8 @@ Backends (all give the gradient of each record's loss w.r.t. every trainable par
   that torch.func supports. On the tiny UNet (CPU, 1 thread) it is slower than ``hooks`` at K = 1 and about
   as fast at K = 4 (benchmarks/dpsgd_step_cost.py).
 
-All are checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on
+The per-layer formulas are registered by module type in :mod:`.layers` (as opacus' grad samplers). All are
+checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on
 the architectures DPDM and DP-SAD train (with and without a diffusers attention block).
 """
 from __future__ import annotations
@@ -37,14 +38,14 @@ import contextlib
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..core.mechanisms import clipped_sum
+from ...core.mechanisms import clipped_sum
+from .ghost import ghost_clipped_sum
+from .layers import full_precision, layer_grads, sampler_for
 
 BACKENDS = ("ghost", "hooks", "vmap")
 
-_SUPPORTED = (nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm, nn.Embedding)
 
 
 class PerSampleGrads:
@@ -71,7 +72,7 @@ class PerSampleGrads:
             direct = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
             if not direct:
                 continue
-            if not isinstance(mod, _SUPPORTED):
+            if sampler_for(mod) is None:
                 raise ValueError(f"per-sample backend {self.backend!r}: module {mod_name} ({type(mod).__name__}) has "
                                  f"trainable parameters and is not supported; use backend 'vmap'")
             if isinstance(mod, nn.Conv2d) and (mod.groups != 1 or mod.padding_mode != "zeros"
@@ -100,11 +101,9 @@ class PerSampleGrads:
         """(Σᵢ clip_C(∇ℓᵢ) per parameter, the unclipped per-record norms (n,), the per-record losses).
 
         ``ghost`` forms it from layer inputs and output gradients without the per-record gradients of the
-        whole model (privbench.models.ghost); the other backends clip their per-record gradients.
+        whole model (privbench.models.grad_sample.ghost); the other backends clip their per-record gradients.
         """
         if self.backend == "ghost":
-            from .ghost import ghost_clipped_sum
-
             return ghost_clipped_sum(self, loss_fn, records, max_norm)
         per_sample, losses = self.grads(loss_fn, *records)
         summed, norms = clipped_sum(per_sample, max_norm)
@@ -173,7 +172,7 @@ class PerSampleGrads:
         acc: dict[int, torch.Tensor] = {}
         with full_precision(losses.device):
             for mod, x, g in calls:
-                for pname, gs in _layer_grads(mod, x, g, n):
+                for pname, gs in layer_grads(mod, x, g, n):
                     p = getattr(mod, pname)
                     if not p.requires_grad:
                         continue
@@ -185,121 +184,6 @@ class PerSampleGrads:
             result.append(gs.view(n, *p.shape) if gs is not None else torch.zeros((n, *p.shape), dtype=p.dtype,
                                                                                     device=p.device))
         return result, losses
-
-
-def _rows_per_record(N: int, n: int, mod: nn.Module) -> int:
-    if N % n != 0:
-        raise ValueError(f"per-sample hooks: layer {type(mod).__name__} saw a batch of {N} rows for {n} records; "
-                         f"rows must be record-major (k rows per record)")
-    return N // n
-
-
-def full_precision(device) -> contextlib.AbstractContextManager:
-    """Autocast off: per-record norms and sums are formed in fp32 even when the forward ran in bf16."""
-    return torch.autocast(torch.device(device).type, enabled=False)
-
-
-def as_fp32(t: torch.Tensor) -> torch.Tensor:
-    """Layer inputs/output gradients captured under bf16/fp16 autocast, in fp32 (the norm that clips a record
-    and the sum it enters are then computed from the same values in the same precision)."""
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
-
-
-def conv_route(mod: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, n: int) -> str:
-    """How per-record conv weight gradients are formed: ``grouped`` (the convolution trick) or ``patches``
-    (unfolded input patches × output gradients, one batched matmul per draw).
-
-    A fixed rule (never timing-based, so the same config gives the same numbers), from per-layer timings on
-    CPU with one thread (the models of benchmarks/dpsgd_step_cost.py; with freed memory retained, see
-    privbench.core.threads.retain_freed_memory — without it page faults dominate and mislead): for narrow convs
-    (Cin ≤ 64: the tiny UNet, 64 records) the grouped kernel costs 1.4× the batched weight gradient and
-    patches 2.2× (K = 1) to 3× (K = 4); for wide ones (Cin ≥ 128: the paper UNet) patches are faster than
-    the grouped kernel by 1.1–2× (K = 1 and 4), as for 1×1 convs. Off CPU: patches."""
-    if x.device.type != "cpu" or mod.kernel_size == (1, 1):
-        return "patches"
-    return "grouped" if x.shape[1] <= 64 else "patches"
-
-
-def conv_weight_grads_grouped(mod: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, n: int, k: int) -> torch.Tensor:
-    """Per-record conv weight gradients (n, Cout, Cin, kh, kw) by the convolution trick: the n records become
-    the n groups of one grouped convolution, whose weight gradient (the library's own backward kernel, batched
-    over the k rows of a record) is the per-record gradient. On CPU this is 1.5–2× faster than patches + bmm
-    for 3×3 convs (benchmarks/dpsgd_step_cost.py)."""
-    cin, cout = x.shape[1], g.shape[1]
-    if k == 1:
-        xg, gg = x.reshape(1, n * cin, *x.shape[2:]), g.reshape(1, n * cout, *g.shape[2:])
-    else:  # rows record-major → batch of k rows, records along channels
-        xg = x.reshape(n, k, cin, *x.shape[2:]).transpose(0, 1).reshape(k, n * cin, *x.shape[2:])
-        gg = g.reshape(n, k, cout, *g.shape[2:]).transpose(0, 1).reshape(k, n * cout, *g.shape[2:])
-    w = torch.nn.grad.conv2d_weight(xg, (n * cout, cin, *mod.kernel_size), gg, mod.stride, mod.padding,
-                                    mod.dilation, groups=n)
-    return w.view(n, cout, cin, *mod.kernel_size)
-
-
-def conv_patches(mod: nn.Conv2d, x: torch.Tensor, n: int, k: int, ho: int, wo: int) -> torch.Tensor:
-    """The input patches of every output position, (n, k, Cin·kh·kw, Ho·Wo)."""
-    cin = x.shape[1]
-    (kh, kw), (sh, sw), (ph, pw) = mod.kernel_size, mod.stride, mod.padding
-    if mod.dilation == (1, 1):
-        # patches from a strided view of the padded input (Tensor.unfold is a view), copied with the
-        # spatial axes innermost so that the copy runs over contiguous rows (F.unfold's im2col is slow)
-        xp = F.pad(x, (pw, pw, ph, ph)) if (ph or pw) else x
-        u = xp.unfold(2, kh, sh).unfold(3, kw, sw)[:, :, :ho, :wo]  # N, Cin, Ho, Wo, kh, kw
-        return u.permute(0, 1, 4, 5, 2, 3).reshape(n, k, cin * kh * kw, ho * wo)
-    u = F.unfold(x, mod.kernel_size, dilation=mod.dilation, padding=mod.padding, stride=mod.stride)
-    return u.view(n, k, u.shape[1], -1)
-
-
-def _layer_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int):
-    """(parameter name, per-record gradient (n, ...)) of one call of ``mod`` with input x and output grad g."""
-    k = _rows_per_record(x.shape[0], n, mod)
-    x, g = as_fp32(x), as_fp32(g)
-    if isinstance(mod, nn.Linear):
-        a = x.reshape(n, -1, x.shape[-1])
-        gg = g.reshape(n, -1, g.shape[-1])
-        yield "weight", torch.bmm(gg.transpose(1, 2), a)
-        if mod.bias is not None:
-            yield "bias", gg.sum(1)
-    elif isinstance(mod, nn.Conv2d):
-        cout = g.shape[1]
-        ho, wo = g.shape[2], g.shape[3]
-        gg = g.reshape(n, k, cout, -1)
-        if conv_route(mod, x, g, n) == "grouped":
-            w = conv_weight_grads_grouped(mod, x, g, n, k)
-        else:
-            u = conv_patches(mod, x, n, k, ho, wo)
-            w = torch.bmm(gg[:, 0], u[:, 0].transpose(1, 2))
-            for j in range(1, k):  # the k rows of a record add up (no transposed copies)
-                w.baddbmm_(gg[:, j], u[:, j].transpose(1, 2))
-        yield "weight", w.view(n, *mod.weight.shape)
-        if mod.bias is not None:
-            yield "bias", gg.sum((1, 3))
-    elif isinstance(mod, nn.GroupNorm):
-        xhat = F.group_norm(x, mod.num_groups, eps=mod.eps)
-        dims = tuple(range(2, x.dim()))
-        c = x.shape[1]
-        if mod.weight is not None:
-            yield "weight", (g * xhat).sum(dims).view(n, k, c).sum(1)
-        if mod.bias is not None:
-            yield "bias", g.sum(dims).view(n, k, c).sum(1)
-    elif isinstance(mod, nn.LayerNorm):
-        xhat = F.layer_norm(x, mod.normalized_shape, eps=mod.eps)
-        shp = mod.normalized_shape
-        if mod.weight is not None:
-            yield "weight", (g * xhat).reshape(n, -1, *shp).sum(1)
-        if mod.bias is not None:
-            yield "bias", g.reshape(n, -1, *shp).sum(1)
-    elif isinstance(mod, nn.Embedding):
-        idx = x.reshape(n, -1)
-        gg = g.reshape(n, idx.shape[1], -1)
-        out = torch.zeros((n, mod.num_embeddings, gg.shape[-1]), dtype=g.dtype, device=g.device)
-        rec = torch.arange(n, device=g.device).unsqueeze(1).expand_as(idx)
-        out.index_put_((rec.reshape(-1), idx.reshape(-1)), gg.reshape(-1, gg.shape[-1]), accumulate=True)
-        if mod.padding_idx is not None:
-            out[:, mod.padding_idx] = 0
-        yield "weight", out
-    else:  # pragma: no cover - filtered by _check_hookable
-        raise TypeError(type(mod).__name__)
 
 
 @contextlib.contextmanager

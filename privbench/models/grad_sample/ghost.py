@@ -38,14 +38,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..core.mechanisms import clip_factors
-from .per_sample import (
-    _layer_grads,
-    _rows_per_record,
-    as_fp32,
-    conv_patches,
-    full_precision,
-)
+from ...core.mechanisms import clip_factors
+from .layers import as_fp32, conv_patches, full_precision, layer_grads, rows_per_record
 
 KEEP_BYTES = 1 << 30  # instantiated per-record gradients kept for the clipped sum, per pass (else recomputed)
 
@@ -58,7 +52,7 @@ def _shape(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int) -> tuple[in
         d, cout = x.shape[-1], g.shape[-1]
         return x.numel() // (n * d), d, cout
     if isinstance(mod, nn.Conv2d):
-        k = _rows_per_record(x.shape[0], n, mod)
+        k = rows_per_record(x.shape[0], n, mod)
         kh, kw = mod.kernel_size
         return k * g.shape[2] * g.shape[3], x.shape[1] * kh * kw, g.shape[1]
     if isinstance(mod, nn.Embedding):
@@ -104,7 +98,7 @@ def ghost_sq_norm(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int) -> t
         if mod.bias is not None and mod.bias.requires_grad:
             out += gg.sum(1).pow(2).sum(1)
     elif isinstance(mod, nn.Conv2d):
-        k = _rows_per_record(x.shape[0], n, mod)
+        k = rows_per_record(x.shape[0], n, mod)
         cout, ho, wo = g.shape[1], g.shape[2], g.shape[3]
         gg = g.reshape(n, k, cout, ho * wo)
         if mod.weight.requires_grad:
@@ -133,7 +127,7 @@ def weighted_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, c: torch.Te
     """(parameter name, Σᵢ cᵢ ∇ℓᵢ) for one call of ``mod``: one batched weight gradient with the output
     gradients of record i scaled by cᵢ."""
     x, g = as_fp32(x), as_fp32(g)
-    k = _rows_per_record(x.shape[0], n, mod)
+    k = rows_per_record(x.shape[0], n, mod)
     cr = c.repeat_interleave(k) if k > 1 else c  # one factor per row, rows record-major
     gw = g * cr.view(-1, *[1] * (g.dim() - 1))
     if isinstance(mod, nn.Linear):
@@ -156,7 +150,7 @@ def weighted_grads(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, c: torch.Te
                 out[mod.padding_idx] = 0
             yield "weight", out
     else:  # GroupNorm/LayerNorm are always instantiated and kept
-        for pname, gs in _layer_grads(mod, x, g, n):
+        for pname, gs in layer_grads(mod, x, g, n):
             if getattr(mod, pname).requires_grad:
                 yield pname, torch.tensordot(c, gs, dims=([0], [0]))
 
@@ -185,7 +179,7 @@ def ghost_clipped_sum(ps, loss_fn, records, max_norm: float, keep_bytes: int | N
                 continue
             per: dict[str, torch.Tensor] = {}
             for x, g in xg:  # a module called several times: its per-record gradient is the sum over calls
-                for pname, gs in _layer_grads(mod, x, g, n):
+                for pname, gs in layer_grads(mod, x, g, n):
                     if getattr(mod, pname).requires_grad:
                         per[pname] = gs if pname not in per else per[pname] + gs
             for gs in per.values():  # vector_norm: no n×p temporary (pow(2) would write one)
