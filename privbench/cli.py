@@ -425,6 +425,29 @@ def _external_or_method(command, method, model_path, external, config_file, down
     return False
 
 
+_EXTERNAL_ONLY = ("members", "nonmembers", "arch", "scheduler_config", "split", "claimed_epsilon", "claimed_delta",
+                  "claim_basis", "records_range", "lora", "caption", "reference_recipe", "reference_data")
+_EXTERNAL_SHARED = ("target", "ema", "dataset", "preset", "seed", "device", "runs_dir", "sets", "data_root")
+
+
+def _external_kw(options: dict) -> dict:
+    """The options of ``attack``/``run`` that an outside model's attack takes."""
+    return {k: options[k] for k in _EXTERNAL_ONLY + _EXTERNAL_SHARED}
+
+
+def _external_attacks(command, method, model_path, attack_name, config_file, download, **kw) -> list | None:
+    """--model: each attack of ATTACK (comma-separated) on the outside model → their results; None for --method."""
+    only = [kw[k] for k in _EXTERNAL_ONLY]
+    only[_EXTERNAL_ONLY.index("records_range")] = None if kw["records_range"] == "auto" else kw["records_range"]
+    if not _external_or_method(command, method, model_path, only, config_file, download):
+        return None
+    names = _attack_list(attack_name, sets=kw["sets"])
+    claim = (kw.pop("claimed_epsilon"), kw.pop("claimed_delta"), kw.pop("claim_basis"))
+    members, nonmembers = kw.pop("members"), kw.pop("nonmembers")
+    return [_run_external(model_path, members, nonmembers, a, claim=claim, strict=len(names) == 1, **kw)
+            for a in names]
+
+
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
                   dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
                   strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
@@ -459,21 +482,11 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    if _external_or_method("attack", method, model_path, (members, nonmembers, arch, scheduler_config, split,
-                                                claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range, lora, caption,
-                                                reference_recipe, reference_data),
-                           config_file, download):
+    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
+        locals()))
+    if results is not None:
         from .reports.text import result_summary
 
-        names = _attack_list(attack_name, sets=sets)
-        results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
-                                 scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
-                                 preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
-                                 data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 records_range=records_range, strict=len(names) == 1, lora=lora,
-                                 caption=caption, reference_recipe=reference_recipe,
-                                 reference_data=reference_data) for a in names]
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
@@ -558,20 +571,9 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    if _external_or_method("run", method, model_path, (members, nonmembers, arch, scheduler_config, split,
-                                                claimed_epsilon, claimed_delta, claim_basis,
-                                                None if records_range == "auto" else records_range, lora, caption,
-                                                reference_recipe, reference_data),
-                           config_file, download):
-        names = _attack_list(attack_name, sets=sets)
-        results = [_run_external(model_path, members, nonmembers, a, target=target, arch=arch,
-                                 scheduler_config=scheduler_config, split=split, ema=ema, dataset=dataset,
-                                 preset=preset, seed=seed, device=device, runs_dir=runs_dir, sets=sets,
-                                 data_root=data_root, claim=(claimed_epsilon, claimed_delta, claim_basis),
-                                 records_range=records_range, strict=len(names) == 1, lora=lora,
-                                 caption=caption, reference_recipe=reference_recipe,
-                                 reference_data=reference_data) for a in names]
-    else:
+    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
+        locals()))
+    if results is None:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
         results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
