@@ -81,14 +81,10 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
               slurm: dict | None = None) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
 
-    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file instead of privbench's CNN.
-    ``executor``: ``local`` (the cells one after another in this process) or ``ray`` (each training and each cell a
-    Ray task, :mod:`privbench.bench.ray_executor`; ``address``: the cluster, ``cpus_per_task``: the CPUs each task
-    reserves and the threads it uses). ``retries``: how many times a failed cell is tried again before it is
-    recorded as failed (default: 1 with ray and slurm, 0 locally). ``jobs``: with the local executor, how many
-    trainings and cells run at once (worker processes; the cores divided among them). ``slurm``: the Slurm
-    executor's options (:class:`privbench.bench.slurm_executor.SlurmPool`: partition, gpus_per_task,
-    time_train_min, time_cell_min, cluster)."""
+    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file. ``executor``: ``local`` (here;
+    ``jobs`` worker processes at once), ``ray`` (each training and cell a Ray task on ``address``, ``cpus_per_task``
+    CPUs each; bench/ray_executor.py) or ``slurm`` (submitit jobs; ``slurm``: bench/slurm_executor.py's options).
+    ``retries``: attempts after a failed cell (default 1 with ray and slurm, 0 locally)."""
 
     retries = _check_executor_options(executor, retries, jobs, cpus_per_task)
     spec, path = load_suite(suite)
@@ -112,11 +108,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "suite": name, "suite_path": str(path), "suite_hash": config_hash(spec),
         "description": spec.get("description"), "preset": preset or spec.get("preset") or "tiny",
         "device": device, "runs_dir": str(runs), "overrides": [list(kv) for kv in cli_sets],
-        "roles": {c.method: c.role for c in cells},
-        "privbench_version": version(), "git_commit": git_commit(),
-        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "executor": executor, "retries": retries, **({"ray": ray_exec.describe()} if ray_exec and ray_exec.ray else {}),
-        **({pool.name if pool.name != "local" else "pool": pool.describe()} if pool is not None else {}),
+        "roles": {c.method: c.role for c in cells}, **_provenance(executor, retries, ray_exec, pool),
     }
 
     def write(final: bool = False) -> dict:
@@ -159,6 +151,15 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     d["out"] = str(out_dir)
     d["bench_json"] = str(bench_json)
     return d
+
+
+def _provenance(executor: str, retries: int, ray_exec, pool) -> dict:
+    """What ran the bench: privbench's version and commit, when, and the executor with its settings."""
+    return {"privbench_version": version(), "git_commit": git_commit(),
+            "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "executor": executor, "retries": retries,
+            **({"ray": ray_exec.describe()} if ray_exec and ray_exec.ray else {}),
+            **({pool.name if pool.name != "local" else "pool": pool.describe()} if pool is not None else {})}
 
 
 def _check_executor_options(executor: str, retries, jobs, cpus_per_task) -> int:

@@ -36,18 +36,11 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders).
     ``latex_style``: "single" or "twocolumn" (reports.latex); ``attacks`` / ``targets``: only these attacks and
     targets, by name (reports.layout) — in every table, figure and CSV of the report."""
-    from ..core.io import atomic_path
     from .collect import load_results, read_bench
-    from .latex import LATEX_STYLES
     from .layout import select_results
     from .tables import Tables
 
-    formats = list(formats or FORMATS)
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise BadInput(f"--format {','.join(formats)}: choose from {', '.join(FORMATS)} (comma-separated)")
-    if latex_style not in LATEX_STYLES:
-        raise BadInput(f"--latex-style {latex_style}: choose from {', '.join(LATEX_STYLES)}")
+    formats = _check_options(formats, latex_style)
     d = Path(directory)
     if not d.is_dir():
         raise BadInput(f"{directory}: no such directory (give a run directory or a bench directory)")
@@ -58,30 +51,14 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
-    from .present import paper_tables, seeds_frame, several_seeds, test_preset_banner
+    from .present import paper_tables, test_preset_banner
 
     tables = Tables.build(results, bench, base=d)
     targets = tables.targets()
     title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
              else f"privbench report — {d.resolve().name}")
     banner = test_preset_banner(tables)
-    written: list[Path] = []
-    if "csv" in formats:
-        frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
-                  "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),
-                  "fid": tables.fid_frame(), "provenance": tables.provenance_frame()}
-        if several_seeds(targets):
-            frames["seeds"] = seeds_frame(targets)
-        split_checks = tables.split_check_frame()
-        if len(split_checks):  # external targets only
-            frames["split_check"] = split_checks
-        for name, df in frames.items():
-            if name == "fid" and not len(df):
-                continue
-            p = out / f"{name}.csv"
-            with atomic_path(p) as tmp:
-                df.to_csv(tmp, index=False, float_format="%.6g")
-            written.append(p)
+    written: list[Path] = _write_csvs(tables, targets, out) if "csv" in formats else []
     from .privacy_utility import write_privacy_utility  # an ε-axis bench: the privacy-utility figure and table
 
     pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats)
@@ -113,4 +90,40 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                                    files=[p.relative_to(out).as_posix() for p in written],
                                    extra_sections=[("privacy-utility", "What privacy costs: utility and leakage "
                                                     "against ε", pu_section)] if pu_section else ()))
+    return written
+
+
+def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
+    from .latex import LATEX_STYLES
+
+    formats = list(formats or FORMATS)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise BadInput(f"--format {','.join(formats)}: choose from {', '.join(FORMATS)} (comma-separated)")
+    if latex_style not in LATEX_STYLES:
+        raise BadInput(f"--latex-style {latex_style}: choose from {', '.join(LATEX_STYLES)}")
+    return formats
+
+
+def _write_csvs(tables, targets, out: Path) -> list[Path]:
+    """side_by_side, results, audit, accountant, provenance (+ fid, seeds and split_check when they have rows)."""
+    from ..core.io import atomic_path
+    from .present import seeds_frame, several_seeds
+
+    frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
+              "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),
+              "fid": tables.fid_frame(), "provenance": tables.provenance_frame()}
+    if several_seeds(targets):
+        frames["seeds"] = seeds_frame(targets)
+    split_checks = tables.split_check_frame()
+    if len(split_checks):  # external targets only
+        frames["split_check"] = split_checks
+    written = []
+    for name, df in frames.items():
+        if name == "fid" and not len(df):
+            continue
+        p = out / f"{name}.csv"
+        with atomic_path(p) as tmp:
+            df.to_csv(tmp, index=False, float_format="%.6g")
+        written.append(p)
     return written
