@@ -20,6 +20,7 @@ import click
 
 from . import __version__
 from .core.config import MAX_SEED, MAX_TIMESTEPS
+from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
@@ -675,7 +676,7 @@ def account():
 @account.command("ldp")
 @click.option("--clip", type=float, required=True, help="L2 clip C")
 @click.option("--t0", type=int, required=True, help="upload level, 1-indexed (alphas_cumprod[t0-1])")
-@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True)
 @click.option("--epsilon", type=float, default=None, help="also report the smallest t0 reaching this ε")
 @click.option("--steps", type=click.IntRange(1, MAX_TIMESTEPS), default=1000, show_default=True,
               help="diffusion steps T")
@@ -701,7 +702,7 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--noise-multiplier", type=float, default=None)
 @click.option("--sample-rate", type=float, required=True)
 @click.option("--steps", type=int, required=True)
-@click.option("--delta", type=float, default=1e-5, show_default=True)
+@click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True)
 @click.option("--epsilon", type=float, default=None, help="find the smallest noise multiplier reaching ε")
 @click.option("--accountant", default="prv", show_default=True, help="a registered DP-SGD accountant (privbench list accountants; built-in prv, pld, rdp)")
 @click.option("--json", "as_json", is_flag=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .constants import DEFAULT_DELTA
 from .errors import BadInput
 from .registry import ACCOUNTANTS, METHODS, PRESETS, load_builtins
 from .yamlio import load_yaml, read_yaml
@@ -149,7 +150,7 @@ class MetricsConfig:
 @dataclass
 class DPConfig:
     epsilon: float = setting(10.0, lo=0.0, lo_open=True)
-    delta: float = setting(1e-5, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
+    delta: float = setting(DEFAULT_DELTA, lo=0.0, hi=1.0, lo_open=True, hi_open=True, help="capped at 1/N when larger")
     max_grad_norm: float = setting(1.0, lo=0.0, lo_open=True)
     noise_multiplier: float = setting(0.0, lo=0.0, help="0 = calibrate to dp.epsilon; >0 = use it as given")
     noise_multiplicity: int = setting(4, lo=1, hi=1024, help="K noise draws averaged per record before clipping")

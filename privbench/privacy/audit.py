@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
+from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from ..core.errors import BadInput
 from ..core.scores import cp_upper, threshold_counts
 from ..core.scores import stratified_halves as _stratified_halves
@@ -102,7 +103,7 @@ def _cp_eps(fp, fn, n_out: int, n_in: int, delta: float, alpha: float):
 
 
 def cp_epsilon_from_counts(
-    tp: int, fp: int, n_in: int, n_out: int, delta: float = 1e-5, confidence: float = 0.95
+    tp: int, fp: int, n_in: int, n_out: int, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE
 ) -> float:
     """Fixed-threshold Clopper–Pearson ε lower bound from counts (docs/accountants.md §3.2).
 
@@ -149,8 +150,8 @@ def clopper_pearson_epsilon(
     scores: Any,
     labels: Any,
     *,
-    delta: float = 1e-5,
-    confidence: float = 0.95,
+    delta: float = DEFAULT_DELTA,
+    confidence: float = DEFAULT_CONFIDENCE,
     threshold_selection: str = "split",
     seed: int = 0,
     both_directions: bool = True,
@@ -288,7 +289,7 @@ def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
 
 
 def one_run_epsilon_from_counts(
-    m: int, r: int, v: int, delta: float = 1e-5, confidence: float = 0.95
+    m: int, r: int, v: int, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE
 ) -> float:
     """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
@@ -345,8 +346,8 @@ def one_run_epsilon(
     scores: Any,
     labels: Any,
     *,
-    delta: float = 1e-5,
-    confidence: float = 0.95,
+    delta: float = DEFAULT_DELTA,
+    confidence: float = DEFAULT_CONFIDENCE,
     n_guesses: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from scipy import special
 
+from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from ..core.errors import BadInput
 from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
 from ..core.schedule import alphas_cumprod, t0_to_model_t
@@ -54,7 +55,7 @@ _CP_ASSUMPTION = ("trials are independent uploads of a fair-coin choice between 
                   "construction here); valid for any mechanism; limited by the number of trials (see ceiling)")
 
 
-def gdp_epsilon(scores: Any, labels: Any, *, delta: float = 1e-5, confidence: float = 0.95, seed: int = 0) -> dict:
+def gdp_epsilon(scores: Any, labels: Any, *, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> dict:
     """GDP-based ε estimate (docs/accountants.md §4) with split threshold selection; scores oriented higher = label 1.
 
     On a seeded stratified half, every threshold is rated by μ_lb computed with one-sided Clopper–Pearson upper
@@ -121,7 +122,7 @@ def _candidates(candidates, clip: float, shape: tuple[int, ...], records=None) -
     raise BadInput(f"candidates={candidates!r}: choose worst, images, records or pass (x, x_prime)")
 
 
-def audit_upload_mechanism(clip: float, t0: int, *, delta: float = 1e-5, confidence: float = 0.95,
+def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE,
                            n_trials: int = 20000, shape: tuple[int, ...] = (1, 8, 8), candidates="worst",
                            records=None, num_timesteps: int = 1000, beta_start: float = 1e-4,
                            beta_end: float = 0.02, beta_schedule: str = "linear", seed: int = 0,

@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import MEMBERSHIP
+from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from ..core.errors import BadInput
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
 from .cells import NONE_TEXT, num
 from .collect import Result, load_results, read_result
 from .order import attack_rank, method_rank, target_rank
-
-DEFAULT_DELTA = 1e-5
 
 
 def _check_delta(delta) -> float | None:
@@ -56,7 +55,7 @@ def _check_delta(delta) -> float | None:
         raise BadInput(f"--delta={delta!r}: must be in (0, 1)") from None
 
 
-def audit_result(res: Result, *, delta: float | None = None, confidence: float = 0.95, seed: int = 0,
+def audit_result(res: Result, *, delta: float | None = None, confidence: float = DEFAULT_CONFIDENCE, seed: int = 0,
                  upload_audit: bool = True, n_attacks: int = 1) -> dict[str, Any]:
     """The audit of one membership result (docs/cli.md §4.6 keys first, then extras).
 
@@ -242,7 +241,7 @@ def _image_shape(res: Result) -> tuple[int, ...]:
         return (1, 8, 8)
 
 
-def audit_results(paths: list[str], delta: float | None = None, confidence: float = 0.95) -> list[dict]:
+def audit_results(paths: list[str], delta: float | None = None, confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
     """``privbench audit RESULTS...``: one audit per membership result.
 
     A result.json named explicitly must have membership scores (else BadInput); inside directories, results of

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
+from ..core.constants import DEFAULT_DELTA
 from ..core.io import safe_name
 from ..core.provenance import git_info, version
 from .cells import text as cell_text
@@ -135,7 +136,7 @@ def _upload_audits(tables: Tables) -> list[dict]:
             if key in seen:
                 continue
             seen.add(key)
-            d = float((r.privacy or {}).get("delta") or 1e-5)
+            d = float((r.privacy or {}).get("delta") or DEFAULT_DELTA)
             ua = upload_audit_for(r, delta=d, confidence=0.95)
             if ua:
                 out.append({"run": r.run_dir.name, "dataset": r.dataset, "seed": r.seed, **ua})

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
+from ..core.constants import DEFAULT_DELTA
 from ..core.mechanisms import SEEDED_NOISE_LABEL
 from ..privacy.claims import claim_of, compared_claim, formal_epsilon
 from .cells import metric_value as cell_value
@@ -139,7 +140,7 @@ def _audits(results: list[Result]) -> dict[int, dict]:
             except Exception:  # noqa: BLE001 - a result without readable scores has no audit
                 continue
             p = r.privacy or {}
-            d = float(p["delta"]) if p.get("delta") else 1e-5
+            d = float(p["delta"]) if p.get("delta") else DEFAULT_DELTA
             cp = clopper_pearson_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             one = one_run_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             if k > 1:
