@@ -134,7 +134,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
             LOG.warning(msg)
 
     try:
-        with outer_only():  # one progress bar: the grid's
+        # the grid's bar on top; under it the bar of the cell running here (executors: their workers draw none)
+        with outer_only(nest=ray_exec is None and pool is None):
             if ray_exec is not None or pool is not None:
                 (ray_exec or pool).run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg,
                                        log_path=log_path, write=write, pb=pb, report_failure=report_failure)

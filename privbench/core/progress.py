@@ -9,18 +9,27 @@ from typing import Iterator
 
 from tqdm.auto import tqdm
 
-_quiet = 0  # depth of outer_only() blocks in this process
+_quiet = 0  # depth of outer_only() blocks in this process: bars created inside are off
+_nested = 0  # depth of outer_only(nest=True) blocks: bars created inside are drawn one line below the caller's
 
 
 @contextlib.contextmanager
-def outer_only() -> Iterator[None]:
-    """Bars created inside the block are off (the caller created its own before entering)."""
-    global _quiet
-    _quiet += 1
+def outer_only(nest: bool = False) -> Iterator[None]:
+    """Inside the block the caller's bar (created before entering) stays on top: other bars are off, or with
+    ``nest`` drawn on the line below it and removed when done (bench: the grid's bar, and under it the bar of
+    the cell that runs in this process — a training's steps, an attack's batches)."""
+    global _quiet, _nested
+    if nest:
+        _nested += 1
+    else:
+        _quiet += 1
     try:
         yield
     finally:
-        _quiet -= 1
+        if nest:
+            _nested -= 1
+        else:
+            _quiet -= 1
 
 
 def enabled() -> bool:
@@ -34,6 +43,8 @@ def bar(**kw):
     kw.setdefault("mininterval", 1.0)
     kw.setdefault("dynamic_ncols", True)
     kw.setdefault("leave", False)
+    if _nested:
+        kw["position"], kw["leave"] = 1, False
     return tqdm(disable=not enabled(), **kw)
 
 
