@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
-from ..core.config import Config, apply_preset, config_hash, parse_set_args, set_key
+from ..core.config import Config, apply_preset, check_seed, config_hash, parse_set_args, set_key
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json
 from ..core.registry import ATTACKS, PRESETS
@@ -48,8 +48,7 @@ MIN_RECORDS = 2
 def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str | None = None) -> Config:
     """A Config holding only what an external run uses: the preset's attack/sample settings and ``--set``
     overrides of those two sections (the model's own sections come from the model, never from a preset)."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
+    seed = check_seed(seed, "--seed")  # the rule of build_config: an integer in [0, 2**32 - 1]
     PRESETS.get(preset)  # an unknown preset is bad input
     cfg = Config(method="external", dataset="external", preset=preset, seed=seed)
     apply_preset(cfg, preset)

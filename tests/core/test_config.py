@@ -123,3 +123,15 @@ def test_cli_dataset_digits_with_paper_preset_trains_digits(tmp_path):
     r = CliRunner().invoke(main, ["train", "--method", "centralized", "--dataset", "digits", "--preset", "paper",
                                   "--set", "dataset=cifar10", "--runs-dir", str(tmp_path)])
     assert r.exit_code == 2 and "differs from --dataset digits" in r.output
+
+
+@pytest.mark.parametrize("seed", [2 ** 32, 2 ** 40, -1, True, 1.5])
+def test_outside_model_runs_take_the_seed_rule_of_privbench_runs(seed):
+    """Before: external_config accepted a seed above 2**32 - 1 that build_config refused."""
+    from privbench.core.config import build_config
+    from privbench.runs.external import external_config
+
+    with pytest.raises(BadInput, match=r"expected an integer in \[0, 4294967295\]"):
+        external_config(seed=seed)
+    with pytest.raises(BadInput):
+        build_config("centralized", seed=seed)
