@@ -40,7 +40,8 @@ KIND_LABEL = {
 COMPARED = (FORMAL, CLAIMED_BY_PAPER, CLAIMED_BY_USER)
 
 
-def _num(v) -> float | None:
+def as_number(v) -> float | None:
+    """A float, or None for a missing, boolean or non-numeric value."""
     if v is None or isinstance(v, bool):
         return None
     try:
@@ -57,18 +58,18 @@ def claim_of(privacy: dict | None) -> dict[str, Any] | None:
     if not isinstance(privacy, dict):
         return None
     p = privacy
-    delta = _num(p.get("delta"))
+    delta = as_number(p.get("delta"))
     basis = str(p.get("basis") or "not stated by the result")
-    claimed = _num(p.get("claimed_epsilon"))
+    claimed = as_number(p.get("claimed_epsilon"))
     if claimed is not None:
         kind = p.get("claim_kind") or (CLAIMED_BY_PAPER if p.get("claimed_by_paper") else CLAIMED_BY_USER)
         return {"kind": kind if kind in KINDS else CLAIMED_BY_USER, "epsilon": claimed, "delta": delta,
                 "basis": str(p.get("claim_basis") or basis)}
-    eps = _num(p.get("epsilon"))
+    eps = as_number(p.get("epsilon"))
     if eps is not None:
         return {"kind": CLAIMED_BY_PAPER if p.get("claimed_by_paper") else FORMAL, "epsilon": eps, "delta": delta,
                 "basis": basis}
-    cond = _num(p.get("conditional_epsilon"))
+    cond = as_number(p.get("conditional_epsilon"))
     if cond is not None:
         return {"kind": CONDITIONAL, "epsilon": cond, "delta": delta,
                 "basis": str(p.get("conditional_basis") or basis)}
@@ -107,7 +108,7 @@ def user_claim(epsilon, delta, basis) -> dict[str, Any] | None:
     if not all(given):
         raise BadInput("--claimed-epsilon, --claimed-delta and --claim-basis go together: give all three "
                        "(the ε your training claims, its δ, and what it covers)")
-    e, d = _num(epsilon), _num(delta)
+    e, d = as_number(epsilon), as_number(delta)
     if e is None or not math.isfinite(e) or e <= 0:
         raise BadInput(f"--claimed-epsilon={epsilon!r}: must be a finite number > 0")
     if d is None or not 0 < d < 1:

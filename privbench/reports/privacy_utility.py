@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .cells import ci as interval
+from .cells import num
+
 PANELS = [("fid", "FID (overall) ↓", None), ("downstream_accuracy", "downstream accuracy ↑", "downstream_ci"),
           ("best_auc", "best attack AUC", "best_auc_ci"), ("best_tpr_1pct", "best attack TPR@1%FPR", "best_tpr_1pct_ci"),
           ("eps_lower_bound", "empirical ε lower bound", None)]
@@ -122,7 +125,7 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xscale("log")
         ax.set_xlim(*xlim)  # explicit: a panel without data (no FID computed) is not autoscaled on a log axis
         if not np.isfinite(pd.to_numeric(summary[col], errors="coerce")).any():
-            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
         for i, (method, g) in enumerate(private.groupby("method", sort=False)):
             g = g.sort_values("epsilon")
             ax.plot(g["epsilon"], g[col], marker="o", label=method, color=f"C{i}")
@@ -144,9 +147,10 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def _fmt(m, lo, hi, nd=3) -> str:
+    """The one cell rule (reports/cells.py): "–" when missing, the mean and, over seeds, its [lo, hi]."""
     if m is None or not np.isfinite(m):
-        return "n/a"
-    return f"{m:.{nd}f}" if lo == hi or not np.isfinite(lo) else f"{m:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
+        return num(m, nd)
+    return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), nd)}"
 
 
 def latex_table(summary: pd.DataFrame) -> str:

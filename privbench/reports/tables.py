@@ -28,7 +28,7 @@ import pandas as pd
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.constants import DEFAULT_DELTA
 from ..core.mechanisms import SEEDED_NOISE_LABEL
-from ..privacy.claims import claim_of, compared_claim, formal_epsilon
+from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
 from .cells import metric_value as cell_value
 from .cells import resolvable
 from .collect import Result, role_of
@@ -71,21 +71,11 @@ def conditional_columns(p: dict | None) -> dict:
     source = p.get("noise_source") or ("seeded" if native else None)
     label = p.get("noise_label") or (SEEDED_NOISE_LABEL if source == "seeded" else None)
     claimed = claim is not None and claim["kind"] in ("claimed_by_paper", "claimed_by_user")
-    return {"conditional_epsilon": _num(p.get("conditional_epsilon")),
+    return {"conditional_epsilon": as_number(p.get("conditional_epsilon")),
             "conditional_on": ", ".join(cond) if isinstance(cond, list) else cond,
             "claimed_epsilon": claim["epsilon"] if claimed else None,
             "claim_kind": claim["kind"] if claimed else None,
             "noise_source": f"{source} ({label})" if source and label else source}
-
-
-def _num(v) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f
 
 
 # ------------------------------------------------------------------------------------------ FID records
@@ -217,14 +207,14 @@ class Tables:
                 # one rule for every table (reports.cells): a TPR the non-member count cannot resolve is empty
                 row[short] = cell_value(m, k, n_non)
                 c = ci.get(k) if resolvable(k, n_non) else None
-                row[f"{short}_ci_lo"] = _num(c[0]) if c else None
-                row[f"{short}_ci_hi"] = _num(c[1]) if c else None
+                row[f"{short}_ci_lo"] = as_number(c[0]) if c else None
+                row[f"{short}_ci_hi"] = as_number(c[1]) if c else None
             cal = r.get("calibrated") or {}
-            row["calibrated_auc"] = _num(cal.get("auc"))
+            row["calibrated_auc"] = as_number(cal.get("auc"))
             for k in ("memorized_fraction", "n_generated", "reid_rate", "reid_chance", "psnr", "ssim"):
-                row[k] = _num(m.get(k))
+                row[k] = as_number(m.get(k))
             row["formal_epsilon"] = formal_epsilon(p)
-            row["formal_delta"] = _num(p.get("delta"))
+            row["formal_delta"] = as_number(p.get("delta"))
             row["epsilon_basis"] = p.get("basis")
             row.update(conditional_columns(p))
             row["eps_lb_cp"] = a["cp"]["epsilon_lower_bound"] if a else None
@@ -320,7 +310,7 @@ class Tables:
             p = b["privacy"] or {}
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
                                    "method": b["method"], "target": b["target"],
-                                   "formal_epsilon": formal_epsilon(p), "formal_delta": _num(p.get("delta")),
+                                   "formal_epsilon": formal_epsilon(p), "formal_delta": as_number(p.get("delta")),
                                    "epsilon_basis": p.get("basis")}
             row.update(conditional_columns(p))
             by = {a["attack"]: a for a in b["attacks"]}
@@ -331,21 +321,21 @@ class Tables:
                 for k, short in _CI_KEYS.items():
                     # a TPR at an FPR below 1/n_nonmembers is left empty (reports.cells; result.json keeps it)
                     hide = a is not None and not resolvable(k, a["result"].get("n_nonmembers"))
-                    row[f"{att}_{short}"] = None if hide else _num(m.get(k))
+                    row[f"{att}_{short}"] = None if hide else as_number(m.get(k))
                     if k != "asr":
                         c = None if hide else ci.get(k)
-                        row[f"{att}_{short}_ci_lo"] = _num(c[0]) if c else None
-                        row[f"{att}_{short}_ci_hi"] = _num(c[1]) if c else None
+                        row[f"{att}_{short}_ci_lo"] = as_number(c[0]) if c else None
+                        row[f"{att}_{short}_ci_hi"] = as_number(c[1]) if c else None
             mem = (b[MEMORIZATION] or {}).get("metrics") or {}
-            row["memorized_fraction"] = _num(mem.get("memorized_fraction"))
-            row["memorization_n_generated"] = _num(mem.get("n_generated"))
+            row["memorized_fraction"] = as_number(mem.get("memorized_fraction"))
+            row["memorization_n_generated"] = as_number(mem.get("n_generated"))
             rec = (b[RECONSTRUCTION] or {}).get("metrics") or {}
-            row["reconstruction_reid_rate"] = _num(rec.get("reid_rate"))
-            row["reconstruction_reid_chance"] = _num(rec.get("reid_chance"))
-            row["reconstruction_psnr"] = _num(rec.get("psnr"))
+            row["reconstruction_reid_rate"] = as_number(rec.get("reid_rate"))
+            row["reconstruction_reid_chance"] = as_number(rec.get("reid_chance"))
+            row["reconstruction_psnr"] = as_number(rec.get("psnr"))
             f = b["fid"] or {}
             for k in ("overall", "majority", "minority", "average"):
-                row[f"fid_{k}"] = _num(f.get(k))
+                row[f"fid_{k}"] = as_number(f.get(k))
             row["fid_extractor"] = f.get("extractor")
             row["eps_lb_cp"] = b["eps_lb_cp"]
             row["eps_lb_cp_attack"] = b["eps_lb_attack"]
@@ -424,7 +414,7 @@ class Tables:
             row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"], "target": b["target"],
                    "role": b["role"]}
             if p:
-                row.update({"epsilon": formal_epsilon(p), "delta": _num(p.get("delta")),
+                row.update({"epsilon": formal_epsilon(p), "delta": as_number(p.get("delta")),
                             "accountant": p.get("accountant"), "basis": p.get("basis")})
                 for k, v in p.items():
                     if k not in ("epsilon", "delta", "accountant", "basis") and not isinstance(v, (dict, list)):

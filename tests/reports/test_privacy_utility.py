@@ -60,5 +60,15 @@ def test_no_epsilon_axis_no_section_and_panels_without_data(tmp_path):
     assert write_privacy_utility(results, {"cells": [dict(c, epsilon=None) for c in bench["cells"]]}, tmp_path,
                                  ["csv"]) == ([], None)
     no_fid = {"cells": [c for c in bench["cells"] if c["kind"] != "fid"]}
-    files, _ = write_privacy_utility(results, no_fid, tmp_path / "o2", ["html"])  # FID panel: n/a, no error
+    files, _ = write_privacy_utility(results, no_fid, tmp_path / "o2", ["html"])  # FID panel: "not computed", no error
     assert any(p.suffix == ".png" for p in files)
+
+
+def test_a_missing_value_in_the_privacy_utility_table_is_a_dash_not_n_a():
+    """"n/a" is kept for a TPR the non-member count cannot resolve; a value that was not computed (no FID) is "–",
+    as in every other table (reports/cells.py)."""
+    from privbench.reports.cells import NONE_TEXT
+    from privbench.reports.privacy_utility import _fmt
+
+    assert _fmt(None, None, None) == NONE_TEXT and _fmt(float("nan"), float("nan"), float("nan")) == NONE_TEXT
+    assert _fmt(0.5, 0.4, 0.6) == "0.500 [0.400, 0.600]" and _fmt(0.5, 0.5, 0.5) == "0.500"
