@@ -50,19 +50,13 @@ from scipy import stats
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep
-from .references import require_references
+from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
+from .references import StatisticSettings, require_references
 from .statistics import StatisticSetting
 
 
 @dataclass
-class QMIASettings(CommonSettings):
-    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
-    lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
-                                            "attack.t (the target and every reference are queried on each)")
-    statistic: str = setting("loss", hashed_at_default=False,
-                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
-                                  "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
+class QMIASettings(StatisticSettings):
     qmia_alpha: float = setting(0.01, lo=0.0, hi=0.5, lo_open=True,
                                 help="QMIA: the quantile (target FPR) the regressor predicts")
     qmia_model: str = setting("gaussian", choices=["gaussian", "gbdt"],

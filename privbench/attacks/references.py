@@ -33,14 +33,20 @@ class ReferenceSettings(CommonSettings):
 
 
 @dataclass
-class FixedNoiseSettings(ReferenceSettings):
-    """LiRA's and RMIA's statistic: the diffusion loss at ``t`` on fixed per-record noise draws."""
+class StatisticSettings(CommonSettings):
+    """The per-record statistic an attack calibrates (LiRA, RMIA, QMIA): by default the diffusion loss at ``t`` on
+    fixed per-record noise draws."""
     t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
     lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
                                             "attack.t (the target and every reference are queried on each)")
     statistic: str = setting("loss", hashed_at_default=False,
                              help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
                                   "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
+
+
+@dataclass
+class FixedNoiseSettings(ReferenceSettings, StatisticSettings):
+    """LiRA's and RMIA's settings: reference models and the calibrated statistic."""
 
 
 def check_fixed_noise(settings: FixedNoiseSettings, num_timesteps: int, attack: str) -> None:
