@@ -52,15 +52,20 @@ class Cell:
 
 
 def _datasets(spec_ds, default) -> list[tuple[str, list]]:
+    """(dataset name, its --set overrides) per entry; a path (the user's records, resolved by load_suite) is
+    registered as ``--dataset PATH`` registers it."""
+    from ..data.user_records import is_records_path, register_records
+
     out = []
     for item in as_list(spec_ds if spec_ds is not None else default, "datasets"):
         if isinstance(item, str):
-            out.append((item, []))
+            name, sets = item, []
         elif isinstance(item, dict) and len(item) == 1:
             (name, sets), = item.items()
-            out.append((str(name), as_sets(sets, f"datasets.{name}")))
+            name, sets = str(name), as_sets(sets, f"datasets.{name}")
         else:
             raise BadInput(f"datasets: entries are names or {{name: {{key: value}}}}, got {item!r}")
+        out.append((register_records(name) if is_records_path(name) else name, sets))
     if not out:
         raise BadInput("suite: no datasets given")
     return out

@@ -25,6 +25,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from ..data.user_records import registered_paths
 from .ray_executor import CellFailed, _in_task, cell_task, train_task
 
 
@@ -205,11 +206,15 @@ class PoolExecutor:
         self._pb.update(1)
 
 
-def _worker_init(jobs: int, threads: int) -> None:
-    """Each pool worker: one of ``jobs`` privbench workers on this machine, ``threads`` threads."""
+def _worker_init(jobs: int, threads: int, records: tuple[str, ...] = ()) -> None:
+    """Each pool worker: one of ``jobs`` privbench workers on this machine, ``threads`` threads, and the user's
+    records the suite names (``datasets:`` paths) registered as in the driver."""
     from ..core.threads import configure_worker_process
+    from ..data.user_records import register_records
 
     configure_worker_process(threads, workers=jobs)
+    for path in records:
+        register_records(path)
 
 
 class LocalPool(PoolExecutor):
@@ -227,7 +232,8 @@ class LocalPool(PoolExecutor):
 
     def _new_pool(self) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                      initializer=_worker_init, initargs=(self.jobs, self.threads))
+                                      initializer=_worker_init,
+                                      initargs=(self.jobs, self.threads, tuple(registered_paths().values())))
 
     def submit(self, fn, *args):
         try:

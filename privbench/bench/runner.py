@@ -52,6 +52,7 @@ from ..core.extras import require
 from ..core.io import atomic_write_json
 from ..core.progress import bar, enabled, outer_only
 from ..core.provenance import git_commit, version
+from ..data.user_records import registered_paths
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
 from .plan import plan
@@ -217,6 +218,9 @@ def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address
     """(Ray executor or None, job pool or None, device). After planning: a bad suite exits 2 without starting or
     joining a cluster; a rerun with nothing left to do starts none."""
     pending = any(c.status == "pending" for c in cells)
+    if executor in ("ray", "slurm") and registered_paths():
+        raise BadInput(f"suite datasets: the user's records (a path) run with the local executor (--jobs N), not "
+                       f"--executor {executor}; register them as a dataset plug-in to run there")
     ray_exec = pool = None
     if executor == "ray":
         from .ray_executor import RayExecutor

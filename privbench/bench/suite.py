@@ -104,6 +104,8 @@ def load_suite(suite: str) -> tuple[dict, Path]:
     unknown = sorted(set(data) - SUITE_KEYS)
     if unknown:
         raise BadInput(f"--suite {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SUITE_KEYS))}")
+    if data.get("datasets") is not None:
+        data["datasets"] = _record_paths(data["datasets"], path)
     ext = external_targets(data.get("external"), path)
     if "external" in data:  # (only then: the suite hash of a suite without the key is unchanged)
         data["external"] = ext
@@ -122,6 +124,28 @@ def load_suite(suite: str) -> tuple[dict, Path]:
     data.setdefault("name", path.stem)
     data["name"] = check_name(data["name"], f"--suite {path}: name")
     return data, path
+
+
+def _record_paths(datasets, path: Path):
+    """``datasets:`` entries that name the user's records (an .npz or an image folder, as ``--dataset PATH``) with
+    their paths resolved against the suite's folder; registered names are kept."""
+    from ..data.user_records import is_records_path
+
+    def resolve(name):
+        name = str(name)
+        if not is_records_path(name):
+            return name
+        p = Path(name).expanduser()
+        p = p if p.is_absolute() else path.resolve().parent / p
+        if not p.exists():
+            raise BadInput(f"--suite {path}: datasets: {name}: no such file or folder (relative paths are read "
+                           f"from the suite's folder, {path.resolve().parent})")
+        return str(p)
+
+    items = datasets if isinstance(datasets, list) else [datasets]
+    out = [resolve(i) if isinstance(i, (str, Path)) else
+           {resolve(k): v for k, v in i.items()} if isinstance(i, dict) else i for i in items]
+    return out if isinstance(datasets, list) else out[0]
 
 
 def external_targets(ext, path: Path) -> dict[str, dict]:

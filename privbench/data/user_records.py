@@ -19,6 +19,12 @@ from ..core.errors import BadInput
 from ..core.registry import DATASETS
 
 PREFIX = "records-"
+_PATHS: dict[str, str] = {}  # dataset name -> the path it was registered from, in this process
+
+
+def registered_paths() -> dict[str, str]:
+    """The user's records registered in this process (name -> path): what a worker process registers again."""
+    return dict(_PATHS)
 
 
 def is_records_path(value: str | None) -> bool:
@@ -53,4 +59,5 @@ def register_records(path: str) -> str:
         DATASETS.add(name, Dataset(info, lambda data_root=None, download=False, _x=x, _y=y: (_x.clone(), _y.clone())),
                      f"the user's records from {p.name} ({len(x)} records, {x.shape[1]}×{x.shape[2]}×{x.shape[3]}, "
                      f"{info.num_classes} classes)")
+    _PATHS.setdefault(name, str(p.resolve()))
     return name

@@ -63,3 +63,35 @@ def test_a_method_trains_on_the_users_records(tmp_path):
     too_many = [a.replace("data.n_members=16", "data.n_members=40") for a in args]
     r = CliRunner().invoke(main, too_many)
     assert r.exit_code == 2 and "exceeds the dataset's 48 records" in r.output, r.output
+
+
+def test_a_suite_names_the_users_records_by_path(tmp_path):
+    """``datasets: [mine.npz]`` in a suite (relative to the suite's folder) trains and attacks on the records, as
+    ``--dataset PATH``; a path that does not exist is one line, exit 2; Ray/Slurm are refused before any cluster."""
+    import json
+
+    import yaml
+
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    write_records(folder / "mine.npz", n=64)
+    suite = {"name": "mine", "preset": "test", "device": "cpu", "datasets": ["mine.npz"], "seeds": [0],
+             "attacks": ["loss"], "fid": False, "samples": False,
+             "set": {"data.n_members": 24, "data.n_nonmembers": 24},
+             "methods": {"centralized": {"targets": ["model"]}}}
+    (folder / "mine.yaml").write_text(yaml.safe_dump(suite))
+    r = CliRunner().invoke(main, ["bench", "--suite", str(folder / "mine.yaml"), "--runs-dir", str(tmp_path / "runs"),
+                                  "--out", str(tmp_path / "bench"), "--json"])
+    assert r.exit_code == 0, r.output
+    cells = json.loads(r.stdout)["cells"]
+    assert cells and all(c["status"] == "done" and c["dataset"].startswith("records-") for c in cells)
+    from privbench.data.user_records import register_records
+
+    assert cells[0]["dataset"] == register_records(str(folder / "mine.npz"))
+    r = CliRunner().invoke(main, ["bench", "--suite", str(folder / "mine.yaml"), "--runs-dir", str(tmp_path / "runs"),
+                                  "--executor", "slurm"])
+    assert r.exit_code == 2 and "local executor" in r.stderr, r.output
+    suite["datasets"] = ["missing.npz"]
+    (folder / "bad.yaml").write_text(yaml.safe_dump(suite))
+    r = CliRunner().invoke(main, ["bench", "--suite", str(folder / "bad.yaml"), "--runs-dir", str(tmp_path / "r2")])
+    assert r.exit_code == 2 and "missing.npz: no such file or folder" in r.stderr and "Traceback" not in r.output
