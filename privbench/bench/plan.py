@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import PRESET_DATASETS, config_hash
+from ..core.config import PRESET_DATASETS, check_seed, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
@@ -89,17 +89,13 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     seconds each); trained runs are not re-validated. A suite's default attacks (``attacks:``, default: every
     registered attack) are planned for the targets they apply to; attacks listed for a target explicitly must
     apply to it."""
-    from ..core.config import build_config
     from ..core.registry import ATTACKS, METHODS
-    from ..runs.attack import attack_dir, attack_hash, make_attack
     from ..runs.store import run_dir_for
     from ..runs.train import make_method
 
     preset = preset or suite.get("preset") or "tiny"
     seeds = as_list(suite.get("seeds", [0]), "seeds")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise BadInput(f"seeds: expected non-negative integers, got {s!r}")
+    seeds = [check_seed(s, "seeds") for s in seeds]  # the rule of every run's seed
     explicit_default = "attacks" in suite
     default_attacks = [str(a) for a in as_list(suite.get("attacks", ATTACKS.names()), "attacks")]
     for a in default_attacks:
@@ -128,17 +124,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                                      for eps, eps_seeds in axis for seed in eps_seeds):
             base = dict(method=mname, dataset=ds, seed=int(seed), role=role, variant=variant, epsilon=eps)
             overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)
-            if eps is not None:
-                try:
-                    pre = build_config(mname, ds, preset, int(seed), overrides)
-                    overrides = overrides + list(factory.epsilon_settings(pre, eps) or [])
-                except BadInput as e:
-                    raise BadInput(f"suite, {entry} at epsilon {eps:g} on {ds}: {e}") from None
+            cfg, overrides = _run_config(entry, factory, ds, preset, int(seed), eps, overrides)
             targets = [str(t) for t in as_list(spec.get("targets"), f"methods.{mname}.targets")]
-            try:
-                cfg = build_config(mname, ds, preset, int(seed), overrides)
-            except BadInput as e:
-                raise BadInput(f"suite, method {mname} on {ds}: {e}") from None
             rd = run_dir_for(cfg, runs_dir)
             method = make_method(cfg, rd, device)
             key = (cfg.dataset, cfg.data.data_root, cfg.data.resolution)
@@ -150,24 +137,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
             targets = [method.check_target(t) for t in (targets or [method.default_target])]
             common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash())
             for t in targets:
-                listed = spec.get("attacks") is not None
-                for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
-                    if split_label(a)[0] not in ATTACKS:
-                        raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from "
-                                       f"{', '.join(ATTACKS.names())}")
-                    att = make_attack(cfg, a, strict=False)
-                    if not att.applies(t):
-                        if listed or explicit_default:
-                            raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
-                                           f"(it attacks: {', '.join(att.applies_to)})")
-                        continue
-                    a = att.label  # canonical: lira@offline is lira (the default variant)
-                    if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd)
-                           for c in cells):
-                        continue
-                    c = Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
-                             result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common)
-                    cells.append(c)
+                cells += _attack_cells(cells, spec, default_attacks, explicit_default, t, cfg, rd, common)
             if samples_on and spec.get("samples", True) is not False:
                 for t in targets:
                     cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
@@ -186,6 +156,48 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
         c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
                                           c.attack_hash or c.settings_hash))
     return cells
+
+
+def _run_config(entry: str, factory, ds: str, preset: str, seed: int, eps, overrides: list):
+    """(config, overrides) of one method entry on one dataset, seed and ε (the ε adds the method's settings for
+    it, e.g. dp.epsilon or pfdm.t0)."""
+    from ..core.config import build_config
+
+    mname = factory.name
+    if eps is not None:
+        try:
+            pre = build_config(mname, ds, preset, seed, overrides)
+            overrides = overrides + list(factory.epsilon_settings(pre, eps) or [])
+        except BadInput as e:
+            raise BadInput(f"suite, {entry} at epsilon {eps:g} on {ds}: {e}") from None
+    try:
+        return build_config(mname, ds, preset, seed, overrides), overrides
+    except BadInput as e:
+        raise BadInput(f"suite, method {mname} on {ds}: {e}") from None
+
+
+def _attack_cells(cells: list, spec: dict, default_attacks: list[str], explicit_default: bool, t: str, cfg, rd,
+                  common: dict) -> list:
+    """The attack cells of one target: the entry's attacks (or the suite's defaults that apply to it), each once."""
+    from ..core.registry import ATTACKS
+    from ..runs.attack import attack_dir, attack_hash, make_attack
+
+    mname, listed, out = cfg.method, spec.get("attacks") is not None, []
+    for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
+        if split_label(a)[0] not in ATTACKS:
+            raise BadInput(f"suite, method {mname}: unknown attack {a!r}; choose from {', '.join(ATTACKS.names())}")
+        att = make_attack(cfg, a, strict=False)
+        if not att.applies(t):
+            if listed or explicit_default:
+                raise BadInput(f"suite, method {mname}: attack {a} does not apply to target {t} "
+                               f"(it attacks: {', '.join(att.applies_to)})")
+            continue
+        a = att.label  # canonical: lira@offline is lira (the default variant)
+        if any(c.kind == "attack" and c.target == t and c.attack == a and c.run_dir == str(rd) for c in cells + out):
+            continue
+        out.append(Cell("attack", target=t, attack=a, attack_hash=attack_hash(att, cfg, t),
+                        result_path=str(attack_dir(rd, att, cfg, t) / "result.json"), **common))
+    return out
 
 
 def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: list, sets: list, runs_dir,
