@@ -207,7 +207,7 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     ``privbench attack --model`` would write (``<runs-dir>/external-<hash>``), so its cache is shared with it.
     The suite's and the command line's ``attack.*``/``sample.*`` settings apply; its other keys concern training."""
     from ..privacy.claims import user_claim
-    from ..runs.external import SETTING_SECTIONS, load_external_target
+    from ..runs.external import SETTING_SECTIONS, external_reference_inputs, load_external_target
     from .suite import CLAIM_KEYS
 
     where = f"suite, external target {name}"
@@ -220,8 +220,11 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                 target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)),
                 records_range=str(espec.get("records_range", "auto")), lora=espec.get("lora"),
                 caption=espec.get("caption"))
+    refs = {k: espec.get(k) for k in ("reference_recipe", "reference_data")}
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
+        # reference models trained by the user's recipe (lira, rmia, gsa on an outside model), as --reference-recipe
+        ext.references = external_reference_inputs(refs["reference_recipe"], refs["reference_data"], ext.records)
     except BadInput as e:
         raise BadInput(f"{where}: {e}") from None
     listed = espec.get("attacks") is not None
@@ -240,7 +243,7 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                               attack=a, role="external", overrides=list(esets), cfg=cfg, run_dir=str(rd),
                               config_hash=ext.prov.get("weights_sha256"), attack_hash=rd.name.split("-", 1)[1],
                               result_path=str(rd / "result.json"),
-                              external={"sets": list(esets), "preset": preset, **opts}))
+                              external={"sets": list(esets), "preset": preset, **opts, **refs}))
     return cells
 
 

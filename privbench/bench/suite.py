@@ -16,11 +16,12 @@ METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"
 #: an external target (a model privbench did not train): the options of ``privbench attack --model``
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
                  "attacks", "set", "claimed_epsilon", "claimed_delta", "claim_basis", "records_range", "lora",
-                 "caption"}
+                 "caption", "reference_recipe", "reference_data"}
 #: the user's privacy claim for an external model (privbench.privacy.claims.user_claim; attack --model's options)
 CLAIM_KEYS = ("claimed_epsilon", "claimed_delta", "claim_basis")
 #: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
-EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root", "lora")
+EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root", "lora",
+                  "reference_recipe", "reference_data")
 FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}
 DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None,
                "inception_weights": None}

@@ -26,6 +26,7 @@ def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized,
             "--device", "cpu", "--json"]
     code, out, err = cli(*args)
     assert code == 0, err
+    assert "training reference model" in err                              # said while the references train
     lira, qmia = json.loads(out)["results"]
     assert lira["label"] == "lira" and lira["metrics"]["auc"] > 0.8   # the memorizing model leaks
     refs = lira["provenance"]["references"]
@@ -83,3 +84,33 @@ def test_recipe_files_are_checked_and_a_python_recipe_is_imported_only_when_name
             load_recipe(tmp_path / "r.yaml")
     (tmp_path / "r.yaml").write_text("model: UNet2DModel\nlayers_per_block: 1\nsteps: 5\n")
     assert load_recipe(tmp_path / "r.yaml")["spec"]["layers_per_block"] == 1
+
+
+def test_a_suites_external_target_takes_a_reference_recipe(memorized, tmp_path):
+    """``external: {name: {..., reference_recipe, reference_data}}`` (paths relative to the suite) runs lira on an
+    outside model in a bench, into the run directory ``attack --model --reference-recipe`` uses (a cache hit)."""
+    import yaml
+
+    (tmp_path / "recipe.yaml").write_text("model: UNet2DModel\nsteps: 60\nlr: 0.002\nbatch: 32\n"
+                                          "block_out_channels: [16, 32]\n")
+    data = _reference_data(tmp_path)
+    suite = {"name": "ext-refs", "preset": "tiny", "seeds": [0], "fid": False, "samples": False,
+             "set": {"attack.n_reference": 2}, "methods": {},
+             "external": {"mine": {"model": str(memorized["pipeline"]), "members": str(memorized["members"]),
+                                   "nonmembers": str(memorized["nonmembers"]), "attacks": ["lira"],
+                                   "reference_recipe": "recipe.yaml", "reference_data": data.name}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(suite))
+    code, out, err = cli("bench", "--suite", tmp_path / "s.yaml", "--runs-dir", tmp_path / "runs", "--device", "cpu",
+                         "--out", tmp_path / "bench", "--json")
+    assert code == 0, err
+    (cell,) = json.loads(out)["cells"]
+    assert cell["status"] == "done" and cell["summary"]["auc"] > 0.8, cell
+    code, out, err = cli("attack", "--model", memorized["pipeline"], "--members", memorized["members"],
+                         "--nonmembers", memorized["nonmembers"], "--attack", "lira", "--reference-recipe",
+                         tmp_path / "recipe.yaml", "--reference-data", data, "--set", "attack.n_reference=2",
+                         "--target", "mine", "--runs-dir", tmp_path / "runs", "--device", "cpu", "--json")
+    assert code == 0 and "attack cache hit" in err, err
+    suite["external"]["mine"]["reference_recipe"] = "missing.yaml"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(suite))
+    code, _, err = cli("bench", "--suite", tmp_path / "bad.yaml", "--runs-dir", tmp_path / "r2")
+    assert code == 2 and "reference_recipe" in err and "Traceback" not in err
