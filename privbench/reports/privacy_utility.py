@@ -126,6 +126,7 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xlim(*xlim)  # explicit: a panel without data (no FID computed) is not autoscaled on a log axis
         if not np.isfinite(pd.to_numeric(summary[col], errors="coerce")).any():
             ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
+            ax.set_yticks([])
         for i, (method, g) in enumerate(private.groupby("method", sort=False)):
             g = g.sort_values("epsilon")
             ax.plot(g["epsilon"], g[col], marker="o", label=method, color=f"C{i}")
@@ -136,7 +137,13 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
                            label=f"{b['method']} (ε = ∞)")
         ax.set_xlabel("ε (formal, per method's basis)")
         ax.set_title(label, fontsize=10)
-    axes[0].legend(fontsize=7)
+    # one legend with every line (a panel may lack some: no FID, no baseline value), on the first panel with data
+    labelled: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            labelled.setdefault(lab, h)
+    home = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), axes[0])
+    home.legend(list(labelled.values()), list(labelled), fontsize=7)
     fig.tight_layout()
     (out / "figures").mkdir(parents=True, exist_ok=True)
     paths = [out / "figures" / f"privacy_utility.{ext}" for ext in ("png", "svg", "pdf")]

@@ -84,6 +84,15 @@ def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_quick_privacy_utility_suite_plans_every_method_at_both_epsilons():
+    spec, _ = load_suite("privacy-utility-quick")
+    cells = plan(spec, preset=None, sets=[], runs_dir="/nonexistent-runs", device="cpu", validate_methods=False)
+    got = {(c.variant or c.method, c.epsilon, c.kind) for c in cells}
+    for m in ("dpdm", "dpdm-public", "dpdm-public-lora"):
+        assert {(m, 1.0, "attack"), (m, 10.0, "utility")} <= {(a, float(e) if e else e, k) for a, e, k in got}, m
+    assert ("centralized", None, "utility") in got
+
+
 def test_shipped_suites_load():
     for name in ("tiny", "paper"):
         spec, path = load_suite(name)
