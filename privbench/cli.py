@@ -484,7 +484,7 @@ def attack(method, dataset, attack_name, target, model_path, members, nonmembers
     from .runs.attack import run_attack
 
     results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
-        locals()))
+        click.get_current_context().params))
     if results is not None:
         from .reports.text import result_summary
 
@@ -573,7 +573,7 @@ def run(method, attack_name, dataset, target, model_path, members, nonmembers, a
     from .runs.attack import run_attack
 
     results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
-        locals()))
+        click.get_current_context().params))
     if results is None:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
