@@ -61,7 +61,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     written: list[Path] = _write_csvs(tables, targets, out) if "csv" in formats else []
     from .privacy_utility import write_privacy_utility  # an ε-axis bench: the privacy-utility figure and table
 
-    pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats)
+    pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats, latex_style)
     written += pu_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):

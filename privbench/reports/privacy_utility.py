@@ -160,6 +160,15 @@ def _fmt(m, lo, hi, nd=3) -> str:
     return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), nd)}"
 
 
+def latex_float(summary: pd.DataFrame, style: str = "single") -> str:
+    """The table as ``report --latex-style`` sets tables: ``single`` a ``table`` float, ``twocolumn`` a ``table*``
+    (the full text width) in ``\\footnotesize``; with the style marker the layout test reads."""
+    star, size = ("table*", "\\footnotesize\n\\setlength{\\tabcolsep}{3pt}\n") if style == "twocolumn" else ("table", "")
+    return (f"% privbench latex-style: {style}\n\\begin{{{star}}}[t]\n\\centering\n{size}"
+            f"\\caption{{What privacy costs: utility and leakage against $\\varepsilon$ (mean [95\\% interval: over seeds where there are several, else the run's own bootstrap CI])}}\n"
+            f"{latex_table(summary)}\\end{{{star}}}\n")
+
+
 def latex_table(summary: pd.DataFrame) -> str:
     head = ["method", "$\\varepsilon$", "seeds", "FID", "downstream acc.", "best AUC", "best TPR@1\\%FPR",
             "$\\hat\\varepsilon$ lower bound"]
@@ -189,8 +198,8 @@ def html_section(summary: pd.DataFrame, png: Path) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, formats: list[str]
-                          ) -> tuple[list[Path], str | None]:
+def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, formats: list[str],
+                          latex_style: str = "single") -> tuple[list[Path], str | None]:
     """Write the CSV / LaTeX / figure of an ε-axis bench; returns (files, HTML section or None)."""
     from ..core.io import atomic_path, atomic_write_text
 
@@ -207,7 +216,7 @@ def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, 
     if "latex" in formats:
         p = out / "tex" / "privacy_utility.tex"
         p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(p, latex_table(summary))
+        atomic_write_text(p, latex_float(summary, latex_style))
         written.append(p)
     section = None
     if {"html", "latex", "markdown"} & set(formats):
