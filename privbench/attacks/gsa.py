@@ -37,7 +37,6 @@ Per-record gradients are exact (:class:`privbench.models.grad_sample.PerSampleGr
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +46,7 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.registry import ATTACKS
-from ..models.grad_sample import PerSampleGrads
+from ..models.grad_sample import PerSampleGrads, requires_grad
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
 from .references import REFERENCE_TEST_PRESET, ReferenceSettings, record_noise, require_references
 
@@ -65,18 +64,6 @@ class GSASettings(ReferenceSettings):
 
 #: per-record gradient floats materialised at once (memory bound of one chunk)
 _GRAD_BUDGET = 50_000_000
-
-
-@contextlib.contextmanager
-def _trainable(model: torch.nn.Module):
-    saved = [(p, p.requires_grad) for p in model.parameters()]
-    try:
-        for p, _ in saved:
-            p.requires_grad_(True)
-        yield
-    finally:
-        for p, f in saved:
-            p.requires_grad_(f)
 
 
 def gradient_features(target, records: Records, timesteps: list[int], *, variant: int, seed: int,
@@ -119,7 +106,7 @@ def gradient_features(target, records: Records, timesteps: list[int], *, variant
         return (pred - noise).pow(2).flatten(1).mean(1)
 
     out = []
-    with _trainable(model):
+    with requires_grad(model, value=True):
         try:
             psg = PerSampleGrads(model, "hooks")
         except ValueError:  # a layer the hooks backend does not cover

@@ -5,7 +5,7 @@ opacus' conv grad sampler returns all-zero gradients after a diffusers attention
 - :mod:`.ghost`: ghost clipping — the clipped sum from per-layer norms without whole-model per-record gradients;
 - :mod:`.engine`: :class:`PerSampleGrads` (backends ``ghost``, ``hooks``, ``vmap``) and :func:`frozen`.
 """
-from .engine import BACKENDS, PerSampleGrads, frozen
+from .engine import BACKENDS, PerSampleGrads, frozen, requires_grad
 from .layers import GRAD_SAMPLERS, register_grad_sampler
 
-__all__ = ["BACKENDS", "GRAD_SAMPLERS", "PerSampleGrads", "frozen", "register_grad_sampler"]
+__all__ = ["BACKENDS", "GRAD_SAMPLERS", "PerSampleGrads", "frozen", "register_grad_sampler", "requires_grad"]

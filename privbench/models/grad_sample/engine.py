@@ -187,13 +187,18 @@ class PerSampleGrads:
 
 
 @contextlib.contextmanager
-def frozen(*modules: nn.Module):
-    """Temporarily set requires_grad=False on every parameter of ``modules`` (restored on exit)."""
+def requires_grad(*modules: nn.Module, value: bool):
+    """Temporarily set requires_grad=``value`` on every parameter of ``modules`` (restored on exit)."""
     saved = [(p, p.requires_grad) for m in modules for p in m.parameters()]
     try:
         for p, _ in saved:
-            p.requires_grad_(False)
+            p.requires_grad_(value)
         yield
     finally:
         for p, f in saved:
             p.requires_grad_(f)
+
+
+def frozen(*modules: nn.Module):
+    """Temporarily set requires_grad=False on every parameter of ``modules`` (restored on exit)."""
+    return requires_grad(*modules, value=False)
