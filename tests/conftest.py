@@ -57,7 +57,8 @@ _TIMES = os.environ.get("PRIVBENCH_TEST_TIMES")
 
 
 def pytest_runtest_logreport(report):
-    if _TIMES and report.duration >= 0.5:
+    # under xdist the controller sees each worker's report again (with ``node`` set): written once, by the worker
+    if _TIMES and report.duration >= 0.5 and not hasattr(report, "node"):
         with open(_TIMES, "a") as f:
             f.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
 

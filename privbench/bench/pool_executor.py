@@ -25,7 +25,6 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ..data.user_records import registered_paths
 from .ray_executor import CellFailed, _in_task, cell_task, train_task
 
 
@@ -222,18 +221,18 @@ class LocalPool(PoolExecutor):
     cores this process may use divided among them."""
     name = "local"
 
-    def __init__(self, jobs: int, retries: int, threads: int | None = None):
+    def __init__(self, jobs: int, retries: int, threads: int | None = None, records: tuple[str, ...] = ()):
         from ..core.threads import available_cores
 
         threads = threads or max(1, available_cores() // jobs)
         super().__init__(retries, threads)
-        self.jobs = jobs
+        self.jobs, self.records = jobs, records  # records: the user's records (paths) each worker registers
         self.pool = self._new_pool()
 
     def _new_pool(self) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
                                       initializer=_worker_init,
-                                      initargs=(self.jobs, self.threads, tuple(registered_paths().values())))
+                                      initargs=(self.jobs, self.threads, self.records))
 
     def submit(self, fn, *args):
         try:

@@ -218,7 +218,9 @@ def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address
     """(Ray executor or None, job pool or None, device). After planning: a bad suite exits 2 without starting or
     joining a cluster; a rerun with nothing left to do starts none."""
     pending = any(c.status == "pending" for c in cells)
-    if executor in ("ray", "slurm") and registered_paths():
+    known = registered_paths()  # the user's records this suite names (datasets: PATH), as their workers load them
+    records = tuple(sorted({known[c.dataset] for c in cells if c.dataset in known}))
+    if executor in ("ray", "slurm") and records:
         raise BadInput(f"suite datasets: the user's records (a path) run with the local executor (--jobs N), not "
                        f"--executor {executor}; register them as a dataset plug-in to run there")
     ray_exec = pool = None
@@ -235,7 +237,7 @@ def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address
     elif pending and jobs > 1:
         from .pool_executor import LocalPool
 
-        pool = LocalPool(jobs, retries)
+        pool = LocalPool(jobs, retries, records=records)
     return ray_exec, pool, device
 
 

@@ -143,7 +143,7 @@ def _group_norm(mod: nn.GroupNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: 
 
 
 @register_grad_sampler(nn.LayerNorm)
-def _layer_norm(mod: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: int):  # noqa: ARG001 - the signature
+def _layer_norm(mod: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
     xhat = F.layer_norm(x, mod.normalized_shape, eps=mod.eps)
     shp = mod.normalized_shape
     if mod.weight is not None:
@@ -153,7 +153,7 @@ def _layer_norm(mod: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: 
 
 
 @register_grad_sampler(nn.Embedding)
-def _embedding(mod: nn.Embedding, x: torch.Tensor, g: torch.Tensor, n: int, k: int):  # noqa: ARG001 - the signature
+def _embedding(mod: nn.Embedding, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
     idx = x.reshape(n, -1)
     gg = g.reshape(n, idx.shape[1], -1)
     out = torch.zeros((n, mod.num_embeddings, gg.shape[-1]), dtype=g.dtype, device=g.device)
