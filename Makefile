@@ -13,7 +13,7 @@ PIP     := $(BIN)/pip install -q --disable-pip-version-check --no-compile
 # local executor), official (xgboost: gsa@xgboost), t2i (transformers, peft: text-to-image models). An extra added to pyproject.toml that a test needs is added here.
 EXTRAS  := test,dp,fid,ray,slurm,official,t2i
 
-.PHONY: install install-all demo test test-fast lint bench docs clean
+.PHONY: install install-all demo test test-all lint bench docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,8 +37,13 @@ demo: install
 	$(BIN)/privbench run --method pfdm --attack pia --dataset digits --preset tiny
 
 # two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
-# fixtures are computed once, and the run store's locks let the workers share trained targets
+# fixtures are computed once, and the run store's locks let the workers share trained targets. `make test` leaves
+# out the tests marked slow (result claims at the tiny scale: minutes of training each; every code path they take
+# has a fast test); `make test-all` runs them too
 test: install-all lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
+
+test-all: install-all lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 # the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 25) and dead
@@ -46,9 +51,6 @@ test: install-all lint
 lint: install-all
 	$(BIN)/ruff check privbench tests
 	$(BIN)/vulture privbench vulture_whitelist.py --min-confidence 80
-
-test-fast: install-all
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install-all
 	$(BIN)/python benchmarks/run_all.py

@@ -363,6 +363,10 @@ def _calibrate(name: str, target: float, q: float, n: int, d: float, tol: float,
     return hi2, e2
 
 
+#: noise_multiplier_for_epsilon's answers in this process, by setting (see there)
+_CALIBRATIONS: dict[tuple, dict] = {}
+
+
 def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int, delta: float,
                                  accountant: str = "prv", tol: float = 0.01, rdp_orders=None) -> dict:
     """The smallest noise multiplier σ whose ε ≤ ``epsilon`` (ε within ``tol`` below the target).
@@ -378,9 +382,16 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
     req = _check_accountant(accountant)
     t = _check_tol(tol)
     orders = _rdp_orders(rdp_orders)
+    chain = _chain(req)
+    # a calibration is a pure function of its setting and the accountants that answer it: a suite asks the same
+    # one for every seed and variant of a method (and the plan, then the run, ask again), so it is computed once
+    # per process
+    key = (target, q, n, d, req, t, orders, tuple((name, id(_accountant(name))) for name in chain))
+    if key in _CALIBRATIONS:
+        return dict(_CALIBRATIONS[key])
     reasons: list[str] = []
     rdp_sigma: Optional[float] = None
-    for name in _chain(req):
+    for name in chain:
         try:
             guess = None
             if name != "rdp":
@@ -393,9 +404,10 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
         except Exception as err:  # noqa: BLE001
             reasons.append(_reason(name, err))
             continue
-        return {"epsilon": eps, "delta": d, "accountant": name, "requested_accountant": req,
-                "noise_multiplier": sigma, "sample_rate": q, "steps": n,
-                "fallback": _fallback_text(reasons, name), "target_epsilon": target}
+        _CALIBRATIONS[key] = {"epsilon": eps, "delta": d, "accountant": name, "requested_accountant": req,
+                              "noise_multiplier": sigma, "sample_rate": q, "steps": n,
+                              "fallback": _fallback_text(reasons, name), "target_epsilon": target}
+        return dict(_CALIBRATIONS[key])
     raise WorkFailed(f"noise calibration (epsilon={target}, sample_rate={q}, steps={n}, delta={d}): "
                      "no accountant succeeded: " + "; ".join(reasons))
 

@@ -18,6 +18,7 @@ import torch
 from privbench.core.registry import ACCOUNTANTS, ATTACKS, METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tests" / "attacks"))
 from attack_fakes import fake_target, memorizing_eps  # noqa: E402
 
@@ -98,8 +99,9 @@ def test_every_method_trains_and_yields_its_targets(name, runs_dir):
     y = torch.tensor([0, 1, 2])
     for t in method.target_names():
         tgt = method.load_target(t)
-        eps = tgt.predict_noise(x, torch.tensor([0, 10, 100]), y)
-        assert eps.shape == x.shape and torch.isfinite(eps).all(), t
+        xq, yq = tgt.query_inputs(x, y)  # what the network takes (a latent target: latents and caption rows)
+        eps = tgt.predict_noise(xq, torch.tensor([0, 10, 100]), yq)
+        assert eps.shape == xq.shape and torch.isfinite(eps).all(), t
         p = method.privacy(t)
         # a formal ε > 0, or no formal ε (null) with a conditional or claimed one (dpsad; privbench.privacy.claims)
         assert p is None or (p["basis"] and (p["epsilon"] > 0 if p["epsilon"] is not None
@@ -126,6 +128,22 @@ def run_cli(args, cwd, env, ok=(0,)):
     return r
 
 
+def run_cli_session(commands, cwd, env) -> list[dict]:
+    """``commands`` (lists of CLI args) run one after the other in ONE fresh process (tests/architecture/
+    cli_session.py); each result {args, code, stdout, stderr}."""
+    spec = Path(cwd) / "commands.json"
+    spec.write_text(json.dumps([[str(a) for a in c] for c in commands]))
+    r = subprocess.run([sys.executable, str(HERE / "cli_session.py"), str(spec)], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _codes(results, *expected) -> None:
+    for res, ok in zip(results, expected):
+        assert res["code"] == ok, (res["args"], res["stdout"][-2000:], res["stderr"][-2000:])
+
+
 def test_a_new_attack_is_one_file(tmp_path):
     """Copy the package, drop tests/architecture/toy/toy_attack.py into its attacks/ folder and touch nothing else:
     the toy attack is listed, runs through `attack`, `bench`, `report` and `check`."""
@@ -135,29 +153,29 @@ def test_a_new_attack_is_one_file(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(work), "OMP_NUM_THREADS": "1", "PRIVBENCH_PROGRESS": "0"}
     runs = tmp_path / "runs"
 
-    def cli(*args, ok=(0,)):
-        return run_cli(args, tmp_path, env, ok)
-
-    assert "toy" in cli("list", "attacks").stdout
-    r = cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs),
-            "--set", "attack.toy_t=50", "--json")
-    res = json.loads(r.stdout)
-    assert res["attack"] == "toy" and 0.0 <= res["metrics"]["auc"] <= 1.0
-    assert res["attack_config"]["toy_t"] == 50
     suite = tmp_path / "s.yaml"
     suite.write_text("name: s\npreset: test\ndevice: cpu\nfid: false\nsamples: false\n"
                      "methods:\n  centralized: {targets: [model], attacks: [toy, pia]}\n")
-    cli("bench", "--suite", str(suite), "--runs-dir", str(runs), "--out", str(tmp_path / "bench"))
+    gates, breach = tmp_path / "g.yaml", tmp_path / "breach.yaml"
+    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: 1.0}\n")
+    breach.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
+    res = run_cli_session([
+        ["list", "attacks"],
+        ["attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", runs,
+         "--set", "attack.toy_t=50", "--json"],
+        ["bench", "--suite", suite, "--runs-dir", runs, "--out", tmp_path / "bench"],
+        ["report", tmp_path / "bench", "--out", tmp_path / "rep"],
+        ["check", "--gates", gates, tmp_path / "bench"],
+        ["check", "--gates", breach, tmp_path / "bench"]], tmp_path, env)
+    _codes(res, 0, 0, 0, 0, 0, 1)
+    assert "toy" in res[0]["stdout"]
+    attack = json.loads(res[1]["stdout"])
+    assert attack["attack"] == "toy" and 0.0 <= attack["metrics"]["auc"] <= 1.0
+    assert attack["attack_config"]["toy_t"] == 50
     sbs = (tmp_path / "bench" / "side_by_side.csv").read_text()
     assert "toy_auc" in sbs.splitlines()[0]
-    cli("report", str(tmp_path / "bench"), "--out", str(tmp_path / "rep"))
     assert "toy" in (tmp_path / "rep" / "index.html").read_text()
-    gates = tmp_path / "g.yaml"
-    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: 1.0}\n")
-    cli("check", "--gates", str(gates), str(tmp_path / "bench"))
-    gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
-    r = cli("check", "--gates", str(gates), str(tmp_path / "bench"), ok=(1,))
-    assert "BREACH" in r.stderr
+    assert "BREACH" in res[5]["stderr"]
 
 
 def test_a_plugin_package_registers_through_its_entry_point(tmp_path):
@@ -181,25 +199,24 @@ def test_a_plugin_package_registers_through_its_entry_point(tmp_path):
     assert list(site_dir.glob("privbench_toy_plugin-0.1.dist-info/entry_points.txt"))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site_dir)])
     runs = tmp_path / "runs"
-
-    def cli(*args, ok=(0,)):
-        return run_cli(args, tmp_path, env, ok)
-
-    listed = cli("list", "attacks")
-    assert "toy" in listed.stdout and "failed to load" not in listed.stderr
-    res = json.loads(cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir",
-                         str(runs), "--json").stdout)
-    assert res["attack"] == "toy" and 0.0 <= res["metrics"]["auc"] <= 1.0
     suite = tmp_path / "s.yaml"
     suite.write_text("name: s\npreset: test\ndevice: cpu\nfid: false\nsamples: false\n"
                      "methods:\n  centralized: {targets: [model], attacks: [toy]}\n")
-    cli("bench", "--suite", str(suite), "--runs-dir", str(runs), "--out", str(tmp_path / "bench"))
-    assert "toy_auc" in (tmp_path / "bench" / "side_by_side.csv").read_text().splitlines()[0]
     gates = tmp_path / "g.yaml"
     gates.write_text("gates:\n  - {method: centralized, target: model, attack: toy, metric: auc, max: -0.5}\n")
-    assert "BREACH" in cli("check", "--gates", str(gates), str(tmp_path / "bench"), ok=(1,)).stderr
+    res = run_cli_session([
+        ["list", "attacks"],
+        ["attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", runs, "--json"],
+        ["bench", "--suite", suite, "--runs-dir", runs, "--out", tmp_path / "bench"],
+        ["check", "--gates", gates, tmp_path / "bench"]], tmp_path, env)
+    _codes(res, 0, 0, 0, 1)
+    assert "toy" in res[0]["stdout"] and "failed to load" not in res[0]["stderr"]
+    attack = json.loads(res[1]["stdout"])
+    assert attack["attack"] == "toy" and 0.0 <= attack["metrics"]["auc"] <= 1.0
+    assert "toy_auc" in (tmp_path / "bench" / "side_by_side.csv").read_text().splitlines()[0]
+    assert "BREACH" in res[3]["stderr"]
     # without the installed package on the path the attack is unknown: exit 2, one line
     env["PYTHONPATH"] = str(ROOT)
-    r = cli("attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs),
-            ok=(2,))
+    r = run_cli(["attack", "--method", "centralized", "--attack", "toy", "--preset", "test", "--runs-dir", str(runs)],
+                tmp_path, env, ok=(2,))
     assert "toy" in r.stderr and "Traceback" not in r.stderr

@@ -62,20 +62,31 @@ def _suite(tmp_path, attacks, pfdm: bool = True) -> Path:
     return path
 
 
+def _reference(tmp, pfdm: bool):
+    suite = _suite(tmp, ["loss", "pia", "boom", "flaky"], pfdm=pfdm)
+    return suite, run_suite(str(suite), runs_dir=str(tmp / "runs"), device="cpu", retries=1)
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, plugins):
-    """The grid run one cell at a time in this process (retries=1: flaky passes on its second attempt)."""
-    tmp = tmp_path_factory.mktemp("pool-ref")
-    suite = _suite(tmp, ["loss", "pia", "boom", "flaky"])
-    return suite, run_suite(str(suite), runs_dir=str(tmp / "runs"), device="cpu", retries=1)
+    """The grid run one cell at a time in this process (retries=1: flaky passes on its second attempt); two
+    methods, so ``--jobs 2`` trains two targets at once."""
+    return _reference(tmp_path_factory.mktemp("pool-ref"), pfdm=True)
+
+
+@pytest.fixture(scope="module")
+def reference_one(tmp_path_factory, plugins):
+    """The same grid on the centralized target only: each Slurm job is a fresh process (seconds of imports each
+    on a loaded machine), and one method exercises every kind of job (training, cell, retry)."""
+    return _reference(tmp_path_factory.mktemp("pool-ref-one"), pfdm=False)
 
 
 def _by_label(res: dict) -> dict:
     return {(c["method"], c["target"], c["kind"], c["attack"]): c for c in res["cells"]}
 
 
-def _check_like_local(res: dict, local: dict) -> None:
-    assert res["counts"] == local["counts"] == {"done": 5, "skipped": 0, "failed": 1, "pending": 0}
+def _check_like_local(res: dict, local: dict, done: int = 5) -> None:
+    assert res["counts"] == local["counts"] == {"done": done, "skipped": 0, "failed": 1, "pending": 0}
     cells, ref = _by_label(res), _by_label(local)
     boom = cells[("centralized", "model", "attack", "boom")]
     assert boom["status"] == "failed" and boom["attempts"] == 2
@@ -116,15 +127,15 @@ def test_jobs_2_matches_one_job_at_a_time(tmp_path, reference):
     _rerun_trains_nothing(args, out)
 
 
-def test_slurm_executor_through_submitit_local(tmp_path, reference):
+def test_slurm_executor_through_submitit_local(tmp_path, reference_one):
     pytest.importorskip("submitit")
-    suite, local = reference
+    suite, local = reference_one
     out = tmp_path / "bench-slurm"
     args = ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
             "--executor", "slurm", "--slurm-cluster", "local", "--slurm-time-cell", "30", "--json"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 3, (r.stdout, r.stderr)
-    _check_like_local(json.loads(r.stdout), local)
+    _check_like_local(json.loads(r.stdout), local, done=3)
     bench = json.loads((out / "bench.json").read_text())
     assert bench["executor"] == "slurm" and bench["retries"] == 1
     assert bench["slurm"]["cluster"] == "local" and bench["slurm"]["time_cell_min"] == 30

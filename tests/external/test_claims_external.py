@@ -12,7 +12,6 @@ from ext_helpers import cli
 CLAIM = ["--claimed-epsilon", "0.1", "--claimed-delta", "1e-5", "--claim-basis", "DP-SGD, replace-one, my accountant"]
 
 
-@pytest.mark.slow
 def test_a_claim_the_lower_bound_exceeds_is_flagged_by_audit_and_check(memorized, tmp_path):
     """The memorizing pipeline (PIA AUC ≈ 1 on 32 + 32 records) with a claimed ε of 0.1: the Clopper–Pearson and
     one-run bounds exceed it; audit says EXCEEDS CLAIM, check's audit.exceeds_claim gate breaches (exit 1), the

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from ext_helpers import cli
 
 GATES = """gates:
@@ -21,7 +20,6 @@ def _attack(model, members, nonmembers, runs, *extra):
     return json.loads(out)
 
 
-@pytest.mark.slow
 def test_memorizing_pipeline_leaks_random_init_does_not_and_check_gates_it(memorized, tmp_path):
     runs = tmp_path / "runs"
     m = memorized
@@ -71,7 +69,6 @@ def leak_scores(res):
     return np.load(res["scores_path"])["scores"]
 
 
-@pytest.mark.slow
 def test_memorization_samples_through_the_models_own_scheduler(memorized, tmp_path):
     m = memorized
     code, out, err = cli("attack", "--model", m["pipeline"], "--members", m["members"], "--nonmembers",

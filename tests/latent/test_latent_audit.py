@@ -23,7 +23,6 @@ def attack(model, t2i, runs, name, *extra):
     return json.loads(out)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["loss", "sima"])
 def test_finetuned_pipeline_leaks_and_random_init_does_not(t2i, tmp_path, name):
     leak = attack(t2i["pipeline"], t2i, tmp_path, name)
@@ -42,7 +41,6 @@ def test_finetuned_pipeline_leaks_and_random_init_does_not(t2i, tmp_path, name):
     assert len(leak["provenance"]["captions_sha256"]) == 64
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["loss", "sima"])
 def test_lora_adapter_over_frozen_base_leaks_and_rekeys(t2i, tmp_path, name):
     from safetensors.torch import load_file, save_file
@@ -68,7 +66,6 @@ def test_lora_adapter_over_frozen_base_leaks_and_rekeys(t2i, tmp_path, name):
     assert other["run_dir"] != leak["run_dir"] and other["provenance"]["model"]["lora"]["sha256"] != lora["sha256"]
 
 
-@pytest.mark.slow
 def test_clid_separates_the_finetuned_model_not_the_control(t2i, tmp_path):
     for name in ("clid", "clid@vec"):
         leak = attack(t2i["pipeline"], t2i, tmp_path, name)
@@ -79,7 +76,6 @@ def test_clid_separates_the_finetuned_model_not_the_control(t2i, tmp_path):
         assert leak["metrics"]["auc"] >= 0.75, leak["metrics"]
 
 
-@pytest.mark.slow
 def test_memorization_generates_from_member_captions_in_pixel_space(t2i, tmp_path):
     res = attack(t2i["pipeline"], t2i, tmp_path, "memorization", "--set", "attack.n_samples=4", "--set",
                  "sample.sampler=ddim", "--set", "sample.ddim_steps=5")
