@@ -36,7 +36,7 @@ import torch
 
 from ..core.config import setting
 from ..core.errors import BadInput
-from ..core.registry import ATTACKS
+from ..core.registry import ATTACKS, METHODS
 from ..core.seeding import seeded_generator
 from .base import Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, tvec
 from .secmi_nn import stratified_folds
@@ -84,7 +84,8 @@ class CLiD(Attack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        if cfg is not None and getattr(cfg, "method", "external") != "external":
+        method = getattr(cfg, "method", "external") if cfg is not None else "external"
+        if method != "external" and not getattr(METHODS.get(method).factory, "text_conditional", False):
             raise BadInput(f"attack clid needs a text-to-image target (captions to weaken); method {cfg.method} "
                            f"trains none — attack a Stable-Diffusion-layout pipeline with --model")
         if not isinstance(self.clid_t, (list, tuple)) or not self.clid_t:

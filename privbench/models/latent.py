@@ -345,8 +345,10 @@ class LatentTarget(Target):
                           for lo in range(0, len(z), ENCODE_BATCH)]).clamp(-1, 1)
 
 
-def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, device, provenance, name="model"):
-    """A :class:`LatentTarget` of loaded components (also used for pipelines built in memory)."""
+def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, device, provenance, name="model",
+                        cls=None):
+    """A :class:`LatentTarget` (or subclass ``cls``) of loaded components (also used for pipelines built in
+    memory)."""
     device = _device(device)
     unet = unet.to(device).eval()
     text = CaptionTable(tokenizer, text_encoder, device)
@@ -376,7 +378,7 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
                 conditioning="CLIP text embedding of each record's caption (row 0: empty caption)",
                 parameters=int(sum(p.numel() for p in unet.parameters())))
     note = f"latent text-to-image model ({prov.get('format')}), {pred} prediction"
-    return LatentTarget(name, "external", unet, schedule, device, None, clip_sample=False, note=note, eps_fn=eps_fn,
+    return (cls or LatentTarget)(name, "external", unet, schedule, device, None, clip_sample=False, note=note, eps_fn=eps_fn,
                         meta={"shape": (c, h, w), "provenance": prov}, vae=vae, scaling=scaling, text=text,
                         pixel_shape=pixel_shape)
 
@@ -391,7 +393,7 @@ def _index_entry(index: dict, key: str, where: str, allowed) -> bool:
     return True
 
 
-def load_sd_pipeline(p: Path, where: str, override, override_src, device, name, lora=None):
+def load_sd_pipeline(p: Path, where: str, override, override_src, device, name, lora=None, cls=None):
     """(LatentTarget, provenance) of a StableDiffusionPipeline-layout folder (see the module doc)."""
     from ..core.extras import require
 
@@ -437,5 +439,5 @@ def load_sd_pipeline(p: Path, where: str, override, override_src, device, name, 
         h.update(sched_file.read_bytes())
     prov["weights_sha256"] = h.hexdigest()
     tgt = build_latent_target(unet, vae, tokenizer, text_encoder, sched, facts, device=device, provenance=prov,
-                              name=name)
+                              name=name, cls=cls)
     return tgt, tgt.meta["provenance"]

@@ -175,6 +175,11 @@ class Method:
     config_keys: tuple[str, ...] | None = None
     #: config keys shown with its results in reports' provenance
     provenance_keys: tuple[str, ...] = ()
+    #: whether reference-model attacks (LiRA, RMIA, …) can train this method's reference models and query them
+    #: with the target's records
+    reference_models = True
+    #: whether its targets are text-conditional (records queried with captions: CLiD applies)
+    text_conditional = False
 
     @classmethod
     def target_kind(cls, target: str) -> str:

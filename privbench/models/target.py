@@ -48,6 +48,11 @@ class Target:
         self.num_timesteps = schedule.num_timesteps
         self._autocast: torch.dtype | None = None  # set by query_precision
 
+    def query_inputs(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the network is queried with for records ``x`` (pixels) of class ``y``: themselves here; a latent
+        text-to-image target of a native run encodes them and maps each label to its caption's row."""
+        return x, y
+
     @contextlib.contextmanager
     def query_precision(self, precision: str = "fp32"):
         """Within the block, ``predict_noise`` runs the network under autocast (``bf16``: matmuls and convolutions

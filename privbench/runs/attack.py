@@ -257,6 +257,9 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     if not attack.applies(target_name):
         raise BadInput(f"--attack {attack_name}: does not apply to target {target_name!r} (it attacks: "
                        f"{', '.join(attack.applies_to)})")
+    if attack.needs_references and not method.reference_models:
+        raise BadInput(f"--attack {attack_name}: trains reference models, which method {method.name} does not "
+                       f"support (docs/methods.md)")
     if attack.needs_references:                            # a pool the dataset cannot give → BadInput
         from .references import check_pool
 
@@ -283,6 +286,9 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         try:
             tgt = method.load_target(target_name)
             records = build_records(method, target_name)
+            qx, qy = tgt.query_inputs(records.x, records.y)  # a latent target: latents and caption rows
+            if qx is not records.x:
+                records = Records(qx, qy, records.labels, records.index)
             env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
             # the target's own training records (a client model's: its client's) are what it can memorize
             mem = records.index[records.labels == 1].tolist()
