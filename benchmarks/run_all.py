@@ -1,5 +1,6 @@
 """What ``make bench`` runs: the tiny suites → the committed reports ``reports/tiny/`` and
-``reports/tiny-references/``, then the perf scripts.
+``reports/tiny-references/``, the text-to-image suite (benchmarks/text_to_image.py → ``reports/text-to-image/``),
+then the perf scripts.
 
 1. ``privbench bench --suite S`` for S in tiny, tiny-references (cached and resumable: training and attacks reuse
    the run store, so a rerun with the cache takes seconds) into ``runs/bench-S``;
@@ -103,6 +104,13 @@ def main() -> int:
         print(f"\nreport: {', '.join(str(p) for p in paths)}")
         print(f"bench {suite}: {bench_s:.0f} s (this invocation; cached cells are skipped), report {report_s:.0f} s")
     spec = specs[0][1]
+    if a.suite is None:  # make bench: the text-to-image suite too (its outside pipelines are built by a script)
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "text_to_image.py"), "--runs-dir", str(runs)]
+        if a.preset:
+            cmd += ["--preset", a.preset]
+        print(f"\n=== text_to_image.py: {' '.join(cmd[2:])}", flush=True)
+        r = subprocess.run(cmd)
+        failed += r.returncode != 0
 
     ratios: list[str] = []
     if not a.skip_perf:

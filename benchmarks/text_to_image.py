@@ -130,7 +130,7 @@ def main() -> int:
     res = run_suite(str(suite), runs_dir=str(runs), device="cpu", out=str(bench))
     out = Path(a.out) if a.out else (ROOT / "reports" / "text-to-image" if not test else
                                      runs / "report-text-to-image-test")
-    render_report(bench, out)
+    render_report(bench, out, latex_style="twocolumn")
     print(f"bench: {res['counts']}; report: {out} ({time.time() - t0:.0f} s)")
     return 0 if res["counts"].get("failed", 0) == 0 else 3
 
