@@ -1,6 +1,7 @@
 """The text-to-image suite of ``make bench`` → ``reports/text-to-image/``: Stable-Diffusion-shaped pipelines
 fine-tuned OUTSIDE privbench (plain diffusers/transformers/peft code, tests/latent/t2i_helpers.py: a full
-fine-tune and a LoRA adapter over a frozen pre-trained base, 32 captioned members) audited beside privbench's
+fine-tune and a LoRA adapter over a frozen pre-trained base, 32 captioned members; and the same architecture at
+random initialisation as the control) audited beside privbench's
 native text-to-image methods (``txt2img``: a full fine-tune; ``dp-txt2img``: DP-LoRA at ε = 10) on the same digits.
 
     python benchmarks/text_to_image.py                      # runs/t2i-outside/ + runs/bench-text-to-image/ → report
@@ -33,15 +34,17 @@ def build_outside(folder: Path) -> None:
 
     from privbench import load_dataset
 
-    if (folder / "done").is_file():
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    (xm, ym), (xn, yn), (xp, yp) = H.digits_split(32, 32, seed=0)
     x_all, _ = load_dataset("digits")
     tok = H.tokenizer()
     te = H.text_encoder(tok, 0)
     v = H.vae(0, x_all)
     base = H.unet(0)
+    if not (folder / "random" / "model_index.json").is_file():  # the control: the architecture never trained
+        H.save_pipeline(folder / "random", base, v, tok, te)
+    if (folder / "done").is_file():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (xm, ym), (xn, yn), (xp, yp) = H.digits_split(32, 32, seed=0)
     zm = H.latents(v, xm)
     cond = H.embed(tok, te, H.record_captions(ym))
     null = H.embed(tok, te, [""])
@@ -97,6 +100,11 @@ external:
   sd-lora:
     model: pretrained
     lora: lora
+    members: members.npz
+    nonmembers: nonmembers.npz
+    attacks: {attacks}
+  sd-random:                   # the control: the same architecture at random initialisation
+    model: random
     members: members.npz
     nonmembers: nonmembers.npz
     attacks: {attacks}

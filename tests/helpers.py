@@ -23,3 +23,18 @@ def shared_tmp(tmp_path_factory, name: str):
     with FileLock(str(root / f"shared-{name}.lock")):
         path.mkdir(exist_ok=True)
     return path
+
+
+def per_example_grads(model, loss_fn, records):
+    """The reference per-record gradients: one backward pass per record (a parameter without a gradient: zeros);
+    one stacked tensor per trainable parameter."""
+    import torch
+
+    out = []
+    params = [p for p in model.parameters() if p.requires_grad]
+    for i in range(records[0].shape[0]):
+        model.zero_grad(set_to_none=True)
+        loss_fn(model, *[r[i:i + 1] for r in records]).sum().backward()
+        out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    model.zero_grad(set_to_none=True)
+    return [torch.stack([o[j] for o in out]) for j in range(len(params))]

@@ -363,6 +363,37 @@ def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
     return out
 
 
+class MemberDPSGD:
+    """Mix-in of a :class:`~privbench.models.method.Method` trained with DP-SGD on its whole member split (one
+    target): the plan (σ calibrated once per method object), its checks, and the ``privacy`` object read back from
+    ``<checkpoints>/privacy-model.json`` (with what was trained and what the training started from)."""
+
+    _plan: DPPlan | None = None
+
+    def validate(self) -> None:
+        check_dp_config(self.cfg)
+        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
+        self.plan()  # calibrates σ (BadInput if the budget cannot be met or a given σ exceeds it)
+
+    def plan(self) -> DPPlan:
+        if self._plan is None:
+            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
+        return self._plan
+
+    @property
+    def privacy_path(self) -> Path:
+        return self.ctx.ckpt_dir / "privacy-model.json"
+
+    def stored_privacy(self, scope: str) -> dict:
+        """The target's privacy object (:func:`privacy_dict`) plus the stored ``trained`` and ``init`` records."""
+        out = privacy_dict(self.privacy_path, scope)
+        stored = read_privacy(self.privacy_path) or {}
+        for key in ("trained", "init"):
+            if key in stored:
+                out[key] = stored[key]
+        return out
+
+
 def drop_labels(loss_fn, unconditional: bool):
     if not unconditional:
         return loss_fn

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from helpers import train_cfg
+from helpers import per_example_grads, train_cfg
 from torch import nn
 
 from privbench.core.mechanisms import add_noise, clip_factors, clipped_sum, flat_norms, privatize
@@ -33,16 +33,6 @@ def batch(n, k, seed=0, T=1000):
     return x0, y, t, noise
 
 
-def loop_grads(model, loss_fn, records):
-    """Reference: one backward pass per record."""
-    out = []
-    params = [p for p in model.parameters() if p.requires_grad]
-    for i in range(records[0].shape[0]):
-        model.zero_grad(set_to_none=True)
-        loss_fn(model, *[r[i:i + 1] for r in records]).sum().backward()
-        out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
-    model.zero_grad(set_to_none=True)
-    return [torch.stack([o[j] for o in out]) for j in range(len(params))]
 
 
 def assert_same(got, ref, names):
@@ -80,7 +70,7 @@ def test_dpdm_per_sample_grads_equal_per_example_autograd(tmp_path, preset, sets
     records = batch(3, 2)  # K = 2 draws per record: rows of a record are averaged before the gradient
     ps = PerSampleGrads(model, backend)
     got, losses = ps.grads(loss_fn, *records)
-    ref = loop_grads(model, loss_fn, records)
+    ref = per_example_grads(model, loss_fn, records)
     assert all(g.shape == (3, *p.shape) for g, p in zip(got, ps.params))
     assert torch.allclose(losses, loss_fn(model, *records).detach(), rtol=1e-5)
     assert_same(got, ref, ps.names)
@@ -122,7 +112,7 @@ def test_dpsad_student_loss_per_sample_grads(tmp_path, backend):
     records = (x0, y, r, noise, x_teacher)
     with frozen(disc):
         got, _ = PerSampleGrads(model, backend).grads(loss, *records)
-        ref = loop_grads(model, loss, records)
+        ref = per_example_grads(model, loss, records)
     assert_same(got, ref, [n for n, _ in model.named_parameters()])
     assert all(p.grad is None for p in disc.parameters())
 
@@ -204,7 +194,7 @@ def test_dp_sgd_gradient_chunks_and_empty_batch(tmp_path):
 
 def loop_clipped_sum(model, loss_fn, records, C):
     """Reference: Σᵢ clip_C(∇ℓᵢ) from one autograd backward per record, and the per-record norms."""
-    ref = loop_grads(model, loss_fn, records)
+    ref = per_example_grads(model, loss_fn, records)
     norms = flat_norms(ref)
     f = clip_factors(norms, C)
     return [torch.tensordot(f, g, dims=([0], [0])) for g in ref], norms
@@ -231,7 +221,7 @@ def test_ghost_norms_and_clipped_sum_equal_per_example_autograd(tmp_path, preset
     loss_fn = multi_draw_loss(ac)
     records = batch(4, k, seed=5)
     ps = PerSampleGrads(model, "ghost")
-    ref_norms = flat_norms(loop_grads(model, loss_fn, records))
+    ref_norms = flat_norms(per_example_grads(model, loss_fn, records))
     C = float(ref_norms.median())  # half the records clipped, half not
     ref_sum, _ = loop_clipped_sum(model, loss_fn, records, C)
     summed, norms, losses = ghost.ghost_clipped_sum(ps, loss_fn, records, C,

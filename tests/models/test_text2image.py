@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import train_cfg
+from helpers import per_example_grads, train_cfg
 
 from privbench.cli import main
 from privbench.core.mechanisms import clip_factors, flat_norms
@@ -36,15 +36,6 @@ def _net(mode: str):
     return net, info, cfg
 
 
-def _loop(model, loss_fn, records):
-    params = [p for p in model.parameters() if p.requires_grad]
-    out = []
-    for i in range(records[0].shape[0]):
-        model.zero_grad(set_to_none=True)
-        loss_fn(model, *[r[i:i + 1] for r in records]).sum().backward()
-        out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
-    model.zero_grad(set_to_none=True)
-    return [torch.stack([o[j] for o in out]) for j in range(len(params))]
 
 
 @pytest.mark.parametrize("mode", ["all", "lora"])
@@ -63,7 +54,7 @@ def test_per_record_gradients_of_the_conditional_unet_equal_per_example_autograd
     records = (torch.randn((n, 4, 4, 4), generator=g), torch.randint(0, 11, (n,), generator=g),
                torch.randint(0, 1000, (n, k), generator=g), torch.randn((n, k, 4, 4, 4), generator=g))
     loss_fn = multi_draw_loss(alphas_cumprod().float())
-    ref = _loop(net, loss_fn, records)
+    ref = per_example_grads(net, loss_fn, records)
     ref_norms = flat_norms(ref)
     assert torch.all(ref_norms > 0)
     ps = PerSampleGrads(net, backend)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import train_cfg
+from helpers import per_example_grads, train_cfg
 
 from privbench.core.errors import BadInput
 from privbench.core.mechanisms import clip_factors, flat_norms
@@ -28,15 +28,6 @@ def _records(n=4, k=2, seed=3):
             torch.randint(0, 1000, (n, k), generator=g), torch.randn((n, k, 1, 8, 8), generator=g))
 
 
-def _loop(model, loss_fn, records):
-    params = [p for p in model.parameters() if p.requires_grad]
-    out = []
-    for i in range(records[0].shape[0]):
-        model.zero_grad(set_to_none=True)
-        loss_fn(model, *[r[i:i + 1] for r in records]).sum().backward()
-        out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
-    model.zero_grad(set_to_none=True)
-    return [torch.stack([o[j] for o in out]) for j in range(len(params))]
 
 
 @pytest.mark.parametrize("mode", ["lora", "attention"])
@@ -61,7 +52,7 @@ def test_per_record_gradients_of_adapters_equal_per_example_autograd(tmp_path, m
         assert all(".attentions." in n or n.startswith("label_emb") for n in names)
     loss_fn = multi_draw_loss(ac)
     records = _records()
-    ref = _loop(model, loss_fn, records)
+    ref = per_example_grads(model, loss_fn, records)
     ref_norms = flat_norms(ref)
     assert torch.all(ref_norms > 0) and all(r.abs().sum() > 0 for r, n in zip(ref, names) if "lora_A" in n)
     ps = PerSampleGrads(model, backend)

@@ -17,15 +17,10 @@ import torch
 from ...core.errors import WorkFailed
 from ...core.registry import METHODS
 from ..dp_sgd import (
-    DPPlan,
-    check_dp_config,
+    MemberDPSGD,
     dp_sgd_gradient,
     dp_sgd_train,
-    make_plan,
     multi_draw_loss,
-    privacy_dict,
-    read_privacy,
-    resolve_sample_rate,
     write_privacy,
 )
 from ..grad_sample import PerSampleGrads
@@ -43,7 +38,7 @@ from ..text2image import (
 
 
 @METHODS.register_class
-class DPTextToImage(Method):
+class DPTextToImage(MemberDPSGD, Method):
     name = "dp-txt2img"
     description = ("latent text-to-image pipeline, public pre-training, DP-SGD fine-tuning on the members "
                    "(DP-LoRA with t2i.trainable=lora; target: model)")
@@ -55,10 +50,6 @@ class DPTextToImage(Method):
     reference_models = False  # its references would need the latent query path (not implemented)
     text_conditional = True
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._plan: DPPlan | None = None
-
     @classmethod
     def public_demand(cls, cfg) -> int:
         """As ``txt2img``: ``data.n_public`` records (0: ``data.n_members``) under ``data.public=none``."""
@@ -66,18 +57,11 @@ class DPTextToImage(Method):
 
     def validate(self) -> None:
         require_t2i()
-        check_dp_config(self.cfg)
-        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
-        self.plan()
-
-    def plan(self) -> DPPlan:
-        if self._plan is None:
-            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
-        return self._plan
+        super().validate()
 
     def train(self) -> None:
         ctx, cfg = self.ctx, self.cfg
-        ppath = ctx.ckpt_dir / "privacy-model.json"
+        ppath = self.privacy_path
         if is_finetuned(ctx, cfg.train.steps) and ppath.exists():
             return
         plan = self.plan()
@@ -122,13 +106,7 @@ class DPTextToImage(Method):
 
     def privacy(self, target: str | None = None) -> dict | None:
         self.check_target(target)
-        path = self.ctx.ckpt_dir / "privacy-model.json"
         scope = ("the released pipeline (EMA of the DP-SGD iterates of the UNet: post-processing), each member with "
                  "its caption; end to end: the VAE, the text encoder and the UNet's starting point are trained on "
                  "public records only (not protected, disjoint from the members) or seeded")
-        out = privacy_dict(path, scope)
-        stored = read_privacy(path) or {}
-        for key in ("trained", "init"):
-            if key in stored:
-                out[key] = stored[key]
-        return out
+        return self.stored_privacy(scope)

@@ -26,16 +26,11 @@ import torch
 from ...core.errors import WorkFailed
 from ...core.registry import METHODS
 from ..dp_sgd import (
-    DPPlan,
-    check_dp_config,
+    MemberDPSGD,
     dp_sgd_gradient,
     dp_sgd_train,
     drop_labels,
-    make_plan,
     multi_draw_loss,
-    privacy_dict,
-    read_privacy,
-    resolve_sample_rate,
     write_privacy,
 )
 from ..grad_sample import PerSampleGrads
@@ -46,7 +41,7 @@ from ..training import is_trained, load_ema
 # --------------------------------------------------------------------------------------------- method
 
 @METHODS.register_class
-class DPDM(Method):
+class DPDM(MemberDPSGD, Method):
     name = "dpdm"
     description = "DP-SGD class-conditional DDPM with noise multiplicity K (target: model)"
     default_target = "model"
@@ -54,23 +49,9 @@ class DPDM(Method):
     report_order = 20
     config_keys = ("dp",)
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._plan: DPPlan | None = None
-
-    def validate(self) -> None:
-        check_dp_config(self.cfg)
-        resolve_sample_rate(self.cfg, self.cfg.data.n_members)
-        self.plan()  # calibrates σ (BadInput if the budget cannot be met or a given σ exceeds it)
-
-    def plan(self) -> DPPlan:
-        if self._plan is None:
-            self._plan = make_plan(self.cfg, self.cfg.data.n_members, self.cfg.train.steps)
-        return self._plan
-
     def train(self) -> None:
         ctx, cfg = self.ctx, self.cfg
-        ppath = ctx.ckpt_dir / "privacy-model.json"
+        ppath = self.privacy_path
         if is_trained(ctx.ckpt_dir, "model", cfg.train.steps) and ppath.exists():
             return
         x, y = self.training_data()
@@ -116,17 +97,9 @@ class DPDM(Method):
 
     def privacy(self, target: str | None = None) -> dict | None:
         self.check_target(target)
-        path = self.ctx.ckpt_dir / "privacy-model.json"
         scope = ("the released model (EMA of the DP-SGD iterates: post-processing); each record's label is covered "
                  "with its record")
         if self.cfg.train.init == "public":
             scope += ("; end to end: the initial weights are a non-private pre-training on public records only "
                       "(not protected, disjoint from the members)")
-        out = privacy_dict(path, scope)
-        stored = read_privacy(path) or {}
-        for key in ("trained", "init"):
-            if key in stored:
-                out[key] = stored[key]
-        return out
-
-
+        return self.stored_privacy(scope)
