@@ -38,3 +38,21 @@ def per_example_grads(model, loss_fn, records):
         out.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
     model.zero_grad(set_to_none=True)
     return [torch.stack([o[j] for o in out]) for j in range(len(params))]
+
+
+def assert_clipped_sum_matches(ps, loss_fn, records, ref, names, rel: float, rel_b: float) -> None:
+    """``ps.clipped_sum`` at C = the median per-record norm equals the clipped sum of the reference gradients
+    ``ref`` (per_example_grads): the norms to ``rel``, each parameter's sum to ``rel``·C + ``rel_b``·|sum|."""
+    import torch
+
+    from privbench.core.mechanisms import clip_factors, flat_norms
+
+    ref_norms = flat_norms(ref)
+    assert ps.names == names
+    C = float(ref_norms.median())
+    summed, norms, _ = ps.clipped_sum(loss_fn, *records, max_norm=C)
+    assert torch.allclose(norms, ref_norms, rtol=rel)
+    f = clip_factors(ref_norms, C)
+    for name, a, r in zip(names, summed, ref):
+        b = torch.tensordot(f, r, dims=([0], [0]))
+        assert torch.linalg.vector_norm(a - b) <= rel * C + rel_b * torch.linalg.vector_norm(b), name
