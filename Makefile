@@ -38,8 +38,9 @@ demo: install
 
 # two pytest-xdist workers (CI has 2 cores), one thread each (tests/conftest.py); a file is one unit, so its
 # fixtures are computed once, and the run store's locks let the workers share trained targets. `make test` leaves
-# out the tests marked slow (result claims at the tiny scale: minutes of training each; every code path they take
-# has a fast test); `make test-all` runs them too
+# out the tests marked slow (minutes each: result claims at the tiny scale; the Ray cluster, submitit and torchrun
+# DP-SGD equivalence runs, whose process start-ups dominate on 2 loaded cores; the wheel build); `make test-all`
+# runs them too (before a release, and on a machine with cores to spare)
 test: install-all lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 

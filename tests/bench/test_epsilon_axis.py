@@ -83,6 +83,7 @@ def test_unreachable_epsilon_is_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_an_epsilon_bench_reports_the_privacy_utility_figure_and_table(tmp_path):
     """A small ε-axis bench (test preset) end to end: one CSV row per method × ε × seed with utility and leakage,
     the figure as PNG/SVG/PDF, the LaTeX table (one row per method × ε) and the HTML section."""

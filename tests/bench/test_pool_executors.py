@@ -127,6 +127,7 @@ def test_jobs_2_matches_one_job_at_a_time(tmp_path, reference):
     _rerun_trains_nothing(args, out)
 
 
+@pytest.mark.slow
 def test_slurm_executor_through_submitit_local(tmp_path, reference_one):
     pytest.importorskip("submitit")
     suite, local = reference_one
@@ -143,6 +144,7 @@ def test_slurm_executor_through_submitit_local(tmp_path, reference_one):
     _rerun_trains_nothing(args, out)
 
 
+@pytest.mark.slow
 def test_slurm_job_that_dies_is_submitted_again(tmp_path, plugins):
     pytest.importorskip("submitit")
     suite = _suite(tmp_path, ["crash"], pfdm=False)

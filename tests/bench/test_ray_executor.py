@@ -22,16 +22,16 @@ from privbench.core.yamlio import read_yaml
 HERE = Path(__file__).resolve().parent
 
 
-def _suite(tmp_path) -> Path:
+def _suite(tmp_path, attacks=("loss", "pia", "boom", "flaky")) -> Path:
     """The shipped `test` suite's centralized target (one training: every Ray task runs the same code for every
-    method) with the two plug-in attacks added, without sample grids."""
+    method) with plug-in attacks added, without sample grids."""
     import yaml
 
     spec = read_yaml(SHIPPED / "suites" / "test.yaml", "test suite")
     spec["name"] = "raytest"
     spec["samples"] = False
     del spec["methods"]["pfdm"]
-    spec["methods"]["centralized"]["attacks"] = ["loss", "pia", "boom", "flaky"]
+    spec["methods"]["centralized"]["attacks"] = list(attacks)
     path = tmp_path / "raytest.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -87,6 +87,29 @@ def _by_label(res: dict) -> dict:
     return {(c["method"], c["target"], c["kind"], c["attack"]): c for c in res["cells"]}
 
 
+@pytest.mark.slow
+def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path, ray_cluster):
+    """The small Ray grid of `make test`: one training task and two cell tasks (one fails), no retries; the
+    retries, the flaky cell and the rerun are the slow test below (`make test-all`)."""
+    suite = _suite(tmp_path, ("loss", "boom"))
+    local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", retries=0)
+    out = tmp_path / "bench-ray"
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "ray"), "--out",
+                                  str(out), "--executor", "ray", "--retries", "0", "--json"])
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert ("privbench bench: centralized/model boom (digits, seed 0) failed: RuntimeError: boom: this test attack "
+            "always fails") in r.stderr
+    res = json.loads(r.stdout)
+    assert res["counts"] == local["counts"] == {"done": 1, "skipped": 0, "failed": 1, "pending": 0}
+    cells, ref = _by_label(res), _by_label(local)
+    assert cells.keys() == ref.keys()
+    for k, c in cells.items():
+        assert c["status"] == ref[k]["status"] and c["summary"] == ref[k]["summary"], k
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["executor"] == "ray" and {t["status"] for t in bench["trainings"]} == {"done"}
+
+
+@pytest.mark.slow
 def test_ray_bench_retries_reports_failures_reuses_the_cache_and_matches_local(tmp_path, ray_cluster):
     suite = _suite(tmp_path)
     # the local executor: the reference (retries=1 too, so the flaky cell passes on its second attempt there too)

@@ -93,6 +93,7 @@ def losses_logged(run_dir: Path) -> list[str]:
             if " loss " in line]
 
 
+@pytest.mark.slow
 def test_ddp_dp_sgd_equals_one_process(tmp_path):
     """dpdm (Poisson sampling of the global batch, per-record clipping on each rank, the noise drawn once on
     rank 0 from the step generator, one all-reduce): the weights equal the single-process run's, and the
@@ -110,6 +111,7 @@ def test_ddp_dp_sgd_equals_one_process(tmp_path):
     assert a == b  # same plan (σ, q, steps, δ), same accounted ε
 
 
+@pytest.mark.slow
 def test_ddp_dp_sgd_secure_noise_runs(tmp_path):
     """dp.noise_source=secure under torchrun: rank 0 draws the Poisson sample, the seed of the step's draws and
     the noise, and broadcasts them; the run finishes with one log and one accounting file."""

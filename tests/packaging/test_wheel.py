@@ -11,7 +11,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # builds and installs a wheel into a fresh venv: minutes (make test-all)
 
 
 def run(cmd, cwd, env, timeout=900):
