@@ -1,5 +1,5 @@
 """The text-to-image suite of ``make bench`` → ``reports/text-to-image/``: Stable-Diffusion-shaped pipelines
-fine-tuned OUTSIDE privbench (plain diffusers/transformers/peft code, tests/latent/t2i_helpers.py: a full
+fine-tuned OUTSIDE privbench (plain diffusers/transformers/peft code, benchmarks/tiny_sd_pipeline.py: a full
 fine-tune and a LoRA adapter over a frozen pre-trained base, 32 captioned members; and the same architecture at
 random initialisation as the control) audited beside privbench's
 native text-to-image methods (``txt2img``: a full fine-tune; ``dp-txt2img``: DP-LoRA at ε = 10) on the same digits.
@@ -7,8 +7,8 @@ native text-to-image methods (``txt2img``: a full fine-tune; ``dp-txt2img``: DP-
     python benchmarks/text_to_image.py                      # runs/t2i-outside/ + runs/bench-text-to-image/ → report
     python benchmarks/text_to_image.py --preset test --out /tmp/t2i-report    # a smoke run of the same pipeline
 
-Steps: (1) build the outside pipelines and their records once into ``<runs>/t2i-outside/`` (cached: a rerun
-reuses them); (2) write the suite (``text-to-image.yaml`` there: the outside models as ``external:`` targets, paths
+Steps: (1) build the outside pipelines and their records once into ``<runs>/t2i-outside/`` with
+benchmarks/tiny_sd_pipeline.py (cached: a rerun reuses them); (2) write the suite (``text-to-image.yaml`` there: the outside models as ``external:`` targets, paths
 relative to it); (3) ``privbench bench`` + ``privbench report``.
 """
 from __future__ import annotations
@@ -21,44 +21,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "latent"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ATTACKS = ["loss", "secmi", "pia", "sima", "clid"]
 
 
 def build_outside(folder: Path) -> None:
-    """The outside pipelines as tests/latent/conftest.py builds them (the same helper code and settings)."""
-    import copy
-
-    import t2i_helpers as H
-
-    from privbench import load_dataset
-
-    x_all, _ = load_dataset("digits")
-    tok = H.tokenizer()
-    te = H.text_encoder(tok, 0)
-    v = H.vae(0, x_all)
-    base = H.unet(0)
-    if not (folder / "random" / "model_index.json").is_file():  # the control: the architecture never trained
-        H.save_pipeline(folder / "random", base, v, tok, te)
-    if (folder / "done").is_file():
+    """The outside pipelines, built once by benchmarks/tiny_sd_pipeline.py (the models of tests/latent)."""
+    if (folder / "audit.yaml").is_file():
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    (xm, ym), (xn, yn), (xp, yp) = H.digits_split(32, 32, seed=0)
-    zm = H.latents(v, xm)
-    cond = H.embed(tok, te, H.record_captions(ym))
-    null = H.embed(tok, te, [""])
-    pre = H.pretrain(copy.deepcopy(base), H.latents(v, xp), H.embed(tok, te, H.record_captions(yp, 64)), null)
-    tuned = H.finetune(copy.deepcopy(pre), zm, cond, null, H.FINETUNE_STEPS, lr=H.FINETUNE_LR)
-    lora_unet = copy.deepcopy(pre)
-    params = H.add_lora(lora_unet)
-    H.finetune(lora_unet, zm, cond, null, H.LORA_STEPS, params=params, lr=H.LORA_LR)
-    H.save_pipeline(folder / "pipeline", tuned, v, tok, te)
-    H.save_pipeline(folder / "pretrained", pre, v, tok, te)
-    H.save_lora(lora_unet, folder / "lora")
-    H.write_captioned_npz(folder / "members.npz", xm, H.record_captions(ym), ym)
-    H.write_captioned_npz(folder / "nonmembers.npz", xn, H.record_captions(yn, 32), yn)
-    (folder / "done").write_text("built by benchmarks/text_to_image.py\n")
+    import tiny_sd_pipeline
+
+    tiny_sd_pipeline.main(folder)
 
 
 SUITE = """\
@@ -95,18 +69,18 @@ external:
   sd-finetune:
     model: pipeline
     members: members.npz
-    nonmembers: nonmembers.npz
+    nonmembers: heldout.npz
     attacks: {attacks}
   sd-lora:
     model: pretrained
     lora: lora
     members: members.npz
-    nonmembers: nonmembers.npz
+    nonmembers: heldout.npz
     attacks: {attacks}
   sd-random:                   # the control: the same architecture at random initialisation
     model: random
     members: members.npz
-    nonmembers: nonmembers.npz
+    nonmembers: heldout.npz
     attacks: {attacks}
 """
 
