@@ -85,7 +85,7 @@ class CLiD(Attack):
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         method = getattr(cfg, "method", "external") if cfg is not None else "external"
-        if method != "external" and not getattr(METHODS.get(method).factory, "text_conditional", False):
+        if method != "external" and not METHODS.get(method).factory.text_conditional:
             raise BadInput(f"attack clid needs a text-to-image target (captions to weaken); method {cfg.method} "
                            f"trains none — attack a Stable-Diffusion-layout pipeline with --model")
         if not isinstance(self.clid_t, (list, tuple)) or not self.clid_t:

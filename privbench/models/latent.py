@@ -290,6 +290,14 @@ class CaptionTable:
         return len(self.captions)
 
 
+@torch.no_grad()
+def vae_latents(vae, x: torch.Tensor, scaling: float, device) -> torch.Tensor:
+    """Pixels N×C×H×W in [−1, 1] → the VAE posterior mean × ``scaling``, in batches of :data:`ENCODE_BATCH`, on
+    ``device``."""
+    return torch.cat([vae.encode(x[lo:lo + ENCODE_BATCH].to(device)).latent_dist.mean
+                      for lo in range(0, len(x), ENCODE_BATCH)]) * scaling
+
+
 class LatentTarget(Target):
     """A text-conditional latent target: ``predict_noise(z_t, t, y)`` with ``y`` the caption row (see module)."""
 
@@ -318,8 +326,7 @@ class LatentTarget(Target):
             if self.vae is None:
                 z = x.detach().to("cpu", torch.float32).clone()
             else:
-                z = torch.cat([self.vae.encode(x[lo:lo + ENCODE_BATCH].to(self.device)).latent_dist.mean.cpu()
-                               for lo in range(0, len(x), ENCODE_BATCH)]) * self.scaling
+                z = vae_latents(self.vae, x, self.scaling, self.device).cpu()
             self._latents[key] = z.float().contiguous()
         return self._latents[key]
 

@@ -40,7 +40,9 @@ import copy
 import dataclasses
 import json
 import math
+from functools import lru_cache
 from pathlib import Path
+from statistics import NormalDist
 
 import torch
 from torch import nn
@@ -49,14 +51,13 @@ from ..core.config import config_hash, register_section, setting
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json, path_lock, read_json_or_none
 from ..core.seeding import step_generator
-from .latent import LatentTarget, load_sd_pipeline
+from .latent import CaptionTable, LatentTarget, load_sd_pipeline, vae_latents
 from .training import TrainData, is_trained, train_denoiser
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "t2i_tokenizer"
 #: bump when the pre-training changes (a new store folder)
 T2I_PRETRAIN_VERSION = 1
 PIPELINE = "pipeline"
-ENCODE_BATCH = 256
 
 
 @dataclasses.dataclass
@@ -163,13 +164,17 @@ class TextDenoiser(nn.Module):
         return self.unet(x, t, encoder_hidden_states=self.table[y], return_dict=False)[0]
 
 
+@lru_cache(maxsize=None)
+def _drop_threshold(p: float) -> float:
+    return NormalDist().inv_cdf(1.0 - p)  # Φ⁻¹(1 − p)
+
+
 def dropped(rows: torch.Tensor, noise: torch.Tensor, p: float) -> torch.Tensor:
     """``rows`` with a record's caption replaced by the empty one (row 0) when the first element of its noise draw
     exceeds the (1 − p)-quantile of N(0, 1) — probability p, from the step's seeded draws (see the module doc)."""
     if p <= 0:
         return rows
-    z = math.sqrt(2.0) * torch.erfinv(torch.tensor(1.0 - 2.0 * p)).item()  # Φ⁻¹(1 − p)
-    return torch.where(noise.flatten(1)[:, 0] > z, torch.zeros_like(rows), rows)
+    return torch.where(noise.flatten(1)[:, 0] > _drop_threshold(p), torch.zeros_like(rows), rows)
 
 
 def dropout_loss(p: float):
@@ -182,29 +187,12 @@ def dropout_loss(p: float):
     return loss
 
 
-@torch.no_grad()
-def caption_table(tok, te, captions: list[str], device) -> torch.Tensor:
-    """Text embeddings of ["", *captions] (row 0: the empty caption)."""
-    ids = tok([""] + list(captions), padding="max_length", max_length=tok.model_max_length, truncation=True,
-              return_tensors="pt").input_ids.to(device)
-    return te.to(device)(ids)[0].float()
-
-
-def class_captions(cfg, num_classes: int, classes=None) -> list[str]:
+def class_captions(cfg, num_classes: int) -> list[str]:
     """The caption of each class, in label order (``t2i.caption`` filled from the label)."""
     from ..data.captions import check_template, template_captions
 
     check_template(cfg.t2i.caption)
-    return list(template_captions(cfg.t2i.caption, torch.arange(num_classes), classes, "t2i.caption"))
-
-
-@torch.no_grad()
-def encode(vae, x: torch.Tensor, device) -> torch.Tensor:
-    """Posterior mean × scaling_factor, batched (pixels in [−1, 1])."""
-    vae = vae.to(device).eval()
-    s = float(vae.config.scaling_factor)
-    return torch.cat([vae.encode(x[i:i + ENCODE_BATCH].to(device)).latent_dist.mean
-                      for i in range(0, len(x), ENCODE_BATCH)]) * s
+    return list(template_captions(cfg.t2i.caption, torch.arange(num_classes), None, "t2i.caption"))
 
 
 # ---------------------------------------------------------------------- the pipeline folder
@@ -314,12 +302,13 @@ def _pretrain(ctx, public: list[int], out: Path) -> None:
     x = x.to(dev)
     ctx.log(f"[pretrain] text-to-image pipeline on {len(public)} public records in {out}")
     _train_vae(vae, x, cfg, seed, dev, ctx.log)
-    with torch.no_grad():
-        vae.register_to_config(scaling_factor=1.0)
-        std = float(encode(vae, x, dev).std())
-        vae.register_to_config(scaling_factor=1.0 / max(std, 1e-6))
-    z = encode(vae, x, dev)
-    table = caption_table(tok, te, class_captions(cfg, ctx.info.num_classes), dev)
+    z = vae_latents(vae.eval(), x, 1.0, dev)
+    std = max(float(z.std()), 1e-6)
+    vae.register_to_config(scaling_factor=1.0 / std)  # unit-variance latents on the public records
+    z = z * vae.config.scaling_factor
+    text = CaptionTable(tok, te, dev)  # row 0: the empty caption, then the classes' captions in label order
+    text.ids(class_captions(cfg, ctx.info.num_classes))
+    table = text.table
     tcfg = dataclasses.replace(cfg.train, lr=float(cfg.t2i.pretrain_lr))
     net = TextDenoiser(unet, table)
     ema = train_denoiser(net, TrainData(z, (y + 1).to(dev)), ctx.schedule.alphas_cumprod(), tcfg,
@@ -330,8 +319,8 @@ def _pretrain(ctx, public: list[int], out: Path) -> None:
     from .public_init import public_hash
 
     atomic_write_json(out / "pretrain.json", {"n_public": len(public), "public_sha256": public_hash(public),
-                                              "public_mode": ctx.split.public_mode, "scaling_factor": 1.0 / std,
-                                              **pretrain_settings(cfg),
+                                              "public_mode": ctx.split.public_mode,
+                                              "scaling_factor": vae.config.scaling_factor, **pretrain_settings(cfg),
                                               "note": "non-private pre-training of the VAE and the UNet on the "
                                                       "public split only; the text encoder is a seeded random "
                                                       "initialisation, frozen; no member is read"})
@@ -373,7 +362,7 @@ def member_latents(ctx, base) -> tuple[torch.Tensor, torch.Tensor]:
     return base.encode(x).to(ctx.device), (y + 1).to(ctx.device)
 
 
-def export_finetuned(run_dir: Path, model: TextDenoiser, pretrained: Path, ctx) -> Path:
+def export_finetuned(run_dir: Path, model: TextDenoiser, pretrained: Path) -> Path:
     """The fine-tuned pipeline in SD's layout: the pre-trained VAE, tokenizer and text encoder, the fine-tuned UNet
     (LoRA adapters merged into a copy), for auditing it as an outside model."""
     import shutil
@@ -423,7 +412,7 @@ def finetune_plain(ctx, name: str = "model") -> dict:
     ema = train_denoiser(net, TrainData(z, rows), ctx.schedule.alphas_cumprod(), cfg.train, ctx.ckpt_dir, name=name,
                          seed=cfg.seed, device=ctx.device, desc=f"fine-tune {cfg.method}",
                          loss_fn=dropout_loss(float(cfg.t2i.caption_dropout)))
-    export_finetuned(ctx.run_dir, ema, pre, ctx)
+    export_finetuned(ctx.run_dir, ema, pre)
     return trained
 
 

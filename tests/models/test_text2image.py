@@ -26,8 +26,11 @@ def _net(mode: str):
 
     cfg = train_cfg("txt2img", "test")
     vae, tok, te, unet = T.build_components(cfg, 1, 8, seed=0)
-    table = T.caption_table(tok, te, T.class_captions(cfg, 10), "cpu")
-    net = T.TextDenoiser(unet, table)
+    from privbench.models.latent import CaptionTable
+
+    text = CaptionTable(tok, te, "cpu")
+    text.ids(T.class_captions(cfg, 10))
+    net = T.TextDenoiser(unet, text.table)
     info = apply_trainable(net, mode, rank=3, seed=0)
     with torch.no_grad():  # peft's B = 0 would make every lora_A gradient zero: move off it
         for n, p in net.named_parameters():

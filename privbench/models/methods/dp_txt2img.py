@@ -92,7 +92,7 @@ class DPTextToImage(MemberDPSGD, Method):
                 f"{trained['n_total']:,} parameters)")
         ema = dp_sgd_train(net, plan, cfg.train, ctx.ckpt_dir, name="model", seed=cfg.seed, device=dev,
                            step_fn=step_fn, desc="train dp-txt2img")
-        export_finetuned(ctx.run_dir, ema, pre, ctx)
+        export_finetuned(ctx.run_dir, ema, pre)
         write_privacy(ppath, plan, trained=trained,
                       init={"init": "public", "pretrain_dir": pretrain_dir(ctx).name,
                             "n_public": len(ctx.split.public)})
