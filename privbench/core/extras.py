@@ -3,8 +3,11 @@ used, through :func:`require`, so the core installs and runs without them and a 
 with one line naming the extra (docs/cli.md §3)."""
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging.config
 from types import ModuleType
+from typing import Iterator
 
 from .errors import BadInput
 
@@ -21,10 +24,29 @@ EXTRAS = {
 }
 
 
+#: extras whose import configures the process's logging: submitit calls ``logging.config.dictConfig`` when imported,
+#: which closes every handler the process has (a user's log files; a handler another library bound to the stderr
+#: of that moment, such as absl's, then closes that stream — under pytest, its capture file). Imported with
+#: ``dictConfig`` held back: their records reach the process's own handlers through the root logger instead.
+CONFIGURE_LOGGING_ON_IMPORT = ("submitit",)
+
+
+@contextlib.contextmanager
+def _logging_config_held_back() -> Iterator[None]:
+    saved = logging.config.dictConfig
+    logging.config.dictConfig = lambda _config: None
+    try:
+        yield
+    finally:
+        logging.config.dictConfig = saved
+
+
 def require(module: str, what: str) -> ModuleType:
     """Import ``module`` (a top-level package of an extra) or raise BadInput naming the extra to install."""
+    held = module.split(".")[0] in CONFIGURE_LOGGING_ON_IMPORT
     try:
-        return importlib.import_module(module)
+        with _logging_config_held_back() if held else contextlib.nullcontext():
+            return importlib.import_module(module)
     except ImportError:
         dist, extra = EXTRAS[module.split(".")[0]]
         raise BadInput(f"{what} needs the optional package {dist}, which is not installed: "
