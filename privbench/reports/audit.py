@@ -85,7 +85,8 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "n_members": cp["n_members"],
         "n_nonmembers": cp["n_nonmembers"],
         # extras
-        "method": res.method, "target": res.target, "attack": res.attack, "dataset": res.dataset,
+        "method": res.method_label, "registered_method": res.method, "target": res.target, "attack": res.attack,
+        "dataset": res.dataset,
         "preset": res.preset, "seed": res.seed, "result": str(res.path), "run": res.run_dir.name,
         "formal_delta": claim_delta if formal is not None else None,
         "formal_basis": claim["basis"] if formal is not None else None,
@@ -144,7 +145,7 @@ def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confide
     d_flag = flag_delta(d, cmp)
     bounds = membership_flag_bounds(scores, labels, delta=d_flag, confidence=conf_k, seed=seed) \
         if cmp["testable"] else {}
-    family = (f"{k} bounds of {res.method}/{res.target}: Clopper-Pearson and one-run for each of its {n_attacks} "
+    family = (f"{k} bounds of {res.method_label}/{res.target}: Clopper-Pearson and one-run for each of its {n_attacks} "
               f"membership result(s) audited together" + (" and the upload-mechanism audit's Clopper-Pearson and "
                                                           "GDP bounds" if ua_cfg else ""))
     hit = exceeds(bounds, cmp)
@@ -256,8 +257,8 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
             raise BadInput(f"{p}: a {r.attack} result has no membership scores to audit "
                            f"(audit takes loss/secmi/pia/pian results)")
     results = load_results(paths)
-    results.sort(key=lambda r: (r.dataset, r.seed, method_rank(r.method), r.method, target_rank(r.method, r.target),
-                                attack_rank(r.attack), r.attack))
+    results.sort(key=lambda r: (r.dataset, r.seed, method_rank(r.method), r.method, r.method_label,
+                                target_rank(r.method, r.target), attack_rank(r.attack), r.attack))
     audited = [r for r in results if r.kind == MEMBERSHIP or r.path.resolve() in explicit]
     # one flag family per target: every membership result on it that is audited together
     per_target: dict[tuple, int] = {}

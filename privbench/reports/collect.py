@@ -31,6 +31,9 @@ REQUIRED_KEYS = ("method", "target", "attack", "dataset", "metrics")
 class Result:
     path: Path                     # the result.json file
     data: dict[str, Any]
+    #: the suite's name of the method entry the result's run belongs to, when it is not the method's own
+    #: (``dpdm-lora: {method: dpdm}``): set from the bench's cells (bench/plan.py), None for results read alone
+    variant: str | None = None
 
     # ------------------------------------------------------------------ identity
     def __getitem__(self, key):
@@ -42,6 +45,13 @@ class Result:
     @property
     def method(self) -> str:
         return str(self.data["method"])
+
+    @property
+    def method_label(self) -> str:
+        """The method as reports name it: the suite's entry (``dpdm-lora``) for a variant, so the variants of one
+        registered method are told apart in every table; else the registered method. Registry lookups (role, row
+        order, settings) use :attr:`method`."""
+        return self.variant or self.method
 
     @property
     def target(self) -> str:
@@ -118,7 +128,7 @@ class Result:
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
     def label(self) -> str:
-        return f"{self.attack} on {self.method}/{self.target} ({self.dataset}, {self.preset}, seed {self.seed})"
+        return f"{self.attack} on {self.method_label}/{self.target} ({self.dataset}, {self.preset}, seed {self.seed})"
 
     # ------------------------------------------------------------------ locations
     @cached_property
@@ -330,7 +340,10 @@ def dedupe(results: Iterable[Result]) -> list[Result]:
             best[k] = r
             order.append(k)
         elif (best[k].is_copy, -_mtime(best[k])) > (r.is_copy, -_mtime(r)):
+            r.variant = r.variant or best[k].variant  # the bench's name for the run survives the de-duplication
             best[k] = r
+        else:
+            best[k].variant = best[k].variant or r.variant
     return [best[k] for k in order]
 
 
@@ -354,7 +367,7 @@ def load_results(paths: list[str | Path]) -> list[Result]:
         for f in find_results([p]):
             out.append(read_result(f))
     res = dedupe(out)
-    res.sort(key=lambda r: (r.dataset, r.seed, r.method, r.target, r.attack))
+    res.sort(key=lambda r: (r.dataset, r.seed, r.method, r.method_label, r.target, r.attack))
     for r in res:
         verify_result(r)
     return res
@@ -371,7 +384,9 @@ def _bench_results(bench_dir: Path) -> list[Result]:
             if not p.is_absolute() and not p.exists():
                 p = bench_dir / rp
             if p.is_file():
-                out.append(read_result(p))
+                r = read_result(p)
+                r.variant = c.get("variant") or None
+                out.append(r)
     for f in sorted(bench_dir.rglob("result.json")):
         out.append(read_result(f))
     if not out:

@@ -101,7 +101,7 @@ def _sample_grids(tables: Tables) -> list[dict]:
             tgt = names.get(stem, stem or "default target")
             found.append({"method": b["method"], "target": tgt, "dataset": b["dataset"], "seed": b["seed"],
                           "src": png_data_uri(f), "file": f.name, "role": b["role"]})
-        out += sorted(found, key=lambda s: target_rank(s["method"], s["target"]))
+        out += sorted(found, key=lambda s: target_rank(b["registered_method"], s["target"]))
     return out
 
 
@@ -254,7 +254,7 @@ def _runs(tables: Tables) -> list[dict]:
         seen.add(str(r.run_dir))
         cfg = r.config or {}
         tr = cfg.get("train") or {}
-        out.append({"run": r.run_dir.name, "method": r.method, "dataset": r.dataset, "preset": r.preset,
+        out.append({"run": r.run_dir.name, "method": r.method_label, "dataset": r.dataset, "preset": r.preset,
                     "seed": r.seed, "config_hash": r.config_hash, "train_steps": tr.get("steps"),
                     "n_members": (cfg.get("data") or {}).get("n_members"),
                     "settings": _provenance_settings(r.method, cfg)})

@@ -46,12 +46,13 @@ def select_results(results: list, attacks: list[str] | None, targets: list[str] 
                            f"choose from {', '.join(labels)}")
         results = [r for r in results if attack_matches(r.attack, attacks)]
     if targets:
-        have = sorted({f"{r.method}/{r.target}" for r in results})
+        have = sorted({f"{m}/{r.target}" for r in results for m in {r.method, r.method_label}})
         unknown = [n for n in targets if not any(target_matches(*h.split("/", 1), [n]) for h in have)]
         if unknown:
             raise BadInput(f"--targets {','.join(unknown)}: no such target in these results; "
                            f"choose from {', '.join(have)} (or a method name)")
-        results = [r for r in results if target_matches(r.method, r.target, targets)]
+        results = [r for r in results if target_matches(r.method, r.target, targets)
+                   or target_matches(r.method_label, r.target, targets)]
     return results
 
 

@@ -199,7 +199,8 @@ class Tables:
             a = self.audits.get(id(r))
             row: dict[str, Any] = {
                 "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "role": role_of(r.method, self.bench),
-                "method": r.method, "target": r.target, "attack": r.attack, "kind": r.kind,
+                "method": r.method_label, "registered_method": r.method, "target": r.target, "attack": r.attack,
+                "kind": r.kind,
                 "n_members": r.get("n_members"), "n_nonmembers": r.get("n_nonmembers"),
             }
             n_non = r.get("n_nonmembers")
@@ -231,7 +232,8 @@ class Tables:
 
     def sorted_results(self) -> list[Result]:
         return sorted(self.results, key=lambda r: (r.dataset, r.seed, role_of(r.method, self.bench) != "private",
-                                                    method_rank(r.method), r.method, target_rank(r.method, r.target), attack_rank(r.attack),
+                                                    method_rank(r.method), r.method, r.method_label,
+                                                    target_rank(r.method, r.target), attack_rank(r.attack),
                                                     r.attack))
 
     # -------------------------------------------------------------- side by side: one row per target
@@ -243,7 +245,8 @@ class Tables:
             b = blocks.get(key)
             if b is None:
                 b = blocks[key] = {
-                    "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method, "target": r.target,
+                    "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
+                    "registered_method": r.method, "target": r.target,
                     "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
                     "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
                 }
@@ -274,13 +277,13 @@ class Tables:
                 continue
             s = same[0]
             key = (s["dataset"], s["seed"], rd, tname)
-            blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "role", "run_dir",
-                                                "config_hash")},
+            blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "registered_method", "role",
+                                                "run_dir", "config_hash")},
                            "target": tname, "privacy": None, "attacks": [], MEMORIZATION: None,
                            RECONSTRUCTION: None, "fid": rec}
         out = list(blocks.values())
-        out.sort(key=lambda b: (b["dataset"], b["seed"], b["role"] != "private", method_rank(b["method"]), b["method"],
-                                target_rank(b["method"], b["target"])))
+        out.sort(key=lambda b: (b["dataset"], b["seed"], b["role"] != "private", method_rank(b["registered_method"]),
+                                b["registered_method"], b["method"], target_rank(b["registered_method"], b["target"])))
         for b in out:
             b["attacks"].sort(key=lambda a: (attack_rank(a["attack"]), a["attack"]))
             lbs = [(a["audit"]["cp_bonf"], a["attack"]) for a in b["attacks"] if a["audit"]]
@@ -309,8 +312,8 @@ class Tables:
         for b in blocks:
             p = b["privacy"] or {}
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
-                                   "method": b["method"], "target": b["target"],
-                                   "formal_epsilon": formal_epsilon(p), "formal_delta": as_number(p.get("delta")),
+                                   "method": b["method"], "registered_method": b["registered_method"],
+                                   "target": b["target"], "formal_epsilon": formal_epsilon(p), "formal_delta": as_number(p.get("delta")),
                                    "epsilon_basis": p.get("basis")}
             row.update(conditional_columns(p))
             by = {a["attack"]: a for a in b["attacks"]}
@@ -362,8 +365,8 @@ class Tables:
             claim = compared_claim(r.privacy)
             other = conditional_columns(r.privacy)
             rows.append({
-                "dataset": r.dataset, "seed": r.seed, "method": r.method, "target": r.target, "attack": r.attack,
-                "epsilon_lower_bound": cp["epsilon_lower_bound"], "ceiling": cp["ceiling"],
+                "dataset": r.dataset, "seed": r.seed, "method": r.method_label, "registered_method": r.method,
+                "target": r.target, "attack": r.attack, "epsilon_lower_bound": cp["epsilon_lower_bound"], "ceiling": cp["ceiling"],
                 "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
                 "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
                 "one_run_guesses": one["n_guesses"], "one_run_correct": one["n_correct"],
@@ -393,11 +396,11 @@ class Tables:
             if not isinstance(sc, dict) or "auc" not in sc:
                 continue
             ci = sc.get("ci95") or [None, None]
-            key = (r.dataset, r.seed, r.method, r.target, sc.get("auc"), tuple(ci))
+            key = (r.dataset, r.seed, r.method_label, r.target, sc.get("auc"), tuple(ci))
             if key in seen:
                 continue
             seen.add(key)
-            rows.append({"dataset": r.dataset, "seed": r.seed, "method": r.method, "target": r.target,
+            rows.append({"dataset": r.dataset, "seed": r.seed, "method": r.method_label, "target": r.target,
                          "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "shift": sc.get("shift"),
                          "bound": sc.get("bound"), "folds": sc.get("folds"), "n_members": sc.get("n_members"),
                          "n_nonmembers": sc.get("n_nonmembers"), "verdict": sc.get("verdict")})
@@ -411,8 +414,8 @@ class Tables:
             if key in seen:
                 continue
             seen.add(key)
-            row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"], "target": b["target"],
-                   "role": b["role"]}
+            row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"],
+                   "registered_method": b["registered_method"], "target": b["target"], "role": b["role"]}
             if p:
                 row.update({"epsilon": formal_epsilon(p), "delta": as_number(p.get("delta")),
                             "accountant": p.get("accountant"), "basis": p.get("basis")})
@@ -424,7 +427,7 @@ class Tables:
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
                             "basis": "none claimed: external model (trained outside privbench)"
-                            if b["method"] == "external" else "none: non-private target (no formal guarantee)"})
+                            if b["registered_method"] == "external" else "none: non-private target (no formal guarantee)"})
             row["empirical_eps_lb_cp"] = b["eps_lb_cp"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
             rows.append(row)
@@ -433,7 +436,7 @@ class Tables:
     def provenance_frame(self) -> pd.DataFrame:
         rows = []
         for r in self.sorted_results():
-            rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method,
+            rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                          "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
                          "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
                          "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),

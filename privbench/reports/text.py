@@ -239,7 +239,7 @@ def format_bench(res: dict) -> str:
     for cell in res.get("cells", []):
         if cell["status"] in ("failed", "skipped"):
             what = cell["attack"] if cell["kind"] == "attack" else cell["kind"]
-            lines.append(f"  {cell['status']}: {cell['method']}/{cell['target']} {what} ({cell['dataset']}, seed "
+            lines.append(f"  {cell['status']}: {cell.get('variant') or cell['method']}/{cell['target']} {what} ({cell['dataset']}, seed "
                          f"{cell['seed']}): {cell['reason']}")
     lines.append(f"wrote {res.get('bench_json')}" + "".join(f", {p}" for p in (res.get("tables") or {}).values()))
     lines.append(f"render the HTML report with: privbench report {res.get('out')} --out <dir>")
@@ -254,8 +254,11 @@ def write_bench_tables(res: dict) -> dict:
     from .tables import Tables
 
     out_dir = Path(res["out"])
-    results = [read_result(c["result_path"]) for c in res.get("cells", [])
-               if c["kind"] == "attack" and c["status"] == "done"]
+    results = []
+    for c in res.get("cells", []):
+        if c["kind"] == "attack" and c["status"] == "done":
+            results.append(read_result(c["result_path"]))
+            results[-1].variant = c.get("variant") or None  # the suite's entry name (reports.collect.Result)
     paths: dict = {}
     rows: list = []
     if results:
