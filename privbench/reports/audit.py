@@ -159,7 +159,11 @@ def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confide
         "exceeds_formal": hit if formal else None,
     })
     what = KIND_LABEL[claim["kind"]]
-    if claim["delta"] is not None and abs(float(claim["delta"]) - d) > 1e-15:
+    if claim["delta"] is not None and float(claim["delta"]) < d - 1e-15:
+        # a guarantee at a smaller δ also holds at the audit's: a fair test, only worth saying
+        notes.append(f"the {what} is stated at delta={claim['delta']:g}, below the audit's delta={d:g}; it holds "
+                     f"at delta={d:g} too, so the flag compares there")
+    elif claim["delta"] is not None and abs(float(claim["delta"]) - d) > 1e-15:
         notes.append(f"audited at delta={d:g} but the {what} is stated at delta={claim['delta']:g}: "
                      f"the two are not directly comparable (the flag uses delta={d_flag:.3g})")
     if cmp["factor"] != 1.0:

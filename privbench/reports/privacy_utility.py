@@ -50,6 +50,23 @@ def _runs(bench: dict) -> dict[str, dict]:
     return runs
 
 
+def _axis_epsilon(axis: float | None, formal: float | None) -> float:
+    """Where a run stands on the ε axis: its cell's ε; a run outside the axis stands at its formal ε when that is 0
+    (``public-only``: never read a member), else at ∞ (a non-private baseline)."""
+    if axis is not None:
+        return float(axis)
+    return 0.0 if formal is not None and np.isfinite(formal) and float(formal) == 0.0 else math.inf
+
+
+def _reference(eps) -> bool:
+    """A run drawn as a horizontal reference line (ε = ∞ or ε = 0: not a point of a log ε axis)."""
+    return not (np.isfinite(eps) and eps > 0)
+
+
+def _eps_text(eps: float, infinity: str) -> str:
+    return infinity if not np.isfinite(eps) else f"{eps:g}"
+
+
 def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataFrame | None:
     """One row per run of an ε-axis bench; None when the bench has no ε axis."""
     if not bench or not any(c.get("epsilon") is not None for c in bench.get("cells", [])):
@@ -62,9 +79,10 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
         mem = results[same & (results["kind"] == "membership")] if len(results) else results
         u = r.get("utility") or {}
         d = u.get("downstream") or {}
+        formal = mem["formal_epsilon"].max() if len(mem) else None
         row = {"method": r["method"], "registered_method": r["registered"], "role": r["role"],
-               "epsilon": r["epsilon"] if r["epsilon"] is not None else math.inf, "seed": r["seed"],
-               "formal_epsilon": mem["formal_epsilon"].max() if len(mem) else None, "fid": r.get("fid"),
+               "epsilon": _axis_epsilon(r["epsilon"], formal), "seed": r["seed"],
+               "formal_epsilon": formal, "fid": r.get("fid"),
                "downstream_accuracy": d.get("accuracy"), "downstream_ci_lo": (d.get("ci") or [None])[0],
                "downstream_ci_hi": (d.get("ci") or [None, None])[1], "downstream_chance": d.get("chance"),
                "class_fidelity": (u.get("class_fidelity") or {}).get("class_fidelity"),
@@ -116,8 +134,8 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    private = summary[np.isfinite(summary["epsilon"])]
-    base = summary[~np.isfinite(summary["epsilon"])]
+    ref = summary["epsilon"].map(_reference).astype(bool)
+    private, base = summary[~ref], summary[ref]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
     eps = private["epsilon"].to_numpy(dtype=float)
     xlim = (eps.min() / 1.5, eps.max() * 1.5) if len(eps) else (0.5, 50)
@@ -134,7 +152,7 @@ def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
         for j, (_, b) in enumerate(base.iterrows()):
             if np.isfinite(b[col]):
                 ax.axhline(b[col], ls="--", color=f"C{len(private['method'].unique()) + j}",
-                           label=f"{b['method']} (ε = ∞)")
+                           label=f"{b['method']} (ε = {_eps_text(b['epsilon'], '∞')})")
         ax.set_xlabel("ε (formal, per method's basis)")
         ax.set_title(label, fontsize=10)
     # one legend with every line (a panel may lack some: no FID, no baseline value), on the first panel with data
@@ -174,7 +192,7 @@ def latex_table(summary: pd.DataFrame) -> str:
             "$\\hat\\varepsilon$ lower bound"]
     lines = ["\\begin{tabular}{ll r" + " l" * len(PANELS) + "}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
     for _, r in summary.iterrows():
-        eps = "$\\infty$" if not np.isfinite(r["epsilon"]) else f"{r['epsilon']:g}"
+        eps = _eps_text(r["epsilon"], "$\\infty$")
         cells = [str(r["method"]).replace("_", "\\_"), eps, str(r["n_seeds"])]
         cells += [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c, _, _ in PANELS]
         lines.append(" & ".join(cells) + " \\\\")
@@ -189,7 +207,7 @@ def html_section(summary: pd.DataFrame, png: Path) -> str:
     head = "".join(f"<th>{_html.escape(h)}</th>" for h in ["method", "ε", "seeds"] + [p[1] for p in PANELS])
     body = ""
     for _, r in summary.iterrows():
-        eps = "∞" if not np.isfinite(r["epsilon"]) else f"{r['epsilon']:g}"
+        eps = _eps_text(r["epsilon"], "∞")
         vals = [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c, _, _ in PANELS]
         body += "<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in [r["method"], eps, r["n_seeds"], *vals])
         body += "</tr>"

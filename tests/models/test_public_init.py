@@ -68,3 +68,38 @@ def test_public_init_without_a_public_split_is_one_line(tmp_path):
     with pytest.raises(BadInput, match="train.init=public: the run has no public split") as e:
         api.train(train_cfg("centralized", "test", train__init="public"), tmp_path, "cpu")
     assert "\n" not in str(e.value) and not any(tmp_path.iterdir())
+
+
+def test_public_only_releases_the_pretraining_with_epsilon_zero(tmp_path):
+    """``public-only`` (the reference a DP fine-tune must beat): its target is the cached pre-training itself,
+    shared with every train.init=public run of the same public split; its formal ε is 0 by construction, the
+    audit compares with it, and reference-model attacks are refused in one line."""
+    from click.testing import CliRunner
+
+    from privbench.cli import main
+    from privbench.models.public_init import pretrained_denoiser
+    from privbench.runs import train as api
+
+    m = api.train(train_cfg("public-only", "test", data__public="pool", train__public_steps=4), tmp_path, "cpu")
+    dp = _ctx(tmp_path, "dp")  # a dpdm run with train.init=public on the same seed and public split
+    released = m.load_target("model").model.state_dict()
+    pre = pretrained_denoiser(dp).state_dict()
+    assert released.keys() == pre.keys() and all(torch.equal(released[k], pre[k]) for k in pre)
+    p = m.privacy("model")
+    assert p["epsilon"] == 0.0 and p["delta"] == 0.0 and "no member is read" in p["basis"]
+    assert p["public_split"]["n_public"] == 64
+    # under data.public=none the method asks for its own public records (as pool): no flag needed
+    assert api.make_method(train_cfg("public-only", "test"), tmp_path / "none", "cpu").ctx.split.public
+    r = CliRunner().invoke(main, ["attack", "--method", "public-only", "--attack", "lira", "--preset", "test",
+                                  "--runs-dir", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "--attack lira" in r.stderr and "\n" not in r.stderr.strip(), r.output
+
+
+def test_the_privacy_utility_figure_draws_epsilon_zero_as_a_reference_line():
+    import math
+
+    from privbench.reports.privacy_utility import _axis_epsilon, _reference
+
+    assert _axis_epsilon(None, 0.0) == 0.0 and _reference(0.0)  # public-only: never read a member
+    assert math.isinf(_axis_epsilon(None, None)) and _reference(math.inf)  # a non-private baseline
+    assert _axis_epsilon(4.0, 3.98) == 4.0 and not _reference(4.0)  # a point of the ε axis

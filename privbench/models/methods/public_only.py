@@ -1,0 +1,60 @@
+"""``public-only``: the public pre-training released as the target — a network that never read a member.
+
+It is the reference a private fine-tune must beat to have learnt anything from the private records: with
+``train.init=public`` a DP-SGD row's utility is the pre-training's plus whatever the members added under the noise,
+and only this row separates the two (issue 20). The network is the cached public pre-training of
+:mod:`privbench.models.public_init` (the one every ``train.init=public`` run of the same public split starts from),
+so the row costs no training of its own beyond that cache.
+
+Its guarantee with respect to the members is ε = 0, δ = 0 by construction (the released model is a function of the
+public records and ``train.public_seed`` only; a test changes the members and checks the weights are bit-identical).
+The public records themselves are not protected.
+"""
+from __future__ import annotations
+
+from ...core.errors import BadInput
+from ...core.registry import METHODS
+from ..method import Method
+from ..public_init import pretrain_dir, pretrained_denoiser, public_hash
+
+BASIS = ("by construction: the released model is the non-private pre-training on the public split only (no "
+         "member is read), so it is the same function of the public records whatever the members are — ε = 0, "
+         "δ = 0 for the members under replace-one and add/remove-one alike; the public records are not protected")
+
+
+@METHODS.register_class
+class PublicOnly(Method):
+    name = "public-only"
+    description = ("the public pre-training alone (train.init=public's network): never reads a member, ε = 0 for "
+                   "them; the reference a private fine-tune must beat (target: model)")
+    default_target = "model"
+    report_order = 38  # after the private methods, before the non-private baselines
+    config_keys = ()  # data, model, diffusion, train only (train.public_steps / public_seed decide the weights)
+    # reference models would all be the same pre-training (the public split does not depend on the members)
+    reference_models = False
+    public_demand_key = "data.n_public"
+
+    @classmethod
+    def public_demand(cls, cfg) -> int:
+        """Under ``data.public=none``: ``data.n_public`` records (0: as many as ``data.n_members``), as ``pool``."""
+        return cfg.data.n_public or cfg.data.n_members
+
+    def validate(self) -> None:
+        if self.cfg.data.public == "none" and not self.public_demand(self.cfg):
+            raise BadInput("method public-only: the run has no public split; set data.public=pool or classes:A-B")
+
+    def train(self) -> None:
+        pretrained_denoiser(self.ctx)  # trained once under a lock and cached; nothing else to train
+
+    def load_target(self, name=None):
+        name = self.check_target(name)
+        model = pretrained_denoiser(self.ctx)
+        return self.make_target(name, model, note="public pre-training only (never read a member)")
+
+    def privacy(self, target: str) -> dict:
+        ctx = self.ctx
+        return {"epsilon": 0.0, "delta": 0.0, "accountant": "none (by construction)",
+                "neighbouring_relation": "replace-one", "basis": BASIS,
+                "public_split": {"mode": ctx.split.public_mode, "n_public": len(ctx.split.public),
+                                 "public_sha256": public_hash(ctx.split.public),
+                                 "pretraining": pretrain_dir(ctx).name}}
