@@ -1,9 +1,13 @@
 """privbench: measure how much diffusion models leak about their training data."""
+from .builtins import MODULES as _BUILTIN_MODULES
+from .builtins import load as _load_builtins
+from .core.registry import install_builtins as _install_builtins
 from .core.threads import passive_wait_by_default as _passive_wait_by_default
 from .core.version import __version__
 
 # before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
 _passive_wait_by_default()
+_install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins (privbench/builtins.py)
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import click
 
-from . import __version__
 from .core.config import MAX_SEED, MAX_TIMESTEPS
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
+from .core.version import __version__
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
 #: file belongs, a read-only or forbidden place): bad input, exit 2. Any other (a full disk, an I/O error) is the

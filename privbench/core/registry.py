@@ -2,7 +2,8 @@
 extractors and config sections live.
 
 A built-in entry is one file that registers itself when imported; :func:`load_builtins` imports every module of
-the built-in packages (so adding a file adds an entry, nothing else is edited), then the modules named by the
+the built-in packages through the loader :mod:`privbench.builtins` installs (so adding a file adds an entry,
+nothing else is edited; core names no upper layer), then the modules named by the
 entry points of installed plug-ins (groups ``privbench.attacks``, ``privbench.methods``, ``privbench.datasets``,
 ``privbench.accountants``) and by the environment variable ``PRIVBENCH_PLUGINS`` (comma-separated module names).
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
@@ -116,29 +116,21 @@ PRESETS = Registry("preset")
 FEATURE_EXTRACTORS = Registry("feature extractor")
 ACCOUNTANTS = Registry("accountant")
 
-#: modules and packages whose import registers the built-in entries (every module of a package is imported)
-BUILTINS = (
-    "privbench.core.config",
-    "privbench.data.splits",
-    "privbench.data.datasets",
-    "privbench.privacy.accountants",
-    "privbench.metrics.extractor",
-    "privbench.models.methods",
-    "privbench.attacks",
-)
 PLUGIN_GROUPS = {"privbench.attacks": ATTACKS, "privbench.methods": METHODS, "privbench.datasets": DATASETS,
                  "privbench.accountants": ACCOUNTANTS}
 
 _loaded = False
 _source_listing: dict | None = None  # registry_source's reading, once per process
+#: the built-ins' loader and the modules it imports, handed over by privbench/__init__.py (privbench/builtins.py):
+#: core names no upper layer
+_builtin_loader: Callable[[], None] | None = None
+BUILTIN_MODULES: tuple[str, ...] = ()
 
 
-def _import_all(name: str) -> None:
-    mod = importlib.import_module(name)
-    if hasattr(mod, "__path__"):
-        for info in sorted(pkgutil.iter_modules(mod.__path__), key=lambda i: i.name):
-            if not info.name.startswith("_"):
-                _import_all(f"{name}.{info.name}")
+def install_builtins(loader: Callable[[], None], modules: tuple[str, ...]) -> None:
+    """Set what :func:`load_builtins` calls and which modules :func:`listing` may read without importing."""
+    global _builtin_loader, BUILTIN_MODULES
+    _builtin_loader, BUILTIN_MODULES = loader, tuple(modules)
 
 
 def load_builtins() -> None:
@@ -147,8 +139,8 @@ def load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    for name in BUILTINS:
-        _import_all(name)
+    if _builtin_loader is not None:
+        _builtin_loader()
     _load_plugins()
 
 
@@ -174,7 +166,7 @@ def listing(var: str) -> list[tuple[str, str]]:
 
         try:
             if _source_listing is None:
-                _source_listing = builtin_listing(BUILTINS)
+                _source_listing = builtin_listing(BUILTIN_MODULES)
             return _source_listing[var]
         except (Unresolvable, SyntaxError, OSError, UnicodeDecodeError):
             pass

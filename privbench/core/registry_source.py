@@ -5,7 +5,7 @@ torch, diffusers and scikit-learn (seconds). The registrations are literal by co
 on a class with string ``name`` / ``description`` attributes (or a docstring), ``@REG.register("name", "desc")``,
 ``REG.add("name", factory, "desc")`` and ``@register_dataset("name", c, size, k, "desc")`` — so they can be read
 with :mod:`ast`. Modules are visited in the order Python would import them (a module's top-level privbench imports
-first, packages before their modules, then :data:`registry.BUILTINS` in order), so each registry lists its entries
+first, packages before their modules, then :data:`privbench.builtins.MODULES` in order), so each registry lists its entries
 in its runtime order. Anything else that touches a registry at import time raises :class:`Unresolvable` and the
 caller imports the real modules instead; ``tests/core/test_registry_source.py`` checks that this listing equals
 the imported registries.

@@ -48,7 +48,7 @@ def test_source_listing_equals_the_imported_registries():
     from privbench.core import registry
     from privbench.core.registry_source import builtin_listing
 
-    static = builtin_listing(registry.BUILTINS)
+    static = builtin_listing(registry.BUILTIN_MODULES)
     registry.load_builtins()
     for var in ("METHODS", "ATTACKS", "DATASETS", "PRESETS", "FEATURE_EXTRACTORS", "ACCOUNTANTS"):
         assert static[var] == [(e.name, e.description) for e in getattr(registry, var)], var
