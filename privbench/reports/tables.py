@@ -446,10 +446,13 @@ class Tables:
 
     def fid_frame(self) -> pd.DataFrame:
         rows = []
+        labels = {str(r.run_dir): r.method_label for r in self.results}  # a suite's variant names its runs
         for (rd, _t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
             rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
-                                                 "sampler", "seconds")} | {"run_dir": Path(rd).name})
+                                                 "sampler", "seconds")}
+                        | {"method": labels.get(rd, rec.get("method")), "registered_method": rec.get("method"),
+                           "run_dir": Path(rd).name})
         return pd.DataFrame(rows)
 
 
