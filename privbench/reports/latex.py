@@ -119,7 +119,7 @@ def table_tex(t: PaperTable, style: str = "single") -> str:
     head = [f"% privbench report: {escape(t.title)} (generated; edit the numbers in privbench, not here)",
             f"% privbench latex-style: {style}"]
     if style == "twocolumn":
-        body = _float_tex(t, "table*", r"\footnotesize", "3pt")
+        body = _float_tex(t, "table*", r"\footnotesize", "2.5pt")
     elif len(t.rows) > LONGTABLE_ROWS:
         body = _longtable_tex(t)
     else:

@@ -175,13 +175,14 @@ def _fmt(m, lo, hi, nd=3) -> str:
     """The one cell rule (reports/cells.py): "–" when missing, the mean and, over seeds, its [lo, hi]."""
     if m is None or not np.isfinite(m):
         return num(m, nd)
-    return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), nd)}"
+    # the interval one decimal shorter than the value, as in the membership tables ("0.517 [0.47, 0.57]")
+    return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), max(nd - 1, 1))}"
 
 
 def latex_float(summary: pd.DataFrame, style: str = "single") -> str:
     """The table as ``report --latex-style`` sets tables: ``single`` a ``table`` float, ``twocolumn`` a ``table*``
     (the full text width) in ``\\footnotesize``; with the style marker the layout test reads."""
-    star, size = ("table*", "\\footnotesize\n\\setlength{\\tabcolsep}{3pt}\n") if style == "twocolumn" else ("table", "")
+    star, size = ("table*", "\\footnotesize\n\\setlength{\\tabcolsep}{2.5pt}\n") if style == "twocolumn" else ("table", "")
     return (f"% privbench latex-style: {style}\n\\begin{{{star}}}[t]\n\\centering\n{size}"
             f"\\caption{{What privacy costs: utility and leakage against $\\varepsilon$ (mean [95\\% interval: over seeds where there are several, else the run's own bootstrap CI])}}\n"
             f"{latex_table(summary)}\\end{{{star}}}\n")

@@ -71,4 +71,4 @@ def test_a_missing_value_in_the_privacy_utility_table_is_a_dash_not_n_a():
     from privbench.reports.privacy_utility import _fmt
 
     assert _fmt(None, None, None) == NONE_TEXT and _fmt(float("nan"), float("nan"), float("nan")) == NONE_TEXT
-    assert _fmt(0.5, 0.4, 0.6) == "0.500 [0.400, 0.600]" and _fmt(0.5, 0.5, 0.5) == "0.500"
+    assert _fmt(0.5, 0.4, 0.6) == "0.500 [0.40, 0.60]" and _fmt(0.5, 0.5, 0.5) == "0.500"
