@@ -52,6 +52,11 @@ def pretrain_dir(ctx) -> Path:
 
 def pretrained_denoiser(ctx) -> torch.nn.Module:
     """The denoiser pre-trained on ``ctx.split.public`` (trained once under a lock, then loaded from the cache)."""
+    return load_ema(_fresh(ctx), ensure_pretrained(ctx), _NAME, ctx.device)
+
+
+def ensure_pretrained(ctx) -> Path:
+    """Train the pre-training on ``ctx.split.public`` unless it is cached; returns its checkpoint folder."""
     public = list(ctx.split.public)
     if not public:
         raise BadInput("train.init=public: the run has no public split; set data.public=pool or classes:A-B")
@@ -62,7 +67,7 @@ def pretrained_denoiser(ctx) -> torch.nn.Module:
         with path_lock(out.parent, out.name, "is pre-training on the public split"):
             if not is_trained(ckpt_dir, _NAME, settings["steps"]):
                 _pretrain(ctx, public, settings, out)
-    return load_ema(_fresh(ctx), ckpt_dir, _NAME, ctx.device)
+    return ckpt_dir
 
 
 def _fresh(ctx) -> torch.nn.Module:

@@ -322,6 +322,14 @@ def read_result(path: str | Path) -> Result:
     return Result(path, data)
 
 
+def read_cell_result(cell: dict, path: str | Path) -> Result:
+    """The result of a bench cell (``path``: its ``result_path``, resolved by the caller), named by the cell's
+    suite entry when it is a variant (:attr:`Result.method_label`)."""
+    r = read_result(path)
+    r.variant = cell.get("variant") or None
+    return r
+
+
 def _mtime(r: Result) -> float:
     try:
         return r.path.stat().st_mtime
@@ -384,9 +392,7 @@ def _bench_results(bench_dir: Path) -> list[Result]:
             if not p.is_absolute() and not p.exists():
                 p = bench_dir / rp
             if p.is_file():
-                r = read_result(p)
-                r.variant = c.get("variant") or None
-                out.append(r)
+                out.append(read_cell_result(c, p))
     for f in sorted(bench_dir.rglob("result.json")):
         out.append(read_result(f))
     if not out:

@@ -55,7 +55,7 @@ def _axis_epsilon(axis: float | None, formal: float | None) -> float:
     (``public-only``: never read a member), else at ∞ (a non-private baseline)."""
     if axis is not None:
         return float(axis)
-    return 0.0 if formal is not None and np.isfinite(formal) and float(formal) == 0.0 else math.inf
+    return 0.0 if formal == 0 else math.inf  # None and NaN (no formal ε) compare unequal
 
 
 def _reference(eps) -> bool:

@@ -250,15 +250,12 @@ def write_bench_tables(res: dict) -> dict:
     """The bench's ``side_by_side.csv`` and ``results.csv`` from its finished attack cells; their paths are added
     to ``bench.json`` (key ``tables``) and to ``res``; ``res["_rows"]`` gets the side-by-side rows for
     :func:`format_bench`."""
-    from .collect import read_result
+    from .collect import read_cell_result
     from .tables import Tables
 
     out_dir = Path(res["out"])
-    results = []
-    for c in res.get("cells", []):
-        if c["kind"] == "attack" and c["status"] == "done":
-            results.append(read_result(c["result_path"]))
-            results[-1].variant = c.get("variant") or None  # the suite's entry name (reports.collect.Result)
+    results = [read_cell_result(c, c["result_path"]) for c in res.get("cells", [])
+               if c["kind"] == "attack" and c["status"] == "done"]
     paths: dict = {}
     rows: list = []
     if results:

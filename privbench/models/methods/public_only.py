@@ -12,10 +12,9 @@ The public records themselves are not protected.
 """
 from __future__ import annotations
 
-from ...core.errors import BadInput
 from ...core.registry import METHODS
 from ..method import Method
-from ..public_init import pretrain_dir, pretrained_denoiser, public_hash
+from ..public_init import ensure_pretrained, pretrain_dir, pretrained_denoiser, public_hash
 
 BASIS = ("by construction: the released model is the non-private pre-training on the public split only (no "
          "member is read), so it is the same function of the public records whatever the members are — ε = 0, "
@@ -39,12 +38,8 @@ class PublicOnly(Method):
         """Under ``data.public=none``: ``data.n_public`` records (0: as many as ``data.n_members``), as ``pool``."""
         return cfg.data.n_public or cfg.data.n_members
 
-    def validate(self) -> None:
-        if self.cfg.data.public == "none" and not self.public_demand(self.cfg):
-            raise BadInput("method public-only: the run has no public split; set data.public=pool or classes:A-B")
-
     def train(self) -> None:
-        pretrained_denoiser(self.ctx)  # trained once under a lock and cached; nothing else to train
+        ensure_pretrained(self.ctx)  # trained once under a lock and cached; nothing else to train
 
     def load_target(self, name=None):
         name = self.check_target(name)
