@@ -39,9 +39,10 @@ class Cell:
     epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
     utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
     cfg: Any = None                # not serialised
+    shared: tuple = ()             # not serialised: cached trainings the run's training shares (Method.shared_trainings)
 
     def to_json(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("cfg", "overrides")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("cfg", "overrides", "shared")}
         d["overrides"] = [[k, v] for k, v in self.overrides]
         return d
 
@@ -135,7 +136,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
             if validate_methods and not (rd / "train_done.json").is_file():
                 method.validate()
             targets = [method.check_target(t) for t in (targets or [method.default_target])]
-            common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash())
+            common = dict(base, overrides=overrides, cfg=cfg, run_dir=str(rd), config_hash=cfg.training_hash(),
+                          shared=tuple(method.shared_trainings()))
             for t in targets:
                 cells += _attack_cells(cells, spec, default_attacks, explicit_default, t, cfg, rd, common)
             if samples_on and spec.get("samples", True) is not False:

@@ -3,7 +3,10 @@
 The same dependency order as the Ray executor (:mod:`privbench.bench.ray_executor`), driven from this process:
 
 * one **training job** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
-  finished run is a cache hit), submitted at once;
+  finished run is a cache hit), submitted at once — except a run that shares a cached training with an earlier one
+  (the public pre-training: ``Method.shared_trainings``), which is held back until that one finished instead of
+  occupying a worker while it waits on the pre-training's lock; the first run of each shared training is submitted
+  first, since everything sharing it waits for it;
 * for an attack that uses reference models, one **reference job** per reference model of its pool, submitted when
   the target's training finished (the pool then trains in parallel; the attack finds every reference cached);
 * every attack, samples and FID cell of a run is a **cell job**, submitted when its training (and its references)
@@ -117,6 +120,10 @@ class PoolExecutor:
         self._refs_left: dict[str, int] = {}
         self._cell_args = (runs, device, n_samples, fcfg, log_path, self.threads, self.retries)
         self._write, self._pb, self._report_failure = write, pb, report_failure
+        self._train_args = (runs, device, self.threads, self.retries, log_path)
+        self._shared_owner: dict[str, str] = {}  # shared training -> the run dir whose job trains it (in flight)
+        self._held: list[tuple[dict, object]] = []  # trainings waiting for a shared training's first run
+        starts = []
         for c in pending:
             if c.external is not None:
                 self._submit_cell(c)
@@ -125,9 +132,18 @@ class PoolExecutor:
                 rec = {"run_dir": c.run_dir, "method": c.method, "dataset": c.dataset, "seed": c.seed,
                        "status": "pending", "cached": None, "seconds": None, "attempts": None, "reason": None}
                 self.trainings.append(rec)
-                self._submit("train", rec, train_job, c.cfg, runs, device, self.threads, self.retries, log_path)
+                starts.append((rec, c))
             else:
                 self._waiting[c.run_dir].append(c)
+        # the first run of each shared training first (everything that shares it waits for it), then the rest
+        owners = []
+        for rec, c in ((r, c) for r, c in starts if c.shared):
+            new = [k for k in c.shared if k not in self._shared_owner]
+            for k in new:
+                self._shared_owner[k] = c.run_dir
+            (owners if new else self._held).append((rec, c))
+        for rec, c in owners + [(r, c) for r, c in starts if not c.shared]:
+            self._submit_training(rec, c)
         try:
             while self._jobs:
                 for fut in self.wait(list(self._jobs)):
@@ -144,6 +160,19 @@ class PoolExecutor:
 
     def _submit(self, kind, payload, fn, *args, attempt: int = 1) -> None:
         self._jobs[self.submit(fn, *args)] = (kind, payload, (fn, args), attempt)
+
+    def _submit_training(self, rec: dict, c) -> None:
+        self._submit("train", rec, train_job, c.cfg, *self._train_args)
+
+    def _release_held(self, run_dir: str) -> None:
+        """Training ``run_dir`` finished: the shared trainings it owned are cached (or it failed, and each held
+        run tries for itself); submit every held run none of whose shared trainings is still in flight."""
+        for k in [k for k, owner in self._shared_owner.items() if owner == run_dir]:
+            del self._shared_owner[k]
+        ready = [(rec, c) for rec, c in self._held if not any(k in self._shared_owner for k in c.shared)]
+        self._held = [(rec, c) for rec, c in self._held if any(k in self._shared_owner for k in c.shared)]
+        for rec, c in ready:
+            self._submit_training(rec, c)
 
     def _submit_cell(self, c) -> None:
         self._submit("cell", c, cell_job, c, *self._cell_args)
@@ -162,6 +191,7 @@ class PoolExecutor:
         if kind == "train":
             payload.update(out)
             self._write()
+            self._release_held(payload["run_dir"])
             self._trained(payload["run_dir"], out, runs, device)
         elif kind == "ref":
             self._refs_left[payload] -= 1  # a failed reference is trained (or reported) by its attack cell

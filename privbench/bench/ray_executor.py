@@ -66,7 +66,7 @@ def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path
             cached = verified_done(run_dir) is not None
             with cell_log(Path(log_path)):
                 LOG.info(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} train {run_dir.name} "
-                         f"(ray task, attempt {attempt})")
+                         f"(attempt {attempt})")
                 api.train(cfg, Path(runs), device)
             return {"status": "done", "cached": cached, "attempts": attempt,
                     "seconds": None if cached else round(time.time() - t0, 1)}

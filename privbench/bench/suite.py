@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..core.config import check_seed
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
 from ..privacy.claims import user_claim
@@ -12,7 +13,8 @@ from ..privacy.claims import user_claim
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
               "samples", "external", "epsilons", "seeds_by_epsilon", "utility"}
 #: ``method``: the registered method of an entry whose key is a variant's name (``dpdm-lora: {method: dpdm}``)
-METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples", "method", "epsilons", "utility"}
+METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples", "method", "epsilons", "utility",
+               "seeds"}
 #: an external target (a model privbench did not train): the options of ``privbench attack --model``
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
                  "attacks", "set", "claimed_epsilon", "claimed_delta", "claim_basis", "records_range", "lora",
@@ -198,8 +200,17 @@ def epsilon_axis(suite: dict, spec: dict, seeds: list[int], private: bool, where
     """[(ε, seeds)] of one method entry: a private method gets one cell per ε of ``epsilons`` (the entry's own
     list, else the suite's), seeded by ``seeds_by_epsilon`` where it names the ε, else by ``seeds``; a
     non-private method, or a suite without ``epsilons``, one (None, seeds) — ε = ∞ for a non-private one, whose
-    seeds are then every seed the axis uses (its horizontal reference gets the CI of all of them)."""
+    seeds are then every seed the axis uses (its horizontal reference gets the CI of all of them). The entry's
+    own ``seeds`` replace all of that: every ε of the entry (or its one ε = ∞ cell) runs exactly those seeds (a
+    costly reference at one seed)."""
     eps = spec.get("epsilons", suite.get("epsilons"))
+    if "seeds" in spec:
+        own = [_seed(s, f"{where}.seeds") for s in as_list(spec["seeds"], f"{where}.seeds")]
+        if not own or len(set(own)) != len(own):
+            raise BadInput(f"{where}.seeds: expected a non-empty list of distinct seeds, got {spec['seeds']!r}")
+        if eps is None or not private:
+            return [(None, own)]
+        return [(_epsilon(e, f"{where}.epsilons"), own) for e in as_list(eps, f"{where}.epsilons")]
     by = suite.get("seeds_by_epsilon") or {}
     if not isinstance(by, dict):
         raise BadInput("seeds_by_epsilon: expected a mapping epsilon -> list of seeds")
@@ -223,9 +234,7 @@ def _epsilon(v, where: str) -> float:
 
 
 def _seed(v, where: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise BadInput(f"{where}: expected non-negative integer seeds, got {v!r}")
-    return v
+    return check_seed(v, where)  # the one rule of every run's seed
 
 
 def fid_settings(suite: dict) -> dict:

@@ -229,6 +229,16 @@ class Method:
     def train(self) -> None:
         raise NotImplementedError
 
+    def shared_trainings(self) -> list[str]:
+        """Folder names (under the run store) of the cached trainings this run's ``train`` reads and other runs
+        share — the public pre-training of ``train.init=public``. A scheduler runs the first run of each at once
+        and holds back the others until it is cached, instead of letting them wait on its lock."""
+        if self.cfg.train.init != "public":
+            return []
+        from .public_init import pretrain_dir
+
+        return [pretrain_dir(self.ctx).name]
+
     def target_names(self) -> list[str]:
         return [self.default_target]
 

@@ -31,10 +31,11 @@ PRETRAIN_VERSION = 1
 _NAME = "public"
 
 
-def pretrain_settings(cfg) -> dict:
-    """What decides the pre-trained weights besides the public records."""
+def pretrain_settings(cfg, steps: int | None = None) -> dict:
+    """What decides the pre-trained weights besides the public records (``steps``: default
+    ``train.public_steps``, 0 = ``train.steps``)."""
     t = cfg.train
-    steps = t.public_steps or t.steps
+    steps = steps or t.public_steps or t.steps
     train = {k: getattr(t, k) for k in ("batch_size", "lr", "weight_decay", "warmup", "grad_clip", "ema_decay")}
     return {"version": PRETRAIN_VERSION, "dataset": cfg.dataset, "resolution": cfg.data.resolution,
             "model": dataclasses.asdict(cfg.model), "diffusion": dataclasses.asdict(cfg.diffusion),
@@ -45,23 +46,24 @@ def public_hash(public: list[int]) -> str:
     return hashlib.sha256(json.dumps(sorted(int(i) for i in public)).encode()).hexdigest()
 
 
-def pretrain_dir(ctx) -> Path:
-    key = config_hash({"public": public_hash(ctx.split.public), **pretrain_settings(ctx.cfg)})
+def pretrain_dir(ctx, steps: int | None = None) -> Path:
+    key = config_hash({"public": public_hash(ctx.split.public), **pretrain_settings(ctx.cfg, steps)})
     return Path(ctx.store_root) / f"pretrain-{ctx.cfg.dataset}-{key}"
 
 
-def pretrained_denoiser(ctx) -> torch.nn.Module:
-    """The denoiser pre-trained on ``ctx.split.public`` (trained once under a lock, then loaded from the cache)."""
-    return load_ema(_fresh(ctx), ensure_pretrained(ctx), _NAME, ctx.device)
+def pretrained_denoiser(ctx, steps: int | None = None) -> torch.nn.Module:
+    """The denoiser pre-trained on ``ctx.split.public`` (trained once under a lock, then loaded from the cache);
+    ``steps`` other than ``train.public_steps`` is another cached pre-training (DP-SAD's public teacher)."""
+    return load_ema(_fresh(ctx), ensure_pretrained(ctx, steps), _NAME, ctx.device)
 
 
-def ensure_pretrained(ctx) -> Path:
+def ensure_pretrained(ctx, steps: int | None = None) -> Path:
     """Train the pre-training on ``ctx.split.public`` unless it is cached; returns its checkpoint folder."""
     public = list(ctx.split.public)
     if not public:
         raise BadInput("train.init=public: the run has no public split; set data.public=pool or classes:A-B")
-    cfg, out = ctx.cfg, pretrain_dir(ctx)
-    settings = pretrain_settings(cfg)
+    cfg, out = ctx.cfg, pretrain_dir(ctx, steps)
+    settings = pretrain_settings(cfg, steps)
     ckpt_dir = out / "checkpoints"
     if not is_trained(ckpt_dir, _NAME, settings["steps"]):
         with path_lock(out.parent, out.name, "is pre-training on the public split"):
@@ -103,5 +105,5 @@ def load_into(model: torch.nn.Module, pretrained: torch.nn.Module) -> list[str]:
     return missing
 
 
-def read_pretrain_record(ctx) -> dict | None:
-    return read_json_or_none(pretrain_dir(ctx) / "pretrain.json", "corrupt pretrain.json; remove it")
+def read_pretrain_record(ctx, steps: int | None = None) -> dict | None:
+    return read_json_or_none(pretrain_dir(ctx, steps) / "pretrain.json", "corrupt pretrain.json; remove it")

@@ -63,7 +63,26 @@ def test_epsilon_axis_expands_calibrates_and_equals_privbench_account(tmp_path):
     assert "epsilon 10" in by["dpdm-lora"][0].label() or any("epsilon 10" in c.label() for c in by["dpdm-lora"])
 
 
+def test_an_entrys_own_seeds_replace_the_axis_seeds(tmp_path):
+    """``methods.<entry>.seeds``: a costly non-private reference at one seed; a private entry's every ε at its own
+    seeds (seeds_by_epsilon does not reach it)."""
+    suite = _suite()
+    suite["methods"] = {"centralized": {"targets": ["model"], "seeds": [0]},
+                        "dpdm": {"targets": ["model"], "seeds": [2]},
+                        "pfdm": {"targets": ["shared"]}}
+    by = {}
+    for c in _plan(suite, tmp_path):
+        by.setdefault(c.method, set()).add((c.epsilon, c.seed))
+    assert by["centralized"] == {(None, 0)}  # without its own seeds: (None, 0) and (None, 1)
+    assert by["dpdm"] == {(1.0, 2), (10.0, 2)}
+    assert by["pfdm"] == {(1.0, 0), (10.0, 0), (10.0, 1)}
+
+
 @pytest.mark.parametrize("bad,match", [
+    ({"methods": {"dpdm": {"seeds": []}}}, "methods.dpdm.seeds: expected a non-empty list"),
+    ({"methods": {"dpdm": {"seeds": [1, 1]}}}, "methods.dpdm.seeds: expected a non-empty list of distinct"),
+    ({"methods": {"dpdm": {"seeds": [-1]}}}, "methods.dpdm.seeds=-1: expected an integer"),
+    ({"seeds_by_epsilon": {10: [2 ** 40]}}, "seeds_by_epsilon=1099511627776: expected an integer"),
     ({"epsilons": [0, 4]}, "not a finite epsilon"),
     ({"epsilons": [4, 4]}, "repeats a value"),
     ({"seeds_by_epsilon": [1]}, "seeds_by_epsilon: expected a mapping"),

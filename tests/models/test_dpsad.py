@@ -297,7 +297,8 @@ def test_public_teacher_and_discriminator_never_see_a_member(tmp_path, monkeypat
                         train__steps=4, train__checkpoint_every=4)
         states = []
         for variant in ("data", "changed"):
-            m = api.make_method(cfg, tmp_path / f"{teacher_data}-{variant}", "cpu")
+            # a run store each: the public teacher is a cached pre-training, which must not be shared here
+            m = api.make_method(cfg, tmp_path / f"{teacher_data}-{variant}" / "run", "cpu")
             m.ctx.run_dir.mkdir(parents=True)
             x, y = m.ctx.dataset
             if variant == "changed":
@@ -328,7 +329,8 @@ def test_public_split_is_disjoint_seeded_and_validated(dpsad_public, tmp_path):
     p = m.privacy("student")
     assert p["basis"].startswith("DP-SGD") and "end to end for the members" in p["basis"]
     assert "discriminator's updates use only those public records" in p["basis"] and p["n_public"] == len(pub)
-    assert "[teacher] non-private DDPM on 64 public records (no member)" in (m.ctx.run_dir / "log.txt").read_text()
+    assert ("[teacher] the public pre-training: 10 non-private steps on 64 public records (no member), pretrain-"
+            in (m.ctx.run_dir / "log.txt").read_text())
     # the setting enters the run's hash
     a, b = (train_cfg("dpsad", "test", dpsad__teacher_data=v) for v in ("members", "public"))
     assert a.training_hash() != b.training_hash()
@@ -338,3 +340,28 @@ def test_public_split_is_disjoint_seeded_and_validated(dpsad_public, tmp_path):
     with pytest.raises(BadInput, match="dpsad.n_public.*1700 public records do not fit") as e:
         bad.validate()
     assert "\n" not in str(e.value) and not (tmp_path / "bad").exists()  # nothing written
+
+
+def test_public_teacher_is_the_cached_public_pretraining_shared_across_epsilons(tmp_path):
+    """teacher_data=public: the teacher is the partition's public pre-training at dpsad.teacher_steps — trained once
+    per public split (every ε cell of a seed loads it), and the very network train.init=public starts from when
+    train.public_steps equals the teacher's steps (dpdm's pre-training here)."""
+    from privbench.models import public_init
+    from privbench.runs import train as api
+
+    common = dict(dpsad__teacher_data="public", data__public="pool", data__n_public=64, dpsad__teacher_steps=6,
+                  train__steps=2, train__checkpoint_every=2)
+    runs = [api.train(train_cfg("dpsad", "test", dp__epsilon=e, **common), tmp_path, "cpu") for e in (1.0, 10.0)]
+    assert runs[0].ctx.run_dir != runs[1].ctx.run_dir
+    pre = sorted(p.name for p in tmp_path.glob("pretrain-*"))
+    assert len(pre) == 1 and not list(runs[0].ctx.ckpt_dir.glob("teacher.*"))  # one teacher, in the cache
+    logs = [(r.ctx.run_dir / "log.txt").read_text() for r in runs]
+    assert all(f"[teacher] the public pre-training: 6 non-private steps on 64 public records (no member), {pre[0]}"
+               in log for log in logs)
+    t0, t1 = (r.load_target("teacher").model.state_dict() for r in runs)
+    assert all(torch.equal(t0[k], t1[k]) for k in t0)
+    dpdm = api.make_method(train_cfg("dpdm", "test", data__public="pool", data__n_public=64, train__init="public",
+                                     train__public_steps=6), tmp_path / "dpdm", "cpu")
+    assert public_init.pretrain_dir(dpdm.ctx).name == pre[0]
+    pretrained = public_init.pretrained_denoiser(dpdm.ctx).state_dict()
+    assert all(torch.equal(t0[k], pretrained[k]) for k in t0)

@@ -59,6 +59,9 @@ class DPTextToImage(MemberDPSGD, Method):
         require_t2i()
         super().validate()
 
+    def shared_trainings(self) -> list[str]:
+        return [pretrain_dir(self.ctx).name]  # the text-to-image pre-training on the public split
+
     def train(self) -> None:
         ctx, cfg = self.ctx, self.cfg
         ppath = self.privacy_path

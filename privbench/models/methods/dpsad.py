@@ -2,7 +2,8 @@
 
 1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM (``train_denoiser``, ``dpsad.teacher_steps``
    steps) on the records ``dpsad.teacher_data`` names: ``members`` (the paper's setting) or ``public`` (records of
-   the run partition's public split, disjoint from every other split: docs/methods.md §0). Never released.
+   the run partition's public split, disjoint from every other split: docs/methods.md §0 — then the teacher is the
+   partition's cached public pre-training at ``teacher_steps``, ``public_init``). Never released.
 2. **Student** ε_θ (same architecture and initialization), ``train.steps`` steps on Poisson samples of the
    members (rate q as in dpdm). Per record one random timestep r ~ U{0..T−1} and x_r = √ᾱ_r·x₀ + √(1−ᾱ_r)·ε
    (forward process, no reverse rollout). The "outputs" are the denoised estimates
@@ -57,6 +58,7 @@ from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, s
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from ...privacy.claims import CLAIMED_BY_PAPER
+from .. import public_init
 from ..dp_sgd import (
     DPPlan,
     check_dp_config,
@@ -267,11 +269,19 @@ class DPSAD(Method):
             tx, ty, what = xp, yp, "public records (no member)"
         else:
             tx, ty, what = x, y, "members"
-        if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
-            ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
-        teacher = train_denoiser(ctx.initial_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None), ac,
-                                 cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
-                                 steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
+        if public:
+            # a function of the public split only: the partition's cached public pre-training at teacher_steps,
+            # shared by every ε and seed with this public split (train.public_steps = teacher_steps: the very
+            # network train.init=public starts from)
+            ctx.log(f"[teacher] the public pre-training: {cfg.dpsad.teacher_steps} non-private steps on {len(tx)} "
+                    f"{what}, {public_init.pretrain_dir(ctx, cfg.dpsad.teacher_steps).name}")
+            teacher = public_init.pretrained_denoiser(ctx, cfg.dpsad.teacher_steps)
+        else:
+            if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
+                ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
+            teacher = train_denoiser(ctx.initial_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None),
+                                     ac, cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
+                                     steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
         teacher.eval()
         for p in teacher.parameters():
             p.requires_grad_(False)
@@ -375,10 +385,20 @@ class DPSAD(Method):
             xs = denoised(x_r, student(x_r, r, yd), a)
         return disc_step(x_teacher, xs, yd)
 
+    def shared_trainings(self) -> list[str]:
+        own = super().shared_trainings()
+        if self.teacher_data != "public":
+            return own
+        teacher = public_init.pretrain_dir(self.ctx, self.cfg.dpsad.teacher_steps).name
+        return own + [teacher] if teacher not in own else own
+
     # ------------------------------------------------------------------------------------ targets
     def load_target(self, name=None):
         name = self.check_target(name)
-        model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, name, self.ctx.device)
+        if name == "teacher" and self.teacher_data == "public":
+            model = public_init.pretrained_denoiser(self.ctx, self.cfg.dpsad.teacher_steps)
+        else:
+            model = load_ema(self.ctx.new_denoiser(), self.ctx.ckpt_dir, name, self.ctx.device)
         if name == "teacher":
             what = ("the members" if self.teacher_data == "members"
                     else f"{self.n_public()} public records of the run's partition (no member, no evaluation record)")

@@ -38,6 +38,9 @@ class PublicOnly(Method):
         """Under ``data.public=none``: ``data.n_public`` records (0: as many as ``data.n_members``), as ``pool``."""
         return cfg.data.n_public or cfg.data.n_members
 
+    def shared_trainings(self) -> list[str]:
+        return [pretrain_dir(self.ctx).name]
+
     def train(self) -> None:
         ensure_pretrained(self.ctx)  # trained once under a lock and cached; nothing else to train
 

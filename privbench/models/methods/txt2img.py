@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.registry import METHODS
 from ..method import Method
-from ..text2image import finetune_plain, is_finetuned, load_finetuned, require_t2i
+from ..text2image import finetune_plain, is_finetuned, load_finetuned, pretrain_dir, require_t2i
 
 
 @METHODS.register_class
@@ -28,6 +28,9 @@ class TextToImage(Method):
         """Under ``data.public=none`` the pre-training takes ``data.n_public`` records (0: ``data.n_members``),
         allocated by the run's partition like ``data.public=pool`` (never a member or non-member)."""
         return cfg.data.n_public or cfg.data.n_members
+
+    def shared_trainings(self) -> list[str]:
+        return [pretrain_dir(self.ctx).name]  # the text-to-image pre-training on the public split
 
     def train(self) -> None:
         ctx = self.ctx
