@@ -210,17 +210,13 @@ class Reconstruction(Attack):
         return tgt, (f"attacker 'public': a denoiser trained for {steps} steps on the {len(pub)} dataset records "
                      "that are neither members nor non-members")
 
-    # ------------------------------------------------------------------ attack
-    @torch.no_grad()
-    def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
-        env = env or AttackEnv()
-        u_x, u_y, src, u_idx, pool_x, pool_y, pool_idx, t0, clip, kind, n_distract = self._uploads(target, records, env)
+    def _reconstructions(self, target, env: AttackEnv, u_x, u_y, mt: int, a) -> tuple[dict, dict, str | None]:
+        """Every attacker's reconstruction of the uploads (naive rescaling; Tweedie and the reverse chain with
+        the target, and with the public denoiser when there is one), its network calls per record, and the public
+        denoiser's note."""
         device = target.device
-        mt = t0_to_model_t(t0, target.num_timesteps)
-        a = target.alphas_cumprod.to(device)[mt]
         n = u_x.shape[0]
         bs = int(self.batch_size)
-
         recons: dict[str, torch.Tensor] = {"naive": u_x.to(device) / a.sqrt()}
         nfe: dict[str, int] = {"naive": 0}
         ddim_steps = int(getattr(getattr(env.cfg, "sample", None), "ddim_steps", 100))
@@ -243,8 +239,12 @@ class Reconstruction(Attack):
                                           x_start=u_x, t_start=mt, t_stop=0, desc="reconstruct")
             recons[chain_name] = x_chain.to(device)
             nfe[chain_name] = min(ddim_steps, mt + 1) if self.recon_sampler == "ddim" else mt + 1
+        return recons, nfe, public_note
 
-        # candidate pool, as the attacker compares it
+    @staticmethod
+    def _rates(recons: dict, nfe: dict, src, u_y, u_idx, pool_x, pool_y, pool_idx, clip, device):
+        """Per attacker: PSNR/SSIM to the sources and the re-identification rates (nearest neighbour among the
+        clipped pool, the raw pool, and same-label candidates); also the same-label mask."""
         pool_dev = pool_x.to(device)
         pool_clipped = clip_with_mask(pool_dev, clip)[0]
         same_label = (u_y.view(-1, 1) == pool_y.view(1, -1)).to(device)
@@ -263,6 +263,19 @@ class Reconstruction(Attack):
                 "reid_rate": float(hit.double().mean()), "reid_rate_raw": float(hit_raw.double().mean()),
                 "reid_rate_label": float(hit_lab.double().mean()), "nfe": nfe[name],
             }
+        return per, same_label
+
+    # ------------------------------------------------------------------ attack
+    @torch.no_grad()
+    def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        env = env or AttackEnv()
+        u_x, u_y, src, u_idx, pool_x, pool_y, pool_idx, t0, clip, kind, n_distract = self._uploads(target, records, env)
+        device = target.device
+        mt = t0_to_model_t(t0, target.num_timesteps)
+        a = target.alphas_cumprod.to(device)[mt]
+        n = u_x.shape[0]
+        recons, nfe, public_note = self._reconstructions(target, env, u_x, u_y, mt, a)
+        per, same_label = self._rates(recons, nfe, src, u_y, u_idx, pool_x, pool_y, pool_idx, clip, device)
         pool_n = int(pool_x.shape[0])
         chance_label = float((1.0 / same_label.sum(1).double()).mean())
         n_src = pool_n - n_distract  # the first pool rows are the upload sources (members)

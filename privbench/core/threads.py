@@ -15,9 +15,10 @@ default (torch reads it at start-up; torchrun sets it to 1 when unset).
 Two more rules keep a busy machine (a CI runner, a laptop, a shared server) from costing more than its fair share
 (docs/scaling.md §1, measured by ``benchmarks/threads_under_load.py``):
 
-- **passive OpenMP wait** (:func:`passive_wait_by_default`, called by ``import privbench`` before torch is
-  imported): OpenMP's worker threads sleep between parallel regions instead of spinning on cores that other
-  processes need. A user's own ``OMP_WAIT_POLICY`` is left as it is;
+- **passive OpenMP wait on a busy machine** (:func:`passive_wait_by_default`, called by ``import privbench``
+  before torch is imported, after a 0.1 s look at ``/proc/stat``): when other processes hold at least half the
+  cores, OpenMP's worker threads sleep between parallel regions instead of spinning on cores those processes
+  need; an idle machine keeps OpenMP's own (faster there) wait. A user's own ``OMP_WAIT_POLICY`` is left as it is;
 - **one thread for a small model** (:func:`fit_threads_to_model`): below :data:`SMALL_MODEL_PARAMS` parameters a
   step's operations are too small for a second thread to pay for its wake-ups, and under load the second thread
   waits for a core. Only a default count is lowered: ``--threads N`` and ``OMP_NUM_THREADS`` are kept.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from .errors import BadInput
 
@@ -40,12 +42,51 @@ _explicit = False  # the count was given (--threads, OMP_NUM_THREADS), not chose
 SMALL_MODEL_PARAMS = 2_000_000
 
 
+#: a machine is busy when other processes used at least this share of all its cores during the look at start-up
+BUSY_SHARE = 0.5
+_LOOK_S = 0.1  # how long import privbench watches /proc/stat (its cost to start-up)
+
+
+def cpu_share_in_use(window: float = _LOOK_S) -> float | None:
+    """Share of the machine's CPU time (all cores, from ``/proc/stat``) spent running during ``window`` seconds
+    while this process sleeps: what other processes use. None where there is no ``/proc/stat``."""
+    def read() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+        return sum(v), v[3] + v[4]
+
+    try:
+        total0, idle0 = read()
+        time.sleep(window)
+        total1, idle1 = read()
+    except (OSError, ValueError, IndexError):
+        return None
+    dt = total1 - total0
+    return None if dt <= 0 else 1.0 - (idle1 - idle0) / dt
+
+
+def wait_policy_for(environ, torch_loaded: bool, share_in_use: float | None) -> str | None:
+    """The OpenMP wait policy privbench sets (None: leave it): PASSIVE on a busy machine (others used
+    ≥ :data:`BUSY_SHARE` of the cores), unless the user chose a policy or spin count, or torch's OpenMP runtime
+    has already read the environment. An idle machine keeps OpenMP's own wait (it spins briefly between
+    parallel regions: 0.79× the steps/s with PASSIVE for the paper UNet on 2 idle cores). The thread count,
+    which decides the numbers, never depends on the load; the wait policy does not change a number."""
+    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ or torch_loaded:
+        return None
+    if share_in_use is not None and share_in_use < BUSY_SHARE:
+        return None
+    return "PASSIVE"
+
+
 def passive_wait_by_default() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a wait policy or torch (and its OpenMP runtime, which
-    reads the variable when it loads) is already imported; True if set. Child processes inherit it."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`, from a 0.1 s look at
+    ``/proc/stat``); True if set. Child processes inherit it."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ or "torch" in sys.modules:
+        return False  # (decided without the look)
+    policy = wait_policy_for(os.environ, False, cpu_share_in_use())
+    if policy is None:
         return False
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["OMP_WAIT_POLICY"] = policy
     return True
 
 

@@ -271,6 +271,35 @@ def _rates_at(s: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float]:
     return float(np.mean(pred[y])), float(np.mean(pred[~y]))
 
 
+def _calibration_roc(sc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The exact ROC of the calibration half: TP and FP counts per threshold (+inf first)."""
+    order, ends, thr = sorted_groups(sc)
+    yy = yc[order]
+    tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
+    return tp[0], fp[0], np.r_[np.inf, thr]
+
+
+def _calibrated_tpr(f: float, fp: np.ndarray, thresholds: np.ndarray, nc_neg: int, rule: str, se: np.ndarray,
+                    ye: np.ndarray, warnings: list[str]) -> dict[str, Any]:
+    """TPR and FPR on the evaluation half at the threshold calibrated for target FPR ``f`` (appends to
+    ``warnings`` when ``f`` cannot be calibrated, or the evaluation FPR exceeds it)."""
+    ok = np.flatnonzero(fp <= allowed_false_positives(f, nc_neg, rule))
+    i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
+    tau = thresholds[i]
+    t_e, f_e = _rates_at(se, ye, tau)
+    if f < 1.0 / nc_neg:
+        warnings.append(
+            f"{_fpr_label(f)} cannot be calibrated with {nc_neg} calibration non-members "
+            f"(smallest FPR step 1/{nc_neg})"
+        )
+    if f_e > f:
+        warnings.append(
+            f"{_fpr_label(f)}: the calibrated threshold gives FPR {f_e:.4g} on the evaluation half "
+            f"({int((~ye).sum())} non-members), above the target {f:g}"
+        )
+    return {"tpr": t_e, "fpr": f_e, "threshold": None if math.isinf(tau) else float(tau)}
+
+
 def calibrated_metrics(
     scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS, tpr_rule: str = "le"
 ) -> dict[str, Any]:
@@ -310,13 +339,8 @@ def calibrated_metrics(
     sc = direction * sc
     se = direction * se
 
-    # exact calibration ROC
-    order, ends, thr = sorted_groups(sc)
-    yy = yc[order]
-    tp, fp = cumulative_counts(yy[None, :].astype(np.int64), (~yy)[None, :].astype(np.int64), ends)
-    tp, fp = tp[0], fp[0]
+    tp, fp, thresholds = _calibration_roc(sc, yc)
     nc_pos, nc_neg = int(yc.sum()), int((~yc).sum())
-    thresholds = np.r_[np.inf, thr]
     bal = 0.5 * (tp / nc_pos + 1.0 - fp / nc_neg)
     i_best = int(np.argmax(bal))  # first maximum = highest threshold among ties
     acc_tau = thresholds[i_best]
@@ -329,27 +353,8 @@ def calibrated_metrics(
         "accuracy_threshold": None if math.isinf(acc_tau) else float(acc_tau),
     }
     warnings: list[str] = []
-    ne_neg = int((~ye).sum())
     for f in fprs:
-        ok = np.flatnonzero(fp <= allowed_false_positives(f, nc_neg, rule))
-        i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
-        tau = thresholds[i]
-        t_e, f_e = _rates_at(se, ye, tau)
-        result[fpr_key(f)] = {
-            "tpr": t_e,
-            "fpr": f_e,
-            "threshold": None if math.isinf(tau) else float(tau),
-        }
-        if f < 1.0 / nc_neg:
-            warnings.append(
-                f"{_fpr_label(f)} cannot be calibrated with {nc_neg} calibration non-members "
-                f"(smallest FPR step 1/{nc_neg})"
-            )
-        if f_e > f:
-            warnings.append(
-                f"{_fpr_label(f)}: the calibrated threshold gives FPR {f_e:.4g} on the evaluation half "
-                f"({ne_neg} non-members), above the target {f:g}"
-            )
+        result[fpr_key(f)] = _calibrated_tpr(f, fp, thresholds, nc_neg, rule, se, ye, warnings)
     result["n_calibration"] = int(cal.size)
     result["n_evaluation"] = int(ev.size)
     result["warnings"] = warnings

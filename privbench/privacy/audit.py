@@ -188,67 +188,10 @@ def clopper_pearson_epsilon(
     n_out = int(y.size - n_in)
     directions = (1, -1) if both_directions else (1,)
 
-    best = None  # (eps, direction, tau, fpr_u, fnr_u)
     if threshold_selection == "split":
-        if n_in < 2 or n_out < 2:
-            raise BadInput(
-                f"labels: the split threshold selection needs at least 2 members and 2 non-members "
-                f"(got {n_in} and {n_out}); use threshold_selection='bonferroni'"
-            )
-        sel, ev = _stratified_halves(y, seed)
-        ys, ye = y[sel], y[ev]
-        ns_in, ns_out = int(ys.sum()), int((~ys).sum())
-        ne_in, ne_out = int(ye.sum()), int((~ye).sum())
-        cand = None  # (cp_eps_on_selection, smoothed point estimate, direction, tau)
-        for dr in directions:
-            thr, fp, fn = threshold_counts(dr * s[sel], ys)
-            idx = _nontrivial(fp, fn, ns_out)
-            if idx.size == 0:
-                continue
-            e_cp, _, _, _ = _cp_eps(fp[idx], fn[idx], ns_out, ns_in, d, alpha)
-            # tie-break (e.g. when every CP bound is 0): a point estimate with ½ pseudo-counts
-            e_pt, _ = _eps_from_rates((fp[idx] + 0.5) / (ns_out + 1.0), (fn[idx] + 0.5) / (ns_in + 1.0), d)
-            j = int(np.lexsort((e_pt, e_cp))[-1])
-            c = (float(e_cp[j]), float(e_pt[j]), dr, float(thr[idx[j]]))
-            if cand is None or c[:2] > cand[:2]:
-                cand = c
-        if cand is not None:
-            _, _, dr, tau = cand
-            se = dr * s[ev]
-            fp_e = int(np.count_nonzero(se[~ye] >= tau))
-            fn_e = int(np.count_nonzero(se[ye] < tau))
-            e, fu, nu, _ = _cp_eps(fp_e, fn_e, ne_out, ne_in, d, alpha)
-            best = (float(e), dr, tau, float(fu), float(nu))
-        ceiling = float(_cp_eps(0, 0, ne_out, ne_in, d, alpha)[0])
-        n_eval = int(ev.size)
-        how = (
-            f"split: threshold{' and score direction' if both_directions else ''} chosen on a seeded "
-            f"(seed={seed}) stratified half ({sel.size} records) by its own Clopper-Pearson bound, then the bound "
-            f"was computed once on the other half ({ev.size} records) at {conf:g} confidence"
-        )
+        best, ceiling, n_eval, how = _split_selection(s, y, d, alpha, conf, seed, directions, both_directions)
     else:
-        pts = []  # (direction, thresholds, fp, fn, frontier indices)
-        for dr in directions:
-            thr, fp, fn = threshold_counts(dr * s, y)
-            front = _pareto(fp, fn, _nontrivial(fp, fn, n_out))
-            pts.append((dr, thr, fp, fn, front))
-        n_cand = sum(p[4].size for p in pts)
-        a = alpha / max(n_cand, 1)
-        for dr, thr, fp, fn, front in pts:
-            if front.size == 0:
-                continue
-            e, fu, nu, _ = _cp_eps(fp[front], fn[front], n_out, n_in, d, a)
-            j = int(np.argmax(e))
-            c = (float(e[j]), dr, float(thr[front[j]]), float(fu[j]), float(nu[j]))
-            if best is None or c[0] > best[0]:
-                best = c
-        ceiling = float(_cp_eps(0, 0, n_out, n_in, d, alpha)[0])
-        n_eval = int(y.size)
-        how = (
-            f"bonferroni: every threshold on the Pareto frontier of (FP, FN) counts "
-            f"({n_cand} candidates{', both score directions' if both_directions else ''}) was bounded on all "
-            f"{y.size} records at significance {alpha:g}/{max(n_cand, 1)} each, and the best bound is reported"
-        )
+        best, ceiling, n_eval, how = _bonferroni_selection(s, y, d, alpha, directions, both_directions)
 
     if best is None:
         eps, dr, thr_raw, fu, nu = 0.0, 1, None, None, None
@@ -270,6 +213,77 @@ def clopper_pearson_epsilon(
         "n_evaluation": n_eval,
         "assumption": _CP_ASSUMPTION,
     }
+
+
+def _split_selection(s, y, d: float, alpha: float, conf: float, seed: int, directions, both_directions: bool):
+    """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, records
+    evaluated, the sentence saying how)."""
+    n_in, n_out = int(y.sum()), int(y.size - y.sum())
+    if n_in < 2 or n_out < 2:
+        raise BadInput(
+            f"labels: the split threshold selection needs at least 2 members and 2 non-members "
+            f"(got {n_in} and {n_out}); use threshold_selection='bonferroni'"
+        )
+    sel, ev = _stratified_halves(y, seed)
+    ys, ye = y[sel], y[ev]
+    ns_in, ns_out = int(ys.sum()), int((~ys).sum())
+    ne_in, ne_out = int(ye.sum()), int((~ye).sum())
+    cand = None  # (cp_eps_on_selection, smoothed point estimate, direction, tau)
+    for dr in directions:
+        thr, fp, fn = threshold_counts(dr * s[sel], ys)
+        idx = _nontrivial(fp, fn, ns_out)
+        if idx.size == 0:
+            continue
+        e_cp, _, _, _ = _cp_eps(fp[idx], fn[idx], ns_out, ns_in, d, alpha)
+        # tie-break (e.g. when every CP bound is 0): a point estimate with ½ pseudo-counts
+        e_pt, _ = _eps_from_rates((fp[idx] + 0.5) / (ns_out + 1.0), (fn[idx] + 0.5) / (ns_in + 1.0), d)
+        j = int(np.lexsort((e_pt, e_cp))[-1])
+        c = (float(e_cp[j]), float(e_pt[j]), dr, float(thr[idx[j]]))
+        if cand is None or c[:2] > cand[:2]:
+            cand = c
+    best = None
+    if cand is not None:
+        _, _, dr, tau = cand
+        se = dr * s[ev]
+        fp_e = int(np.count_nonzero(se[~ye] >= tau))
+        fn_e = int(np.count_nonzero(se[ye] < tau))
+        e, fu, nu, _ = _cp_eps(fp_e, fn_e, ne_out, ne_in, d, alpha)
+        best = (float(e), dr, tau, float(fu), float(nu))
+    ceiling = float(_cp_eps(0, 0, ne_out, ne_in, d, alpha)[0])
+    how = (
+        f"split: threshold{' and score direction' if both_directions else ''} chosen on a seeded "
+        f"(seed={seed}) stratified half ({sel.size} records) by its own Clopper-Pearson bound, then the bound "
+        f"was computed once on the other half ({ev.size} records) at {conf:g} confidence"
+    )
+    return best, ceiling, int(ev.size), how
+
+
+def _bonferroni_selection(s, y, d: float, alpha: float, directions, both_directions: bool):
+    """``threshold_selection="bonferroni"``: as :func:`_split_selection`, on all records."""
+    n_in, n_out = int(y.sum()), int(y.size - y.sum())
+    pts = []  # (direction, thresholds, fp, fn, frontier indices)
+    for dr in directions:
+        thr, fp, fn = threshold_counts(dr * s, y)
+        front = _pareto(fp, fn, _nontrivial(fp, fn, n_out))
+        pts.append((dr, thr, fp, fn, front))
+    n_cand = sum(p[4].size for p in pts)
+    a = alpha / max(n_cand, 1)
+    best = None
+    for dr, thr, fp, fn, front in pts:
+        if front.size == 0:
+            continue
+        e, fu, nu, _ = _cp_eps(fp[front], fn[front], n_out, n_in, d, a)
+        j = int(np.argmax(e))
+        c = (float(e[j]), dr, float(thr[front[j]]), float(fu[j]), float(nu[j]))
+        if best is None or c[0] > best[0]:
+            best = c
+    ceiling = float(_cp_eps(0, 0, n_out, n_in, d, alpha)[0])
+    how = (
+        f"bonferroni: every threshold on the Pareto frontier of (FP, FN) counts "
+        f"({n_cand} candidates{', both score directions' if both_directions else ''}) was bounded on all "
+        f"{y.size} records at significance {alpha:g}/{max(n_cand, 1)} each, and the best bound is reported"
+    )
+    return best, ceiling, int(y.size), how
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -386,22 +400,7 @@ def one_run_epsilon(
 
     alpha = 1.0 - conf
     if n_guesses is None:
-        grid = sorted({min(m, max(2, 2 * int(round(f * m / 2.0)))) for f in np.arange(1, 11) / 10.0})
-        # Bonferroni over the counts tried: each at α/k, so the best of them holds at 1 − α
-        a_count = alpha / len(grid)
-        best = None
-        for r in grid:
-            v = _guess(s, y, r, order)
-            e = _one_run_bound(m, r, v, d, a_count)
-            if best is None or e > best[0]:
-                best = (e, r, v)
-        eps, r, v = best
-        ceiling = max(_one_run_bound(m, g, g, d, a_count) for g in grid)
-        selection = (
-            f"r chosen as the best of {len(grid)} guess counts ({', '.join(map(str, grid))}) on the same data, "
-            f"Bonferroni-corrected for that choice: each count was bounded at confidence 1 - {alpha:g}/{len(grid)} "
-            f"= {1.0 - a_count:.4g}, so the reported maximum holds at {conf:g}"
-        )
+        eps, r, v, grid, a_count, ceiling, selection = _best_guess_count(s, y, order, d, alpha, conf)
     else:
         r = _check_count(n_guesses, "n_guesses", 1)
         if r > m:
@@ -435,3 +434,25 @@ def one_run_epsilon(
         "assumption": _ONE_RUN_ASSUMPTION,
         "warnings": warnings,
     }
+
+
+def _best_guess_count(s, y, order, d: float, alpha: float, conf: float):
+    """``n_guesses=None`` of :func:`one_run_epsilon`: the best of the 10 %…100 % guess counts, each bounded at
+    α/k (Bonferroni over the k counts). Returns (ε, r, v, counts tried, α per count, ceiling, the sentence)."""
+    m = int(y.size)
+    grid = sorted({min(m, max(2, 2 * int(round(f * m / 2.0)))) for f in np.arange(1, 11) / 10.0})
+    a_count = alpha / len(grid)
+    best = None
+    for r in grid:
+        v = _guess(s, y, r, order)
+        e = _one_run_bound(m, r, v, d, a_count)
+        if best is None or e > best[0]:
+            best = (e, r, v)
+    eps, r, v = best
+    ceiling = max(_one_run_bound(m, g, g, d, a_count) for g in grid)
+    selection = (
+        f"r chosen as the best of {len(grid)} guess counts ({', '.join(map(str, grid))}) on the same data, "
+        f"Bonferroni-corrected for that choice: each count was bounded at confidence 1 - {alpha:g}/{len(grid)} "
+        f"= {1.0 - a_count:.4g}, so the reported maximum holds at {conf:g}"
+    )
+    return eps, r, v, grid, a_count, ceiling, selection

@@ -69,11 +69,24 @@ _POLICY_PROBE = ("import os, sys\n{pre}import privbench\n"
                  "print(os.environ.get('OMP_WAIT_POLICY', '-'), 'torch' in sys.modules)")
 
 
-@pytest.mark.parametrize("user, torch_first, expected", [(None, False, "PASSIVE False"),
-                                                         ("ACTIVE", False, "ACTIVE False"),
+def test_passive_wait_on_a_busy_machine_only():
+    """The rule: PASSIVE when others use at least half the cores (or the look is impossible); an idle machine, a
+    user's policy or spin count, or a torch already loaded: left alone."""
+    pick = threads.wait_policy_for
+    assert pick({}, False, 0.9) == "PASSIVE" and pick({}, False, threads.BUSY_SHARE) == "PASSIVE"
+    assert pick({}, False, None) == "PASSIVE"  # no /proc/stat: the safe choice
+    assert pick({}, False, 0.1) is None
+    assert pick({"OMP_WAIT_POLICY": "ACTIVE"}, False, 0.9) is None
+    assert pick({"GOMP_SPINCOUNT": "0"}, False, 0.9) is None
+    assert pick({}, True, 0.9) is None
+    share = threads.cpu_share_in_use(0.05)
+    assert share is None or 0.0 <= share <= 1.0
+
+
+@pytest.mark.parametrize("user, torch_first, expected", [("ACTIVE", False, "ACTIVE False"),
                                                          (None, True, "- True")])
 def test_passive_wait_policy_unless_the_user_set_one(user, torch_first, expected):
-    """`import privbench` sets OMP_WAIT_POLICY=PASSIVE before torch loads; a user's policy (or a torch already
+    """`import privbench` decides the wait policy before torch loads; a user's policy (or a torch already
     loaded, whose OpenMP runtime has read the environment) is left alone."""
     import subprocess
     import sys
