@@ -38,7 +38,7 @@ _configured: int | None = None
 _explicit = False  # the count was given (--threads, OMP_NUM_THREADS), not chosen by default_threads
 
 #: models with fewer parameters train, sample and are attacked with one thread by default (the test and tiny
-#: presets' UNets: 41k and 0.3M parameters; the paper UNet has 35.7M) — benchmarks/threads_under_load.py
+#: presets' UNets: 41k and 0.16M parameters; the paper UNet has 35.7M) — benchmarks/threads_under_load.py
 SMALL_MODEL_PARAMS = 2_000_000
 
 

@@ -23,6 +23,9 @@ import pandas as pd
 from .cells import ci as interval
 from .cells import num
 
+#: the range a panel's value can take: a normal band over seeds is clipped to it (a TPR band never reads -0.00)
+RANGES = {"fid": (0.0, math.inf), "downstream_accuracy": (0.0, 1.0), "best_auc": (0.0, 1.0),
+          "best_tpr_1pct": (0.0, 1.0), "eps_lower_bound": (0.0, math.inf)}
 PANELS = [("fid", "FID (overall) ↓", None), ("downstream_accuracy", "downstream accuracy ↑", "downstream_ci"),
           ("best_auc", "best attack AUC", "best_auc_ci"), ("best_tpr_1pct", "best attack TPR@1%FPR", "best_tpr_1pct_ci"),
           ("eps_lower_bound", "empirical ε lower bound", None)]
@@ -102,7 +105,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
 
 
 def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, float]:
-    """(mean, lo, hi): over seeds (mean ± 1.96·sd/√n) where there are several, else the run's own CI."""
+    """(mean, lo, hi): over seeds (mean ± 1.96·sd/√n, clipped to the panel's range) where there are several,
+    else the run's own CI."""
     if col not in g:  # no run of the group has this panel (e.g. no membership attack)
         return (math.nan,) * 3
     v = pd.to_numeric(g[col], errors="coerce").dropna()
@@ -111,7 +115,8 @@ def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, floa
     m = float(v.mean())
     if len(v) > 1:
         h = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v))
-        return m, m - h, m + h
+        lo, hi = RANGES.get(col, (-math.inf, math.inf))
+        return m, max(m - h, lo), min(m + h, hi)
     if ci and f"{ci}_lo" in g and pd.notna(g[f"{ci}_lo"].iloc[0]):
         return m, float(g[f"{ci}_lo"].iloc[0]), float(g[f"{ci}_hi"].iloc[0])
     return m, m, m

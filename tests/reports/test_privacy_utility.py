@@ -72,3 +72,18 @@ def test_a_missing_value_in_the_privacy_utility_table_is_a_dash_not_n_a():
 
     assert _fmt(None, None, None) == NONE_TEXT and _fmt(float("nan"), float("nan"), float("nan")) == NONE_TEXT
     assert _fmt(0.5, 0.4, 0.6) == "0.500 [0.40, 0.60]" and _fmt(0.5, 0.5, 0.5) == "0.500"
+
+
+def test_a_band_over_seeds_stays_inside_the_panels_range():
+    """mean ± 1.96·sd/√n of three TPRs near 0 would reach below 0 (the committed report read "[-0.00, 0.03]"):
+    a rate's band is clipped to [0, 1], an ε lower bound's and an FID's to [0, ∞)."""
+    import pandas as pd
+
+    from privbench.reports.privacy_utility import _band
+
+    g = pd.DataFrame({"best_tpr_1pct": [0.027, 0.003, 0.003], "downstream_accuracy": [0.99, 1.0, 0.97],
+                      "eps_lower_bound": [0.0, 0.0, 0.4], "fid": [1.0, 9.0, 2.0]})
+    m, lo, hi = _band(g, "best_tpr_1pct", None)
+    assert abs(m - 0.011) < 1e-12 and lo == 0.0 and 0.011 < hi < 1
+    assert _band(g, "downstream_accuracy", None)[2] == 1.0
+    assert _band(g, "eps_lower_bound", None)[1] == 0.0 and _band(g, "fid", None)[1] == 0.0
