@@ -204,27 +204,24 @@ def epsilon_axis(suite: dict, spec: dict, seeds: list[int], private: bool, where
     own ``seeds`` replace all of that: every ε of the entry (or its one ε = ∞ cell) runs exactly those seeds (a
     costly reference at one seed)."""
     eps = spec.get("epsilons", suite.get("epsilons"))
+    own = None
     if "seeds" in spec:
         own = [_seed(s, f"{where}.seeds") for s in as_list(spec["seeds"], f"{where}.seeds")]
         if not own or len(set(own)) != len(own):
             raise BadInput(f"{where}.seeds: expected a non-empty list of distinct seeds, got {spec['seeds']!r}")
-        if eps is None or not private:
-            return [(None, own)]
-        return [(_epsilon(e, f"{where}.epsilons"), own) for e in as_list(eps, f"{where}.epsilons")]
     by = suite.get("seeds_by_epsilon") or {}
     if not isinstance(by, dict):
         raise BadInput("seeds_by_epsilon: expected a mapping epsilon -> list of seeds")
     by = {_epsilon(k, "seeds_by_epsilon"): [_seed(s, "seeds_by_epsilon") for s in as_list(v, "seeds_by_epsilon")]
           for k, v in by.items()}
     if eps is None:
-        return [(None, seeds)]
+        return [(None, own or seeds)]
     values = [_epsilon(e, f"{where}.epsilons") for e in as_list(eps, f"{where}.epsilons")]
     if len(set(values)) != len(values):
         raise BadInput(f"{where}.epsilons: {values} repeats a value")
     if not private:
-        every = sorted(set(seeds).union(*[by.get(e, seeds) for e in values]))
-        return [(None, every)]
-    return [(e, by.get(e, seeds)) for e in values]
+        return [(None, own or sorted(set(seeds).union(*[by.get(e, seeds) for e in values])))]
+    return [(e, own or by.get(e, seeds)) for e in values]
 
 
 def _epsilon(v, where: str) -> float:

@@ -65,15 +65,17 @@ def cpu_share_in_use(window: float = _LOOK_S) -> float | None:
     return None if dt <= 0 else 1.0 - (idle1 - idle0) / dt
 
 
-def wait_policy_for(environ, torch_loaded: bool, share_in_use: float | None) -> str | None:
+def wait_policy_for(environ, torch_loaded: bool, share_in_use) -> str | None:
     """The OpenMP wait policy privbench sets (None: leave it): PASSIVE on a busy machine (others used
-    ≥ :data:`BUSY_SHARE` of the cores), unless the user chose a policy or spin count, or torch's OpenMP runtime
-    has already read the environment. An idle machine keeps OpenMP's own wait (it spins briefly between
-    parallel regions: 0.79× the steps/s with PASSIVE for the paper UNet on 2 idle cores). The thread count,
-    which decides the numbers, never depends on the load; the wait policy does not change a number."""
+    ≥ :data:`BUSY_SHARE` of the cores: ``share_in_use()``, asked only when the rest allows a choice), unless the
+    user chose a policy or spin count, or torch's OpenMP runtime has already read the environment. An idle machine
+    keeps OpenMP's own wait (it spins briefly between parallel regions: 0.79× the steps/s with PASSIVE for the
+    paper UNet on 2 idle cores). The thread count, which decides the numbers, never depends on the load; the wait
+    policy does not change a number."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ or torch_loaded:
         return None
-    if share_in_use is not None and share_in_use < BUSY_SHARE:
+    share = share_in_use()
+    if share is not None and share < BUSY_SHARE:
         return None
     return "PASSIVE"
 
@@ -81,9 +83,7 @@ def wait_policy_for(environ, torch_loaded: bool, share_in_use: float | None) -> 
 def passive_wait_by_default() -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`, from a 0.1 s look at
     ``/proc/stat``); True if set. Child processes inherit it."""
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ or "torch" in sys.modules:
-        return False  # (decided without the look)
-    policy = wait_policy_for(os.environ, False, cpu_share_in_use())
+    policy = wait_policy_for(os.environ, "torch" in sys.modules, cpu_share_in_use)
     if policy is None:
         return False
     os.environ["OMP_WAIT_POLICY"] = policy

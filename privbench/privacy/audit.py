@@ -189,9 +189,10 @@ def clopper_pearson_epsilon(
     directions = (1, -1) if both_directions else (1,)
 
     if threshold_selection == "split":
-        best, ceiling, n_eval, how = _split_selection(s, y, d, alpha, conf, seed, directions, both_directions)
+        best, ceiling, n_eval, how = _split_selection(s, y, n_in, n_out, d, alpha, conf, seed, directions,
+                                                      both_directions)
     else:
-        best, ceiling, n_eval, how = _bonferroni_selection(s, y, d, alpha, directions, both_directions)
+        best, ceiling, n_eval, how = _bonferroni_selection(s, y, n_in, n_out, d, alpha, directions, both_directions)
 
     if best is None:
         eps, dr, thr_raw, fu, nu = 0.0, 1, None, None, None
@@ -215,10 +216,10 @@ def clopper_pearson_epsilon(
     }
 
 
-def _split_selection(s, y, d: float, alpha: float, conf: float, seed: int, directions, both_directions: bool):
+def _split_selection(s, y, n_in: int, n_out: int, d: float, alpha: float, conf: float, seed: int, directions,
+                     both_directions: bool):
     """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, records
     evaluated, the sentence saying how)."""
-    n_in, n_out = int(y.sum()), int(y.size - y.sum())
     if n_in < 2 or n_out < 2:
         raise BadInput(
             f"labels: the split threshold selection needs at least 2 members and 2 non-members "
@@ -258,9 +259,8 @@ def _split_selection(s, y, d: float, alpha: float, conf: float, seed: int, direc
     return best, ceiling, int(ev.size), how
 
 
-def _bonferroni_selection(s, y, d: float, alpha: float, directions, both_directions: bool):
+def _bonferroni_selection(s, y, n_in: int, n_out: int, d: float, alpha: float, directions, both_directions: bool):
     """``threshold_selection="bonferroni"``: as :func:`_split_selection`, on all records."""
-    n_in, n_out = int(y.sum()), int(y.size - y.sum())
     pts = []  # (direction, thresholds, fp, fn, frontier indices)
     for dr in directions:
         thr, fp, fn = threshold_counts(dr * s, y)

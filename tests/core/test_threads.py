@@ -72,13 +72,18 @@ _POLICY_PROBE = ("import os, sys\n{pre}import privbench\n"
 def test_passive_wait_on_a_busy_machine_only():
     """The rule: PASSIVE when others use at least half the cores (or the look is impossible); an idle machine, a
     user's policy or spin count, or a torch already loaded: left alone."""
-    pick = threads.wait_policy_for
+    def pick(env, torch_loaded, share):
+        return threads.wait_policy_for(env, torch_loaded, lambda: share)
+
+    def never():
+        raise AssertionError("looked at the machine although nothing was left to choose")
+
     assert pick({}, False, 0.9) == "PASSIVE" and pick({}, False, threads.BUSY_SHARE) == "PASSIVE"
     assert pick({}, False, None) == "PASSIVE"  # no /proc/stat: the safe choice
     assert pick({}, False, 0.1) is None
-    assert pick({"OMP_WAIT_POLICY": "ACTIVE"}, False, 0.9) is None
-    assert pick({"GOMP_SPINCOUNT": "0"}, False, 0.9) is None
-    assert pick({}, True, 0.9) is None
+    assert threads.wait_policy_for({"OMP_WAIT_POLICY": "ACTIVE"}, False, never) is None
+    assert threads.wait_policy_for({"GOMP_SPINCOUNT": "0"}, False, never) is None
+    assert threads.wait_policy_for({}, True, never) is None
     share = threads.cpu_share_in_use(0.05)
     assert share is None or 0.0 <= share <= 1.0
 
