@@ -82,6 +82,7 @@ def test_an_entrys_own_seeds_replace_the_axis_seeds(tmp_path):
     ({"methods": {"dpdm": {"seeds": []}}}, "methods.dpdm.seeds: expected a non-empty list"),
     ({"methods": {"dpdm": {"seeds": [1, 1]}}}, "methods.dpdm.seeds: expected a non-empty list of distinct"),
     ({"methods": {"dpdm": {"seeds": [-1]}}}, "methods.dpdm.seeds=-1: expected an integer"),
+    ({"methods": {"dpdm": {"seeds": [0], "epsilons": [4, 4]}}}, "methods.dpdm.epsilons: .* repeats a value"),
     ({"seeds_by_epsilon": {10: [2 ** 40]}}, "seeds_by_epsilon=1099511627776: expected an integer"),
     ({"epsilons": [0, 4]}, "not a finite epsilon"),
     ({"epsilons": [4, 4]}, "repeats a value"),
