@@ -226,7 +226,8 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     try:
         ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
         # reference models trained by the user's recipe (lira, rmia, gsa on an outside model), as --reference-recipe
-        ext.references = external_reference_inputs(refs["reference_recipe"], refs["reference_data"], ext.records)
+        ext.references = external_reference_inputs(refs["reference_recipe"], refs["reference_data"], ext.records,
+                                                   dataset=opts["dataset"], data_root=opts["data_root"])
     except BadInput as e:
         raise BadInput(f"{where}: {e}") from None
     listed = espec.get("attacks") is not None

@@ -399,7 +399,8 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
 
         env.references, provenance["references"] = build_external_references(
             ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
-            runs_dir=runs_dir, device=tgt.device)
+            runs_dir=runs_dir, device=tgt.device, dataset=ext.references.get("dataset"),
+            data_root=ext.references.get("data_root"))
         ref_note = provenance["references"]["note"]
     t0 = time.time()
     out = att.run(tgt, records, env)
@@ -437,25 +438,28 @@ def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, r
                                arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                data_root=data_root, split=split, target_name=target_name, claim=claim,
                                records_range=records_range, lora=lora, caption=caption)
-    ext.references = external_reference_inputs(reference_recipe, reference_data, ext.records)
+    ext.references = external_reference_inputs(reference_recipe, reference_data, ext.records, dataset=dataset,
+                                               data_root=data_root)
     return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
 
 
-def external_reference_inputs(recipe_path, data_spec, records: Records | None = None) -> dict | None:
+def external_reference_inputs(recipe_path, data_spec, records: Records | None = None, *, dataset: str | None = None,
+                              data_root=None) -> dict | None:
     """The loaded ``--reference-recipe`` and the ``--reference-data`` SPEC (checked: data without a recipe is
-    allowed for qmia; a recipe without data is bad input)."""
+    allowed for qmia; a recipe without data is bad input). An ``.npy`` of dataset indices is read from the
+    target's ``--dataset``/``--data-root``, as ``--members``/``--nonmembers`` are."""
     if recipe_path is None and data_spec is None:
         return None
     if data_spec is None:
         raise BadInput("--reference-recipe needs --reference-data SPEC (the public records references train on)")
     from .external_references import load_recipe
 
-    x, y, _ = load_records(data_spec)
+    x, y, _ = load_records(data_spec, dataset=dataset, data_root=data_root)
     if records is not None and shared_count(x, records.x):  # checked before any run directory is created
         raise BadInput(f"--reference-data {data_spec}: {shared_count(x, records.x)} records are also evaluation "
                        f"records; the reference data must be disjoint from --members/--nonmembers")
     return {"recipe": load_recipe(recipe_path) if recipe_path is not None else None, "data": data_spec,
-            "data_sha256": records_sha256(x, y, None, None)}
+            "data_sha256": records_sha256(x, y, None, None), "dataset": dataset, "data_root": data_root}
 
 
 # ---------------------------------------------------------------------- in memory (privbench.attack)

@@ -137,12 +137,13 @@ def _split(n: int, seed: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, seed: int, runs_dir=None,
-                              device="cpu") -> tuple[ReferenceModels, dict]:
-    """(ReferenceModels over ``ext.records``, provenance) — trains (or reuses) ``n`` references."""
+                              device="cpu", dataset: str | None = None, data_root=None) -> tuple[ReferenceModels, dict]:
+    """(ReferenceModels over ``ext.records``, provenance) — trains (or reuses) ``n`` references. ``dataset``,
+    ``data_root``: where an ``.npy`` of dataset indices reads its records (the target's own)."""
     from ..models.external import load_external
 
     tgt = ext.tgt
-    x, y, prov = load_records(data_spec, image_shape=tgt.meta.get("shape"))
+    x, y, prov = load_records(data_spec, image_shape=tgt.meta.get("shape"), dataset=dataset, data_root=data_root)
     y = y.long() if y is not None else torch.zeros(len(x), dtype=torch.long)
     if len(x) < 8:
         raise BadInput(f"--reference-data {data_spec}: {len(x)} records; at least 8 are needed")

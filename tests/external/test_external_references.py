@@ -114,3 +114,26 @@ def test_a_suites_external_target_takes_a_reference_recipe(memorized, tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(suite))
     code, _, err = cli("bench", "--suite", tmp_path / "bad.yaml", "--runs-dir", tmp_path / "r2")
     assert code == 2 and "reference_recipe" in err and "Traceback" not in err
+
+
+def test_reference_data_as_dataset_indices_reads_the_targets_dataset(memorized, tmp_path):
+    """``--reference-data idx.npy`` (dataset indices, as ``--split`` gives the evaluation records) is read from the
+    target's ``--dataset``: the same records as the equal ``.npz``, so the same qmia scores; without a dataset, one
+    line and exit 2 (before, the indices were read without the dataset and always refused)."""
+    perm = np.random.default_rng(0).permutation(1797)      # digits_split(32, 32, seed=0): perm[:32], perm[32:64]
+    np.savez(tmp_path / "split.npz", mia_train_idxs=perm[:32], mia_eval_idxs=perm[32:64])
+    np.save(tmp_path / "reference.npy", perm[64:128])
+    base = ["attack", "--model", memorized["pipeline"], "--attack", "qmia", "--runs-dir", tmp_path / "runs",
+            "--device", "cpu", "--json"]
+    split = ["--split", tmp_path / "split.npz", "--dataset", "digits"]
+    code, out, err = cli(*base, *split, "--reference-data", tmp_path / "reference.npy")
+    assert code == 0, err
+    by_index = json.loads(out)
+    code, out, err = cli(*base, *split, "--reference-data", _reference_data(tmp_path))
+    assert code == 0, err
+    by_npz = json.loads(out)
+    assert by_index["figures"]["public_records"] == by_npz["figures"]["public_records"] == 64
+    assert by_index["metrics"]["auc"] == by_npz["metrics"]["auc"]
+    code, _, err = cli(*base, "--members", memorized["members"], "--nonmembers", memorized["nonmembers"],
+                       "--reference-data", tmp_path / "reference.npy")
+    assert code == 2 and "--dataset" in err and "Traceback" not in err
