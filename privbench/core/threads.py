@@ -194,6 +194,17 @@ def fit_threads_to_model(model) -> int:
     return torch.get_num_threads()
 
 
+def parallel_processes(n_units: int, n_params: int) -> int:
+    """Processes for ``n_units`` independent trainings of a model with ``n_params`` parameters: one per core (at
+    most one per unit) when each would train on one thread anyway — a small model and the count chosen by
+    :func:`configure_threads`'s default, as in :func:`fit_threads_to_model` — so the numbers are those of the
+    one-thread run; else 1. Never inside another privbench worker (``PRIVBENCH_WORKERS``) or before
+    :func:`configure_threads` ran (a library user keeps one process)."""
+    if n_units < 2 or _configured is None or _explicit or n_params >= SMALL_MODEL_PARAMS or concurrent_workers() > 1:
+        return 1
+    return max(1, min(n_units, available_cores()))
+
+
 def configured_threads() -> int:
     """The count set by :func:`configure_threads`, else torch's current intra-op count."""
     if _configured is not None:

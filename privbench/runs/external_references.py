@@ -32,6 +32,7 @@ import torch
 
 from ..attacks.base import Records
 from ..attacks.references import ReferenceModels
+from ..core import progress
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json, sha256_file
@@ -109,7 +110,7 @@ def train_shipped(spec: dict, x: torch.Tensor, y: torch.Tensor | None, seed: int
                           beta_end=float(s.beta_end), beta_schedule=str(s.beta_schedule))
     opt = torch.optim.Adam(unet.parameters(), lr=spec["lr"])
     g = torch.Generator().manual_seed(seed)
-    for _ in range(spec["steps"]):
+    for _ in progress.bar(iterable=range(spec["steps"]), desc=f"reference recipe (seed {seed})", unit="step"):
         idx = torch.randint(0, len(x), (min(spec["batch"], len(x)),), generator=g)
         x0 = x[idx]
         noise = torch.randn(x0.shape, generator=g)

@@ -50,6 +50,7 @@ from ..federated import FederatedMethod, ema_capped, parse_client_target
 from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unet import build_denoiser
+from ..unit_pool import TrainUnit, train_units
 
 LOG = logging.getLogger(__name__)
 
@@ -215,41 +216,65 @@ class PFDM(FederatedMethod):
 
     # ------------------------------------------------------------------ training
     def train(self) -> None:
-        self.client_phase()
-        self.server_phase()
+        """Algorithm 1: the uploads, then the clients' local models and the server's shared model — independent
+        trainings once the uploads exist, run side by side where :mod:`privbench.models.unit_pool` allows."""
+        self._ensure_uploads()
+        units = self._units()
+        if units and self.cfg.train.init == "public":  # trained once, here, before any unit loads it
+            from ..public_init import ensure_pretrained
+
+            ensure_pretrained(self.ctx)
+        train_units(self, units)
         self._write_summary()
+
+    def _units(self) -> list[TrainUnit]:
+        p, ckpts = self.cfg.pfdm, self.ctx.ckpt_dir
+        units = [TrainUnit(f"client{m}", p.local_steps) for m in range(self.n_clients)] + \
+            [TrainUnit("shared", p.server_steps)]
+        return [u for u in units if not is_trained(ckpts, u.name, u.steps)]
+
+    def train_unit(self, unit: TrainUnit) -> None:
+        if unit.name == "shared":
+            self.server_phase()
+        else:
+            self._train_client(int(unit.name.removeprefix("client")))
 
     def client_phase(self) -> None:
         """Every client: make its uploads (once) and train its local t ≤ t0 denoiser on raw data."""
-        ctx, p = self.ctx, self.cfg.pfdm
-        clients = ctx.clients
+        self._ensure_uploads()
+        for m in range(self.n_clients):
+            self._train_client(m)
+
+    def _ensure_uploads(self) -> None:
         # under torchrun the uploads are made once, by rank 0, on rank 0's decision; the other ranks wait for the
         # file (the server phase reads the uploads from it on every rank)
         if not distributed.agree(self.uploads_path.exists()):
             if distributed.is_main():
                 self._make_all_uploads()
             distributed.barrier()
-        ac = ctx.schedule.alphas_cumprod()
-        for m, idx in enumerate(clients.clients):
-            name = f"client{m}"
-            if is_trained(ctx.ckpt_dir, name, p.local_steps):
-                continue
-            x, y = ctx.records(idx)
-            xc, _ = clip_l2(x, p.clip)
-            n = len(x)
-            data = TrainData(
-                x=torch.cat([x, xc]).to(ctx.device),
-                y=torch.cat([y, y]).to(ctx.device) if ctx.num_classes else None,
-                extra=torch.cat([torch.full((n,), UNCLIPPED), torch.full((n,), CLIPPED)]).long().to(ctx.device),
-                weights=torch.cat([torch.full((n,), (1.0 - p.clip_mix) / n),
-                                   torch.full((n,), p.clip_mix / n)]).to(ctx.device),
-            )
-            ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
-                    f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
-            train_denoiser(ctx.initial_denoiser(num_extra=2), data, ac, ema_capped(self.cfg.train, p.local_steps),
-                           ctx.ckpt_dir, name=name,
-                           seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
-                           t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
+
+    def _train_client(self, m: int) -> None:
+        """Client m's local t ≤ t0 denoiser on its raw records (no DP; it never leaves the client)."""
+        ctx, p = self.ctx, self.cfg.pfdm
+        name = f"client{m}"
+        if is_trained(ctx.ckpt_dir, name, p.local_steps):
+            return
+        x, y = ctx.records(ctx.clients.clients[m])
+        xc, _ = clip_l2(x, p.clip)
+        n = len(x)
+        data = TrainData(
+            x=torch.cat([x, xc]).to(ctx.device),
+            y=torch.cat([y, y]).to(ctx.device) if ctx.num_classes else None,
+            extra=torch.cat([torch.full((n,), UNCLIPPED), torch.full((n,), CLIPPED)]).long().to(ctx.device),
+            weights=torch.cat([torch.full((n,), (1.0 - p.clip_mix) / n),
+                               torch.full((n,), p.clip_mix / n)]).to(ctx.device),
+        )
+        ctx.log(f"[{name}] local denoiser on {n} raw records, model timesteps 0..{self.t_model} "
+                f"(t <= t0={self.t0}), clip_mix {p.clip_mix}, {p.local_steps} steps (no DP)")
+        train_denoiser(ctx.initial_denoiser(num_extra=2), data, ctx.schedule.alphas_cumprod(),
+                       ema_capped(self.cfg.train, p.local_steps), ctx.ckpt_dir, name=name,
+                       seed=sub_seed(self.cfg.seed, _TAG_LOCAL, m), device=ctx.device,
+                       t_range=(0, self.t_model), steps=p.local_steps, desc=f"pfdm client {m} (local, t<=t0)")
 
     def _make_all_uploads(self) -> None:
         ctx, p = self.ctx, self.cfg.pfdm
