@@ -17,22 +17,23 @@ def _weights(run_dir):
     return {p.name: load_file(str(p)) for p in ckpts}
 
 
-def _train(runs_dir, processes, monkeypatch):
+def _train(runs_dir, processes, monkeypatch, method="pfdm"):
     monkeypatch.setattr(unit_pool, "processes_for", lambda ctx, units: processes if len(units) > 1 else 1)
-    cfg = train_cfg("pfdm", "test", seed=3)
+    cfg = train_cfg(method, "test", seed=3)
     api.train(cfg, runs_dir, "cpu")
     return run_dir_for(cfg, runs_dir)
 
 
-def _assert_same(a, b):
+def _assert_same(a, b, units=("shared", "client")):
     wa, wb = _weights(a), _weights(b)
-    assert sorted(wa) == sorted(wb) and any(k.startswith("shared") for k in wa) and any(k.startswith("client") for k in wa)
+    assert sorted(wa) == sorted(wb) and all(any(k.startswith(u) for k in wa) for u in units)
     for name in wa:
         assert sorted(wa[name]) == sorted(wb[name])
         for k in wa[name]:
             assert wa[name][k].equal(wb[name][k]), f"{name}:{k} differs"
-    ua, ub = load_file(str(a / "uploads.safetensors")), load_file(str(b / "uploads.safetensors"))
-    assert sorted(ua) == sorted(ub) and all(ua[k].equal(ub[k]) for k in ua)
+    if "shared" in units:
+        ua, ub = load_file(str(a / "uploads.safetensors")), load_file(str(b / "uploads.safetensors"))
+        assert sorted(ua) == sorted(ub) and all(ua[k].equal(ub[k]) for k in ua)
 
 
 def test_clients_and_server_in_two_processes_give_the_sequential_checkpoints(tmp_path, monkeypatch):
@@ -41,6 +42,13 @@ def test_clients_and_server_in_two_processes_give_the_sequential_checkpoints(tmp
     assert "independent trainings in 2 processes" in (par / "log.txt").read_text()
     assert "processes" not in (seq / "log.txt").read_text()
     _assert_same(seq, par)
+
+
+def test_local_clients_in_two_processes_give_the_sequential_checkpoints(tmp_path, monkeypatch):
+    seq = _train(tmp_path / "seq", 1, monkeypatch, "local")
+    par = _train(tmp_path / "par", 2, monkeypatch, "local")
+    assert "independent trainings in 2 processes" in (par / "log.txt").read_text()
+    _assert_same(seq, par, units=("client",))
 
 
 def test_a_dead_pool_process_leaves_the_units_to_this_process(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from ..federated import FederatedMethod, ema_capped
 from ..training import TrainData, is_trained, load_ema, train_denoiser
+from ..unit_pool import TrainUnit, train_units
 
 _TAG_LOCAL_ONLY = 0x1A10E
 
@@ -31,18 +32,28 @@ class Local(FederatedMethod):
         return [f"client:{k}" for k in range(self.n_clients)]
 
     def train(self) -> None:
+        """Every client's model: independent trainings, side by side where :mod:`privbench.models.unit_pool`
+        allows (the numbers of one after another)."""
+        steps, ckpts = self.cfg.fed.local_only_steps, self.ctx.ckpt_dir
+        units = [TrainUnit(f"client{m}", steps) for m in range(self.n_clients)]
+        units = [u for u in units if not is_trained(ckpts, u.name, u.steps)]
+        if units and self.cfg.train.init == "public":  # trained once, here, before any unit loads it
+            from ..public_init import ensure_pretrained
+
+            ensure_pretrained(self.ctx)
+        train_units(self, units)
+
+    def train_unit(self, unit: TrainUnit) -> None:
         ctx, steps = self.ctx, self.cfg.fed.local_only_steps
-        ac = ctx.schedule.alphas_cumprod()
-        for m, idx in enumerate(ctx.clients.clients):
-            name = f"client{m}"
-            if is_trained(ctx.ckpt_dir, name, steps):
-                continue
-            x, y = ctx.records(idx)
-            data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
-            ctx.log(f"[{name}] local-only DDPM on its {len(x)} records, {steps} steps (non-private)")
-            train_denoiser(ctx.initial_denoiser(), data, ac, ema_capped(self.cfg.train, steps), ctx.ckpt_dir, name=name,
-                           seed=client_seed(self.cfg.seed, m), device=ctx.device, steps=steps,
-                           desc=f"local client {m}")
+        m = int(unit.name.removeprefix("client"))
+        if is_trained(ctx.ckpt_dir, unit.name, steps):
+            return
+        x, y = ctx.records(ctx.clients.clients[m])
+        data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
+        ctx.log(f"[{unit.name}] local-only DDPM on its {len(x)} records, {steps} steps (non-private)")
+        train_denoiser(ctx.initial_denoiser(), data, ctx.schedule.alphas_cumprod(), ema_capped(self.cfg.train, steps),
+                       ctx.ckpt_dir, name=unit.name, seed=client_seed(self.cfg.seed, m), device=ctx.device,
+                       steps=steps, desc=f"local client {m}")
 
     def load_target(self, name=None):
         name = self.check_target(name)
