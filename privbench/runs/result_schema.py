@@ -239,13 +239,13 @@ class AttackResult:
 
     def to_json(self) -> dict:
         """The result.json object: the declared keys in the writers' order, the optional ones only when set."""
-        external = self.provenance is not None
         out: dict[str, Any] = {}
         for k in _ORDER:
             v = getattr(self, k)
-            if k in _EXTERNAL and not external or k in _OPTIONAL and k not in _EXTERNAL and v is None:
-                continue
-            out[k] = v.to_json() if isinstance(v, (PrivacyClaim, Timing)) else v
+            # the external keys: all three (split_check null included) on an external run's result only
+            external = k in _EXTERNAL and self.provenance is not None
+            if external or k not in _EXTERNAL and (v is not None or k not in _OPTIONAL):
+                out[k] = v.to_json() if isinstance(v, (PrivacyClaim, Timing)) else v
         return out
 
     # ------------------------------------------------------------------ mapping-style read access
