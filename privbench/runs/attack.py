@@ -6,9 +6,9 @@ builds the records under test (members = ``ctx.split.members``, non-members = ``
 order, with their dataset index), runs the attack and writes under
 ``<run_dir>/attacks/<attack>-<target>-<hash of the attack's settings>/``:
 
-* ``result.json`` — docs/cli.md §5's keys (method, target, attack, dataset, preset, seed, run_dir, n_members,
-  n_nonmembers, metrics, privacy, scores_path) plus kind, attack_config, attack_hash, calibrated, sweep, figures,
-  warnings, notes, timing, artifacts, sha256 (of scores.npz) and trained_from (which training artefacts it used);
+* ``result.json`` — an :class:`~privbench.runs.result_schema.AttackResult` (docs/cli.md §5: identity, metrics,
+  privacy, calibration, sweep, figures, warnings, notes, timing, artifacts, sha256 of scores.npz, trained_from —
+  which training artefacts it used — and schema_version);
 * ``scores.npz`` — membership attacks: ``scores`` (higher = member), ``labels`` (1 = member), ``index`` (dataset
   order), aligned, plus ``y`` and one ``sweep_t<T>`` array per swept timestep; memorization/reconstruction: their
   own per-sample arrays (no ``labels``: they are not membership tests);
