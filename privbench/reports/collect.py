@@ -21,30 +21,34 @@ import numpy as np
 
 from ..attacks.base import MEMBERSHIP
 from ..core.errors import BadInput
+from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
 from .order import is_private
-
-REQUIRED_KEYS = ("method", "target", "attack", "dataset", "metrics")
 
 
 @dataclass
 class Result:
     path: Path                     # the result.json file
-    data: dict[str, Any]
+    res: AttackResult              # its content, parsed once (privbench.runs.result_schema)
     #: the suite's name of the method entry the result's run belongs to, when it is not the method's own
     #: (``dpdm-lora: {method: dpdm}``): set from the bench's cells (bench/plan.py), None for results read alone
     variant: str | None = None
 
     # ------------------------------------------------------------------ identity
     def __getitem__(self, key):
-        return self.data[key]
+        return self.res[key]
 
     def get(self, key, default=None):
-        return self.data.get(key, default)
+        return self.res.get(key, default)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The result as JSON (version-0 files migrated)."""
+        return self.res.to_json()
 
     @property
     def method(self) -> str:
-        return str(self.data["method"])
+        return self.res.method
 
     @property
     def method_label(self) -> str:
@@ -55,38 +59,38 @@ class Result:
 
     @property
     def target(self) -> str:
-        return str(self.data["target"])
+        return self.res.target
 
     @property
     def attack(self) -> str:
         """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``), so the
         variants of one attack are reported side by side."""
-        return str(self.data.get("label") or self.data["attack"])
+        return self.res.label or self.res.attack
 
     @property
     def dataset(self) -> str:
-        return str(self.data["dataset"])
+        return self.res.dataset
 
     @property
     def preset(self) -> str:
-        return str(self.data.get("preset", ""))
+        return self.res.preset
 
     @property
     def seed(self) -> int:
-        return int(self.data.get("seed", 0))
+        return self.res.seed
 
     @property
     def kind(self) -> str:
-        return str(self.data.get("kind") or (MEMBERSHIP if "auc" in (self.data.get("metrics") or {}) else "other"))
+        return self.res.kind
 
     @property
     def metrics(self) -> dict:
-        return self.data.get("metrics") or {}
+        return self.res.metrics
 
     @property
     def privacy(self) -> dict | None:
-        p = self.data.get("privacy")
-        return p if isinstance(p, dict) else None
+        p = self.res.privacy
+        return None if p is None else p.to_json()
 
     @property
     def formal_epsilon(self) -> float | None:
@@ -104,23 +108,21 @@ class Result:
 
     @property
     def is_copy(self) -> bool:
-        return bool(self.data.get("copy_of"))
+        return bool(self.res.copy_of)
 
     def key(self) -> tuple:
-        d = self.data
+        r = self.res
         # by settings, not by attack_hash: a result re-run after a records-version bump (same settings, new hash)
         # replaces the stale one instead of appearing twice
-        cfg = json.dumps(d.get("attack_config") or {}, sort_keys=True, default=str) if d.get("attack_config") \
-            else d.get("attack_hash")
-        return (d.get("method"), d.get("target"), d.get("attack"), d.get("dataset"), d.get("preset"), d.get("seed"),
-                str(self.run_dir.resolve()), cfg)
+        cfg = json.dumps(r.attack_config, sort_keys=True, default=str) if r.attack_config else r.attack_hash
+        return (r.method, r.target, r.attack, r.dataset, r.preset, r.seed, str(self.run_dir.resolve()), cfg)
 
     def target_key(self) -> tuple:
         """(dataset, seed, model under test, target): what one row of the side-by-side table and one Bonferroni
         family of the audit are about. A privbench target lives in its run directory; an external model's attacks
         each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
-        prov = self.data.get("provenance")
-        model = prov.get("model") if isinstance(prov, dict) else None
+        prov = self.res.provenance
+        model = prov.get("model") if prov is not None else None
         if self.method == "external" and isinstance(model, dict) and model.get("weights_sha256"):
             recs = prov.get("records_sha256") or json.dumps([prov.get("members"), prov.get("nonmembers")],
                                                             sort_keys=True, default=str)
@@ -138,14 +140,16 @@ class Result:
             return p.parents[2]
         if (p.parent / "config.yaml").exists():
             return p.parent
-        rd = Path(str(self.data.get("run_dir", p.parent)))
+        if self.res.run_dir is None:
+            return p.parent
+        rd = Path(self.res.run_dir)
         return rd.resolve() if rd.exists() else p.parent
 
     @cached_property
     def attack_dir(self) -> Path:
         if not self.is_copy:
             return self.path.resolve().parent
-        c = Path(str(self.data["copy_of"]))
+        c = Path(self.res.copy_of)
         for cand in (c.parent, self.run_dir / "attacks" / c.parent.name):
             if cand.is_dir():
                 return cand
@@ -154,9 +158,8 @@ class Result:
     @cached_property
     def scores_file(self) -> Path | None:
         cands = [self.attack_dir / "scores.npz"]
-        sp = self.data.get("scores_path")
-        if sp:
-            sp = Path(str(sp))
+        if self.res.scores_path:
+            sp = Path(self.res.scores_path)
             cands += [sp, self.run_dir / sp.name] if not sp.is_absolute() else [sp]
         for c in cands:
             if c.is_file():
@@ -165,7 +168,7 @@ class Result:
 
     def artifact(self, name: str) -> Path | None:
         """An artifact (PNG) of this result, looked up next to the result first."""
-        v = (self.data.get("artifacts") or {}).get(name)
+        v = self.res.artifacts.get(name)
         if not v:
             return None
         p = Path(str(v))
@@ -240,8 +243,8 @@ def verify_result(r: Result) -> None:
     and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
     disagrees. A result with no recorded hashes (hand-made, or written before privbench recorded them) is not
     verified: :func:`unverified` lists them."""
-    recorded = r.get("sha256")
-    if not isinstance(recorded, dict):
+    recorded = r.res.sha256
+    if recorded is None:
         return
     for name, digest in recorded.items():
         f = r.attack_dir / Path(str(name)).name
@@ -268,11 +271,10 @@ def _check_metrics(r: Result) -> None:
     from ..metrics.roc import membership_metrics
 
     scores, labels = r.load_scores()
-    cfg = r.get("attack_config") or {}
-    boot = cfg.get("bootstrap") if isinstance(cfg, dict) else None
+    boot = r.res.attack_config.get("bootstrap")
     boot = boot if isinstance(boot, int) and not isinstance(boot, bool) and 0 < boot <= 100_000 else 0
     keys = list(_VERIFIED_METRICS)
-    rule = r.get("tpr_rule") or "le"  # metrics.tpr_rule=lt results record it (runs.attack); recomputed with it
+    rule = r.res.tpr_rule or "le"  # metrics.tpr_rule=lt results record it (runs.attack); recomputed with it
     if rule not in ("le", "lt"):
         raise BadInput(f"{r.path}: tpr_rule {rule!r} is not one privbench writes (le, lt)")
     try:
@@ -305,7 +307,7 @@ def _same(recorded, computed) -> bool:
 
 def unverified(results: Iterable[Result]) -> list[Result]:
     """Results that record no hashes of their files (hand-made or written by an older privbench): not verified."""
-    return [r for r in results if not isinstance(r.get("sha256"), dict)]
+    return [r for r in results if r.res.sha256 is None]
 
 
 def read_result(path: str | Path) -> Result:
@@ -316,10 +318,10 @@ def read_result(path: str | Path) -> Result:
         raise BadInput(f"{path}: no such file") from None
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested deeper than json can parse
         raise BadInput(f"{path}: not a readable result.json ({type(e).__name__})") from None
-    if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
-        missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]
-        raise BadInput(f"{path}: not a privbench result (missing keys: {', '.join(missing)})")
-    return Result(path, data)
+    try:
+        return Result(path, AttackResult.from_json(data))
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
 
 
 def read_cell_result(cell: dict, path: str | Path) -> Result:

@@ -6,9 +6,9 @@ builds the records under test (members = ``ctx.split.members``, non-members = ``
 order, with their dataset index), runs the attack and writes under
 ``<run_dir>/attacks/<attack>-<target>-<hash of the attack's settings>/``:
 
-* ``result.json`` — docs/cli.md §5's keys (method, target, attack, dataset, preset, seed, run_dir, n_members,
-  n_nonmembers, metrics, privacy, scores_path) plus kind, attack_config, attack_hash, calibrated, sweep, figures,
-  warnings, notes, timing, artifacts, sha256 (of scores.npz) and trained_from (which training artefacts it used);
+* ``result.json`` — an :class:`~privbench.runs.result_schema.AttackResult` (docs/cli.md §5: identity, metrics,
+  privacy, calibration, sweep, figures, warnings, notes, timing, artifacts, sha256 of scores.npz, trained_from —
+  which training artefacts it used — and schema_version);
 * ``scores.npz`` — membership attacks: ``scores`` (higher = member), ``labels`` (1 = member), ``index`` (dataset
   order), aligned, plus ``y`` and one ``sweep_t<T>`` array per swept timestep; memorization/reconstruction: their
   own per-sample arrays (no ``labels``: they are not membership tests);
@@ -25,7 +25,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,73 +37,12 @@ from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
+from .result_schema import AttackResult
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
 
 LOG = logging.getLogger(__name__)
 
 ORACLE = "oracle (chosen on evaluation labels)"
-
-
-@dataclass
-class AttackResult:
-    """One attack on one target: the content of ``result.json`` (docs/cli.md §5)."""
-    method: str
-    target: str
-    attack: str
-    dataset: str
-    preset: str
-    seed: int
-    run_dir: str
-    n_members: int
-    n_nonmembers: int
-    metrics: dict
-    privacy: dict | None
-    scores_path: str
-    kind: str = MEMBERSHIP
-    label: str | None = None                    # attack name + @variant (lira@online); None in older results
-    attack_config: dict = field(default_factory=dict)
-    attack_hash: str | None = None
-    calibrated: dict | None = None
-    sweep: dict | None = None
-    figures: dict = field(default_factory=dict)
-    warnings: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    timing: dict = field(default_factory=dict)
-    artifacts: dict = field(default_factory=dict)
-    sha256: dict = field(default_factory=dict)  # file in the attack folder -> content hash (checked on a cache hit)
-    trained_from: str | None = None             # digest of the training artefacts' hashes (train_done.json)
-    extra: dict = field(default_factory=dict)   # keys written by other tools (copy_of, report, ...)
-
-    @classmethod
-    def from_json(cls, d: dict) -> "AttackResult":
-        names = {f.name for f in fields(cls)} - {"extra"}
-        return cls(**{k: v for k, v in d.items() if k in names},
-                   extra={k: v for k, v in d.items() if k not in names})
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d.update(d.pop("extra"))
-        return d
-
-    # mapping-style read access (``res["metrics"]``): the same keys as result.json
-    def __getitem__(self, key):
-        return self.to_json()[key]
-
-    def get(self, key, default=None):
-        return self.to_json().get(key, default)
-
-    def __iter__(self):
-        return iter(self.to_json())
-
-    def keys(self):
-        return self.to_json().keys()
-
-    def summary(self) -> str:
-        """One line for the run's log."""
-        m = self.metrics or {}
-        if self.kind == MEMBERSHIP:
-            return f"AUC {m.get('auc', float('nan')):.3f} TPR@1% {m.get('tpr_at_1pct_fpr', float('nan')):.3f}"
-        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
 
 
 # ---------------------------------------------------------------------- building blocks
@@ -167,15 +106,19 @@ def attack_dir(run_dir: Path, attack: Attack, cfg, target_name: str) -> Path:
     return Path(run_dir) / "attacks" / f"{attack.name}-{safe_name(target_name)}-{attack_hash(attack, cfg, target_name)}"
 
 
-def _load_cached(path: Path) -> dict | None:
+def _load_cached(path: Path) -> AttackResult | str:
+    """The stored result, or why it cannot be reused as one."""
     try:
         res = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError):
-        return None
-    return res if isinstance(res, dict) and "metrics" in res else None
+        return "result.json unreadable"
+    try:
+        return AttackResult.from_json(res)
+    except BadInput as e:  # e.g. a newer privbench's version: re-run rather than misread it
+        return f"result.json unreadable ({e})"
 
 
-def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | None:
+def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> AttackResult | None:
     """The stored result of ``out_dir`` when it may be reused: the run's training finished and its artefacts are
     intact, the result was computed from exactly those artefacts (``trained_from``) and its own files still have
     the content hashes it recorded (``sha256``). Otherwise None, saying why on stderr when a result exists."""
@@ -189,15 +132,14 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> dict | N
         return None  # training retrains first (and says why); the result is then checked against it
     res = _load_cached(res_path)
     why = None
-    if res is None:
-        why = "result.json unreadable"
-    elif external and "provenance" not in res:
+    if isinstance(res, str):
+        why = res
+    elif external and res.provenance is None:
         why = "unfinished (no provenance)"
-    elif res.get("trained_from") != (None if external else done_digest(done)) or \
-            not isinstance(res.get("sha256"), dict):
+    elif res.trained_from != (None if external else done_digest(done)) or res.sha256 is None:
         why = "computed from other training artefacts (or before results recorded them)"
     else:
-        for name, digest in res["sha256"].items():
+        for name, digest in res.sha256.items():
             p = Path(out_dir) / name
             if not p.is_file() or sha256_file(p) != digest:
                 why = f"{name} missing or damaged"
@@ -269,7 +211,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     if cached is not None:
         LOG.info(f"privbench: attack cache hit: {out_dir}")
         _publish(run_dir, out_dir, cached)
-        return AttackResult.from_json(cached)
+        return cached
 
     t_train = time.time()
     trained_before = verified_done(run_dir) is not None
@@ -281,7 +223,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         cached = cached_result(run_dir, out_dir, say=False)
         if cached is not None:  # another process finished it while we waited
             _publish(run_dir, out_dir, cached)
-            return AttackResult.from_json(cached)
+            return cached
         created = not out_dir.exists()
         try:
             tgt = method.load_target(target_name)
@@ -314,9 +256,9 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             if created and out_dir.is_dir() and not (out_dir / "result.json").exists():
                 shutil.rmtree(out_dir, ignore_errors=True)  # no half-written attack folder
             raise
-        method.ctx.log(f"[attack] {attack.name} on {target_name}: {AttackResult.from_json(result).summary()}")
+        method.ctx.log(f"[attack] {attack.name} on {target_name}: {result.summary()}")
     _publish(run_dir, out_dir, result)
-    return AttackResult.from_json(result)
+    return result
 
 
 def _population_size(attack: Attack) -> int:
@@ -325,93 +267,89 @@ def _population_size(attack: Attack) -> int:
 
 
 def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
-              run_dir: Path, timing: dict) -> dict:
+                    run_dir: Path, timing: dict) -> AttackResult:
+    """Write ``out_dir``'s scores.npz, figures and result.json (last: it marks the attack complete); returns the
+    result. Also the writer of an external model's run (runs/external.py), which adds its own keys and rewrites it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    n = len(records)
     if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
         timing["nfe_per_record"] = out.nfe_per_record
-        timing["records_per_s"] = round(n / max(timing["attack_s"], 1e-9), 1)
+        timing["records_per_s"] = round(len(records) / max(timing["attack_s"], 1e-9), 1)
     try:
         privacy = method.privacy(target_name)
     except NotImplementedError:
         privacy = None
-    result: dict[str, Any] = {
-        "method": cfg.method, "target": target_name, "attack": attack.name, "label": attack.label,
-        "dataset": cfg.dataset,
-        "preset": cfg.preset, "seed": cfg.seed, "run_dir": str(run_dir),
-        "n_members": records.n_members, "n_nonmembers": records.n_nonmembers,
-        "metrics": {}, "privacy": privacy, "scores_path": str(out_dir / "scores.npz"),
-        "kind": attack.kind, "threat_model": attack.threat(),
-        "attack_config": attack.describe(), "attack_hash": out_dir.name.rsplit("-", 1)[-1],
-        "calibrated": None, "sweep": None, "figures": out.figures, "warnings": [], "notes": list(out.notes),
-        "timing": timing, "artifacts": {},
-    }
-    arrays: dict[str, np.ndarray] = {}
+    result = AttackResult(
+        method=cfg.method, target=target_name, attack=attack.name, label=attack.label, dataset=cfg.dataset,
+        preset=cfg.preset, seed=cfg.seed, run_dir=str(run_dir), n_members=records.n_members,
+        n_nonmembers=records.n_nonmembers, metrics={}, privacy=privacy, scores_path=str(out_dir / "scores.npz"),
+        kind=attack.kind, threat_model=attack.threat(), attack_config=attack.describe(),
+        attack_hash=out_dir.name.rsplit("-", 1)[-1], figures=out.figures, notes=list(out.notes), timing=timing)
     if attack.kind == MEMBERSHIP:
-        scores = np.asarray(out.scores, dtype=np.float64)
-        labels = records.labels.numpy().astype(np.int64)
-        rule = cfg.metrics.tpr_rule
-        sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
-                                 tpr_rule=rule)
-        result.update(metrics=sec["metrics"], calibrated=sec["calibrated"], sweep=sec["sweep"],
-                      warnings=sec["warnings"])
-        if rule != "le":  # absent at the default: results keep their shape
-            result["tpr_rule"] = rule
-            result["notes"].append(TPR_RULE_LT_NOTE)
-        ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
-        if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
-            result["notes"].append("the score ranks non-members above members; only the calibrated direction "
-                                   "(-1) may claim leakage with the sign flipped")
-        arrays = {"scores": scores, "labels": labels, "index": records.index.numpy().astype(np.int64),
-                  "y": records.y.numpy().astype(np.int64)}
-        for t, s in out.sweep.items():
-            arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
-        for k, v in out.arrays.items():  # attack-specific aligned arrays (e.g. the raw statistic)
-            arrays.setdefault(k, np.asarray(v))
-        from ..metrics.plots import plot_roc
-
-        fixed = out.figures.get("t", out.figures.get("t_sec"))
-        curves = {f"{attack.name}{'' if fixed is None else f' t={fixed}'} (fixed)": (scores, labels)}
-        if sec["sweep"]:
-            bt = sec["sweep"]["best"]["t"]
-            curves[f"{attack.name} t={bt} (oracle best)"] = (np.asarray(out.sweep[bt]), labels)
-        roc = plot_roc(curves, out_dir / "roc.png",
-                       title=f"{attack.name} on {cfg.method}/{target_name} ({cfg.dataset})")
-        result["artifacts"]["roc"] = str(roc)
+        arrays = _membership_into(result, cfg, attack, target_name, records, out, out_dir)
     else:
-        result["metrics"] = dict(out.metrics)
+        result.metrics = dict(out.metrics)
         arrays = {k: np.asarray(v) for k, v in out.arrays.items()}
     if out.images:
         from ..metrics.plots import plot_image_grid
 
         for name, (images, labels_, nrow) in out.images.items():
             p = plot_image_grid(images, out_dir / f"{name}.png", nrow=nrow, labels=labels_)
-            result["artifacts"][name] = str(p)
+            result.artifacts[name] = str(p)
     with atomic_path(out_dir / "scores.npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
     # what a cache hit checks: the scores' content, and the training artefacts the result was computed from
-    result["sha256"] = {"scores.npz": sha256_file(out_dir / "scores.npz")}
+    result.sha256 = {"scores.npz": sha256_file(out_dir / "scores.npz")}
     done = read_done(run_dir)
-    result["trained_from"] = done_digest(done) if done is not None else None
-    atomic_write_json(out_dir / "result.json", result)  # written last: marks the attack complete
+    result.trained_from = done_digest(done) if done is not None else None
+    atomic_write_json(out_dir / "result.json", result.to_json())  # written last: marks the attack complete
     return result
 
 
-#: public name of the result writer, for runs whose target privbench did not train (privbench.external_run)
+def _membership_into(result: AttackResult, cfg, attack: Attack, target_name, records: Records, out: AttackOutput,
+                     out_dir: Path) -> dict[str, np.ndarray]:
+    """A membership attack's metrics, calibration, sweep, notes and ROC into ``result``; returns scores.npz's
+    arrays."""
+    scores = np.asarray(out.scores, dtype=np.float64)
+    labels = records.labels.numpy().astype(np.int64)
+    rule = cfg.metrics.tpr_rule
+    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
+                             tpr_rule=rule)
+    result.metrics, result.calibrated, result.sweep = sec["metrics"], sec["calibrated"], sec["sweep"]
+    result.warnings = sec["warnings"]
+    if rule != "le":  # absent at the default: results keep their shape
+        result.tpr_rule = rule
+        result.notes.append(TPR_RULE_LT_NOTE)
+    ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
+    if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
+        result.notes.append("the score ranks non-members above members; only the calibrated direction "
+                            "(-1) may claim leakage with the sign flipped")
+    arrays = {"scores": scores, "labels": labels, "index": records.index.numpy().astype(np.int64),
+              "y": records.y.numpy().astype(np.int64)}
+    for t, s in out.sweep.items():
+        arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
+    for k, v in out.arrays.items():  # attack-specific aligned arrays (e.g. the raw statistic)
+        arrays.setdefault(k, np.asarray(v))
+    from ..metrics.plots import plot_roc
+
+    fixed = out.figures.get("t", out.figures.get("t_sec"))
+    curves = {f"{attack.name}{'' if fixed is None else f' t={fixed}'} (fixed)": (scores, labels)}
+    if sec["sweep"]:
+        bt = sec["sweep"]["best"]["t"]
+        curves[f"{attack.name} t={bt} (oracle best)"] = (np.asarray(out.sweep[bt]), labels)
+    roc = plot_roc(curves, out_dir / "roc.png",
+                   title=f"{attack.name} on {cfg.method}/{target_name} ({cfg.dataset})")
+    result.artifacts["roc"] = str(roc)
+    return arrays
 
 
-def _publish(run_dir: Path, out_dir: Path, result: dict) -> None:
+def _publish(run_dir: Path, out_dir: Path, result: AttackResult) -> None:
     """Copy the latest result.json / scores.npz to the run directory's top level."""
     try:
         src = out_dir / "scores.npz"
         if src.exists():
             with atomic_path(run_dir / "scores.npz") as tmp:
                 shutil.copyfile(src, tmp)
-        top = dict(result)
-        top["copy_of"] = str(out_dir / "result.json")
-        top["scores_path"] = str(run_dir / "scores.npz")
-        atomic_write_json(run_dir / "result.json", top)
+        top = replace(result, copy_of=str(out_dir / "result.json"), scores_path=str(run_dir / "scores.npz"))
+        atomic_write_json(run_dir / "result.json", top.to_json())
     except OSError as e:  # a read-only run store must not lose the attack's own result
         LOG.warning(f"privbench: could not update {run_dir}/result.json: {e}")
-
-

@@ -34,6 +34,7 @@ from ..core.registry import ATTACKS, PRESETS
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
+from .result_schema import AttackResult
 from .store import default_runs_dir, run_lock
 
 LOG = logging.getLogger(__name__)
@@ -351,7 +352,7 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
     return Records(z, rows, pixels.labels, pixels.index), caps, pixels
 
 
-def cached_external(run_dir: Path, *, say: bool = True) -> dict | None:
+def cached_external(run_dir: Path, *, say: bool = True) -> AttackResult | None:
     """The finished result of an external run directory, or None (not finished, unreadable, or its scores.npz
     missing or changed: :func:`privbench.runs.attack.cached_result`)."""
     from .attack import cached_result
@@ -366,7 +367,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     cached = cached_external(run_dir)
     if cached is not None:
         LOG.info(f"privbench: attack cache hit: {run_dir}")
-        return cached
+        return cached.to_json()
     records = ext.records
     provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
                   "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
@@ -378,7 +379,7 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         with run_lock(run_dir, "attack"):
             cached = cached_external(run_dir, say=False)
             if cached is not None:
-                return cached
+                return cached.to_json()
             result = _attack_and_write(ext, cfg, att, run_dir, provenance, runs_dir)
     except BadInput:  # bad input found by the attack itself: leave no directory, lock or provenance behind
         if fresh:
@@ -409,15 +410,15 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
     timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
     atomic_write_json(run_dir / "provenance.json", provenance)  # only once the attack ran
     result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
-    result["notes"] = (_notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else [])
-                       + list(result.get("notes") or []))
-    result["provenance"] = provenance
-    result["records_range"] = ext.records_range
-    result["split_check"] = ext.split_check
+    result.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else []) + result.notes
+    result.provenance = provenance
+    result.records_range = ext.records_range
+    result.split_check = ext.split_check
     if ext.split_check and ext.split_check["shift"]:
-        result["warnings"] = list(result.get("warnings") or []) + [ext.split_check["verdict"]]
-    atomic_write_json(run_dir / "result.json", result)  # again, now with the provenance (marks the run complete)
-    return result
+        result.warnings = result.warnings + [ext.split_check["verdict"]]
+    # again, now with the provenance (marks the run complete)
+    atomic_write_json(run_dir / "result.json", result.to_json())
+    return result.to_json()
 
 
 def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,

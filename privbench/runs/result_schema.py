@@ -1,0 +1,307 @@
+"""Typed, versioned schema of ``result.json`` (docs/cli.md §5): what crosses from the runs (the writers:
+:func:`privbench.runs.attack.assemble_result`, :func:`privbench.runs.external.run_external`) to the reports (the
+readers: :mod:`privbench.reports.collect`) through a file.
+
+* :class:`AttackResult` — the file: one attack on one target. Every key it may hold is a declared field; a writer
+  cannot write another one, and a reader refuses one in a file of the current version.
+* :class:`PrivacyClaim` — its ``privacy`` object: the formal ε, or a conditional or claimed one, with δ, basis,
+  accountant, neighbouring relation and noise source (kinds: :mod:`privbench.privacy.claims`).
+* :class:`Timing` — its ``timing`` object.
+
+``SCHEMA_VERSION`` is written into every result. A file without it is version 0 (written before the schema
+existed): :meth:`AttackResult.from_json` migrates it (the only place migrations live), and refuses a version it
+does not know — a newer privbench's file — in one line, rather than misreading it.
+
+This module lives in ``runs`` (not ``core``) because both sides may import it there (reports sit above runs) and
+a claim's kind comes from :mod:`privbench.privacy.claims`, which ``core`` may not import.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..attacks.base import MEMBERSHIP
+from ..core.errors import BadInput
+
+#: bump when a key changes meaning or a written key is added or removed; add the migration to ``from_json``
+SCHEMA_VERSION = 1
+#: the kind a version-0 result without ``kind`` and without an AUC gets (what reports called it before)
+OTHER_KIND = "other"
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _declared(cls) -> tuple[str, ...]:
+    """A schema class's JSON keys: its fields but the bookkeeping ones."""
+    return tuple(f.name for f in fields(cls) if f.name not in ("details", "key_order"))
+
+
+def _ordered_json(obj, always: tuple[str, ...], details: dict | None = None) -> dict:
+    """A nested object's JSON in the order its producer wrote the keys (``key_order``; a report's columns follow
+    it, e.g. accountant.csv), then any key set since; keys never written stay absent rather than becoming null."""
+    declared = _declared(type(obj))
+    details = details or {}
+    keys = list(obj.key_order or always)
+    keys += [k for k in declared if k not in keys and getattr(obj, k) is not None]
+    keys += [k for k in details if k not in keys]
+    return {k: (getattr(obj, k) if k in declared else details[k]) for k in keys if k in declared or k in details}
+
+
+@dataclass
+class PrivacyClaim:
+    """A result's ``privacy`` object (docs/cli.md §5, "``privacy`` objects"): the JSON keys are the field names."""
+    epsilon: float | None = None                 # the formal ε only; null for a conditional or claimed one
+    delta: float | None = None
+    basis: str | None = None                     # ends with the noise source
+    accountant: str | None = None
+    neighbouring_relation: str | None = None
+    noise_source: str | None = None
+    noise_label: str | None = None               # seeded noise: not a deployable release
+    epsilon_paper_bound: float | None = None     # pfdm: the paper's Theorem 5.1 bound
+    noise_multiplier: float | None = None        # DP-SGD (dpdm, dpsad, dp-txt2img)
+    sample_rate: float | None = None
+    steps: int | None = None
+    max_grad_norm: float | None = None
+    epsilon_budget: float | None = None
+    noise_calibrated: bool | None = None
+    fallback: Any = None                         # only when an accountant fell back
+    trained: dict | None = None                  # what DP-SGD trained (stored with the accounting)
+    init: dict | None = None                     # what the training started from
+    conditional_epsilon: float | None = None     # dpsad teacher_data=members: holds only under its assumptions
+    conditional_on: list | None = None
+    conditional_basis: str | None = None
+    end_to_end: bool | None = None
+    teacher_data: str | None = None
+    n_public: int | None = None
+    public_split: dict | None = None             # public-only: the public records it was trained on
+    claimed_epsilon: float | None = None         # claimed by the paper or the user, not a guarantee
+    claim_kind: str | None = None
+    claimed_by_paper: bool | None = None
+    claim_basis: str | None = None
+    #: a registered method's own keys that the schema does not declare (Method.privacy is a plugin interface)
+    details: dict = field(default_factory=dict)
+    #: the keys in the order the method wrote them (bookkeeping, not a key of the object)
+    key_order: tuple = field(default=(), repr=False, compare=False)
+
+    _ALWAYS = ("epsilon", "delta", "basis")
+    _NUMBERS = ("epsilon", "delta", "conditional_epsilon", "claimed_epsilon")
+
+    @classmethod
+    def from_json(cls, d: dict) -> PrivacyClaim:
+        if not isinstance(d, dict):
+            raise BadInput(f"privacy: expected an object or null, got {type(d).__name__}")
+        for k in cls._NUMBERS:
+            if d.get(k) is not None and not _is_number(d[k]):
+                raise BadInput(f"privacy.{k}: expected a number or null, got {d[k]!r}")
+        names = _declared(cls)
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   details={k: v for k, v in d.items() if k not in names}, key_order=tuple(d))
+
+    def to_json(self) -> dict:
+        return _ordered_json(self, self._ALWAYS, self.details)
+
+    @property
+    def kind(self) -> str | None:
+        """formal, conditional, claimed_by_paper or claimed_by_user (None: no ε at all)."""
+        from ..privacy.claims import claim_of
+
+        c = claim_of(self.to_json())
+        return c["kind"] if c else None
+
+
+@dataclass
+class Timing:
+    """A result's ``timing`` object (seconds)."""
+    train_s: float | None = None        # null when the run was cached
+    references_s: float | None = None   # privbench-trained targets: training the reference models (null: none)
+    attack_s: float | None = None
+    device: str | None = None
+    nfe_per_record: float | None = None  # membership attacks
+    records_per_s: float | None = None
+    key_order: tuple = field(default=(), repr=False, compare=False)
+
+    _ALWAYS = ("train_s", "attack_s", "device")
+
+    @classmethod
+    def from_json(cls, d: dict, *, strict: bool = True) -> Timing:
+        if not isinstance(d, dict):
+            raise BadInput(f"timing: expected an object, got {type(d).__name__}")
+        names = _declared(cls)
+        unknown = [k for k in d if k not in names]
+        if unknown and strict:
+            raise BadInput(f"timing: undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
+        kept = {k: v for k, v in d.items() if k in names}
+        return cls(**kept, key_order=tuple(kept))
+
+    def to_json(self) -> dict:
+        return _ordered_json(self, self._ALWAYS)
+
+
+#: the result's keys in the order writers write them (schema_version first); ``_OPTIONAL``'s only when set
+_ORDER = ("schema_version", "method", "target", "attack", "label", "dataset", "preset", "seed", "run_dir",
+          "n_members", "n_nonmembers", "metrics", "privacy", "scores_path", "kind", "threat_model", "attack_config",
+          "attack_hash", "calibrated", "sweep", "figures", "warnings", "notes", "timing", "artifacts", "tpr_rule",
+          "sha256", "trained_from", "provenance", "records_range", "split_check", "copy_of")
+#: written only when set: tpr_rule at a non-default rule; the external-run keys with ``provenance``; copy_of on the
+#: run directory's copy
+_OPTIONAL = ("tpr_rule", "provenance", "records_range", "split_check", "copy_of")
+_EXTERNAL = ("provenance", "records_range", "split_check")
+#: keys a version-0 file must have (what reports always required)
+_V0_REQUIRED = ("method", "target", "attack", "dataset", "metrics")
+#: JSON types of the keys (None: also null)
+_TYPES: dict[str, tuple] = {
+    "method": (str,), "target": (str,), "attack": (str,), "label": (str,), "dataset": (str,), "preset": (str,),
+    "seed": (int,), "run_dir": (str, None), "n_members": (int, None), "n_nonmembers": (int, None),
+    "metrics": (dict,), "scores_path": (str, None), "kind": (str,), "threat_model": (dict, None),
+    "attack_config": (dict,), "attack_hash": (str, None), "calibrated": (dict, None), "sweep": (dict, None),
+    "figures": (dict,), "warnings": (list,), "notes": (list,), "artifacts": (dict,), "tpr_rule": (str, None),
+    "sha256": (dict, None), "trained_from": (str, None), "provenance": (dict, None), "records_range": (dict, None),
+    "split_check": (dict, None), "copy_of": (str, None), "schema_version": (int,)}
+
+
+@dataclass
+class AttackResult:
+    """One attack on one target: the content of ``result.json`` (docs/cli.md §5); the JSON keys are the field names.
+
+    Read-only mapping access (``res["metrics"]``, ``res.get("privacy")``) gives the JSON values."""
+    method: str
+    target: str
+    attack: str
+    dataset: str
+    preset: str
+    seed: int
+    run_dir: str | None
+    n_members: int | None
+    n_nonmembers: int | None
+    metrics: dict
+    privacy: PrivacyClaim | None
+    scores_path: str | None
+    kind: str = MEMBERSHIP
+    label: str | None = None                    # attack name + @variant (lira@online)
+    threat_model: dict | None = None            # the attack's declared threat model (docs/attacks-threat-models.md)
+    attack_config: dict = field(default_factory=dict)
+    attack_hash: str | None = None
+    calibrated: dict | None = None
+    sweep: dict | None = None
+    figures: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    timing: Timing = field(default_factory=Timing)
+    artifacts: dict = field(default_factory=dict)
+    tpr_rule: str | None = None                 # only at metrics.tpr_rule=lt
+    sha256: dict | None = None                  # file in the attack folder -> content hash (checked on a cache hit)
+    trained_from: str | None = None             # digest of the training artefacts' hashes (train_done.json)
+    provenance: dict | None = None              # external runs: the model and the records
+    records_range: dict | None = None           # external runs: how the records' range was decided
+    split_check: dict | None = None             # external runs: the member/non-member shift check (null: none ran)
+    copy_of: str | None = None                  # the run directory's copy: the attack folder's file
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self):
+        # writers hand over the plain objects their producers return (Method.privacy, the runner's timing)
+        if isinstance(self.privacy, dict):
+            self.privacy = PrivacyClaim.from_json(self.privacy)
+        if isinstance(self.timing, dict):
+            self.timing = Timing.from_json(self.timing)
+        if self.label is None:
+            self.label = self.attack
+
+    # ------------------------------------------------------------------ JSON
+    @classmethod
+    def from_json(cls, d: dict) -> AttackResult:
+        """Parse a result.json object; BadInput (one line) on an unknown version, an undeclared key, a missing key
+        or a key of the wrong type. Version 0 (no ``schema_version``) is migrated here."""
+        if not isinstance(d, dict):
+            raise BadInput(f"not a privbench result (a JSON {type(d).__name__}, not an object)")
+        version = d.get("schema_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= SCHEMA_VERSION:
+            raise BadInput(f"schema_version {version!r}: this privbench reads result.json versions 0..{SCHEMA_VERSION} "
+                           f"(written by a newer privbench? upgrade it)")
+        if version == 0:
+            d = _migrate_v0(d)
+        unknown = [k for k in d if k not in _ORDER]
+        if unknown:
+            raise BadInput(f"undeclared key(s) {', '.join(map(repr, unknown))} in a schema_version {version} result "
+                           f"(docs/cli.md §5)")
+        missing = [k for k in _ORDER if k not in d and k not in _OPTIONAL]
+        if missing:
+            raise BadInput(f"not a privbench result (missing keys: {', '.join(missing)})")
+        for k, types in _TYPES.items():
+            if k in d:
+                _check_type(k, d[k], types)
+        privacy = d["privacy"]
+        kw = {k: d.get(k) for k in _ORDER if k not in ("privacy", "timing")}
+        kw["schema_version"] = SCHEMA_VERSION
+        return cls(**kw, privacy=None if privacy is None else PrivacyClaim.from_json(privacy),
+                   timing=Timing.from_json(d["timing"], strict=version > 0))
+
+    def to_json(self) -> dict:
+        """The result.json object: the declared keys in the writers' order, the optional ones only when set."""
+        out: dict[str, Any] = {}
+        for k in _ORDER:
+            v = getattr(self, k)
+            # the external keys: all three (split_check null included) on an external run's result only
+            external = k in _EXTERNAL and self.provenance is not None
+            if external or k not in _EXTERNAL and (v is not None or k not in _OPTIONAL):
+                out[k] = v.to_json() if isinstance(v, (PrivacyClaim, Timing)) else v
+        return out
+
+    # ------------------------------------------------------------------ mapping-style read access
+    def __getitem__(self, key):
+        return self.to_json()[key]
+
+    def get(self, key, default=None):
+        return self.to_json().get(key, default)
+
+    def __iter__(self):
+        return iter(self.to_json())
+
+    def keys(self):
+        return self.to_json().keys()
+
+    def summary(self) -> str:
+        """One line for the run's log."""
+        m = self.metrics
+        if self.kind == MEMBERSHIP:
+            return f"AUC {m.get('auc', float('nan')):.3f} TPR@1% {m.get('tpr_at_1pct_fpr', float('nan')):.3f}"
+        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
+
+
+def _check_type(key: str, v, types: tuple) -> None:
+    if v is None and None in types:
+        return
+    if isinstance(v, bool) or not isinstance(v, tuple(t for t in types if t is not None)):
+        want = " or ".join("null" if t is None else t.__name__ for t in types)
+        raise BadInput(f"{key}: expected {want}, got {type(v).__name__}")
+
+
+def _migrate_v0(d: dict) -> dict:
+    """A result written before ``schema_version`` (hand-made ones included) as a version-1 object.
+
+    Reports always required method, target, attack, dataset and metrics; every other key got a default there, and
+    those defaults live here now. Keys no version declares (another tool's) are dropped: nothing reads them."""
+    missing = [k for k in _V0_REQUIRED if k not in d]
+    if missing:
+        raise BadInput(f"not a privbench result (missing keys: {', '.join(missing)})")
+    out = {k: v for k, v in d.items() if k in _ORDER}
+    metrics = out["metrics"] if isinstance(out["metrics"], dict) else {}
+    out["metrics"] = metrics
+    defaults = {"preset": "", "seed": 0, "run_dir": None, "n_members": None, "n_nonmembers": None,
+                "privacy": None, "scores_path": None, "threat_model": None, "attack_hash": None,
+                "calibrated": None, "sweep": None, "sha256": None, "trained_from": None}
+    for k, v in defaults.items():
+        out.setdefault(k, v)
+    for k in ("attack_config", "figures", "artifacts"):  # a null container read as an empty one, as before
+        out[k] = out.get(k) or {}
+    for k in ("warnings", "notes"):
+        out[k] = out.get(k) or []
+    out["timing"] = out.get("timing") or {}
+    # before labels, a result's label was its attack; before kinds, an AUC made it a membership result
+    out["label"] = out.get("label") or out["attack"]
+    out["kind"] = out.get("kind") or (MEMBERSHIP if "auc" in metrics else OTHER_KIND)
+    if not isinstance(out["privacy"], dict):  # older hand-made files wrote e.g. "none": no claim
+        out["privacy"] = None
+    out["schema_version"] = 0
+    return out
