@@ -91,7 +91,7 @@ def gradient_features(target, records: Records, timesteps: list[int], *, variant
         tt = ts.repeat(n)
         yy = y.repeat_interleave(K) if y is not None else None
         ee = None if extra is None else torch.full((n * K,), int(extra), dtype=torch.long, device=device)
-        pred = model_(x_t, tt, yy, ee)
+        pred = target.network_eps(model_, x_t, tt, yy, ee)
         return (pred - noise.reshape(n * K, *shape)).pow(2).flatten(1).mean(1)
 
     cond_on = bool(target.num_classes)
@@ -102,7 +102,7 @@ def gradient_features(target, records: Records, timesteps: list[int], *, variant
     def gsa2_loss(model_, x, y, noise, t):  # one loss per (record, timestep) row, each row with its own t
         ab = ac[t].view(-1, 1, 1, 1)
         ee = None if extra is None else torch.full((x.shape[0],), int(extra), dtype=torch.long, device=device)
-        pred = model_(ab.sqrt() * x + (1 - ab).sqrt() * noise, t, y if cond_on else None, ee)
+        pred = target.network_eps(model_, ab.sqrt() * x + (1 - ab).sqrt() * noise, t, y if cond_on else None, ee)
         return (pred - noise).pow(2).flatten(1).mean(1)
 
     out = []
@@ -150,6 +150,24 @@ def make_classifier(kind: str, seed: int):
                                           random_state=seed)
 
 
+def _check_same_architecture(target, references) -> None:
+    """GSA's features are one gradient norm per parameter tensor, in the network's order: a classifier trained on
+    the references' features applies to the target's only when every reference has the target's tensors (shapes,
+    in order). Native references always do; an outside model's recipe may not (BadInput, before any gradient)."""
+    def shapes(t):
+        return [tuple(p.shape) for p in t.model.parameters()] if getattr(t, "model", None) is not None else None
+
+    want = shapes(target)
+    for ref in references:
+        have = shapes(ref)
+        if have != want:
+            n = "?" if have is None else len(have)
+            raise BadInput(f"gsa: reference {ref.name!r} has another architecture than the target ({n} parameter "
+                           f"tensors vs {len(want or [])}, or other shapes): its classifier reads one gradient norm "
+                           f"per parameter tensor, so the references must be the target's network (a YAML recipe "
+                           f"with architecture: target, or a Python recipe that builds it)")
+
+
 @ATTACKS.register_class
 class GSA(Attack):
     name = "gsa"
@@ -190,6 +208,7 @@ class GSA(Attack):
         refs = require_references(env, "gsa", minimum=1)
         if refs.pool is None or refs.pool_in is None:
             raise BadInput("gsa needs the reference pool and its memberships (classifier training data)")
+        _check_same_architecture(target, refs.targets)
         ts = self.timesteps(target.num_timesteps)
         kw = {"variant": int(self.gsa_variant), "seed": env.seed, "batch_size": self.batch_size}
         feats = [gradient_features(m, refs.pool, ts, **kw) for m in refs.targets]

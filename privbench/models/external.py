@@ -70,14 +70,18 @@ def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, fa
     channels = int(shape[0])
     ac = schedule.alphas_cumprod(device)
 
-    def eps_fn(x_t, t, y):
+    def net_eps(net_, x_t, t, y, _extra=None):
+        """ε from one call of ``net_`` (the UNet, or a functional stand-in for it when gsa takes gradients)."""
         if kind == "diffusers":
-            out = net(x_t, t, class_labels=y if num_classes else None, return_dict=False)[0]
+            out = net_(x_t, t, class_labels=y if num_classes else None, return_dict=False)[0]
         else:
-            out = net(x_t, t)
+            out = net_(x_t, t)
         if out.shape[1] != channels:  # learned variance: ε first, then the variance channels
             out = out[:, :channels]
         return to_epsilon(out, x_t, ac[t], pred)
+
+    def eps_fn(x_t, t, y):
+        return net_eps(net, x_t, t, y)
 
     note = (f"external {provenance.get('format')} model, {pred} prediction"
             + ("" if pred == "epsilon" else " converted to eps")
@@ -87,7 +91,8 @@ def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, fa
                 num_classes=num_classes, sample_shape=list(map(int, shape)),
                 parameters=int(sum(p.numel() for p in net.parameters())))
     tgt = Target(name, "external", net, schedule, device, num_classes, clip_sample=facts.get("clip_sample", True),
-                 note=note, eps_fn=eps_fn, meta={"shape": tuple(int(s) for s in shape), "provenance": prov})
+                 note=note, eps_fn=eps_fn, net_eps=net_eps,
+                 meta={"shape": tuple(int(s) for s in shape), "provenance": prov})
     return tgt
 
 

@@ -30,7 +30,8 @@ class Target:
     def __init__(self, name: str, method: str, model: torch.nn.Module, schedule: Schedule, device,
                  num_classes: int | None, *, extra: int | None = None, clip_sample: bool = True,
                  note: str = "", sampler: Callable | None = None,
-                 eps_fn: Callable | None = None, uploads: Uploads | None = None, meta: dict | None = None):
+                 eps_fn: Callable | None = None, uploads: Uploads | None = None, meta: dict | None = None,
+                 net_eps: Callable | None = None):
         self.name = name
         self.method = method
         self.model = model.eval() if model is not None else None
@@ -42,6 +43,10 @@ class Target:
         self.note = note
         self._sampler = sampler
         self._eps_fn = eps_fn
+        #: ``net_eps(net, x_t, t, y, extra)``: ε from one call of ``net`` — the target's model or a functional
+        #: stand-in with other parameters — when ``eps_fn`` is that one network plus a differentiable conversion
+        #: (an outside model's call convention and prediction type), so gradients can be taken through it
+        self._net_eps = net_eps
         self.uploads = uploads
         self.meta = meta or {}
         self.alphas_cumprod = schedule.alphas_cumprod(self.device)
@@ -67,8 +72,16 @@ class Target:
 
     @property
     def white_box(self) -> bool:
-        """True when ``predict_noise`` is one network, ``model(x_t, t, y, extra)`` (gradients can be taken)."""
-        return self.model is not None and self._eps_fn is None
+        """True when ``predict_noise`` is one network, ``model``, so gradients can be taken (:meth:`network_eps`);
+        False for a target that composes several (PFDM's pipeline)."""
+        return self.model is not None and (self._eps_fn is None or self._net_eps is not None)
+
+    def network_eps(self, net, x_t: torch.Tensor, t: torch.Tensor, y, extra) -> torch.Tensor:
+        """ε of one call of ``net`` in this target's convention, with gradients (white-box targets only): privbench's
+        own ``net(x_t, t, y, extra)``, or an outside model's call and prediction-type conversion."""
+        if self._net_eps is not None:
+            return self._net_eps(net, x_t, t, y, extra)
+        return net(x_t, t, y, extra)
 
     # ------------------------------------------------------------------ queries
     def _check(self, x_t, t, y):

@@ -83,6 +83,14 @@ def load_recipe(path) -> dict:
             raise BadInput(f"--reference-recipe {path}: {key}={v!r} must be {'an integer' if typ is int else 'a number'}"
                            f" in {span}")
         clean[key] = typ(v)
+    arch = spec.get("architecture", "recipe")
+    if arch not in ("recipe", "target"):
+        raise BadInput(f"--reference-recipe {path}: architecture={arch!r}: recipe (block_out_channels, "
+                       f"layers_per_block) or target (the outside model's own UNet2DModel config, fresh weights)")
+    if arch == "target" and ("block_out_channels" in spec or "layers_per_block" in spec):
+        raise BadInput(f"--reference-recipe {path}: architecture: target takes the target's own config; drop "
+                       f"block_out_channels/layers_per_block")
+    clean["architecture"] = arch
     boc = spec.get("block_out_channels", [16, 32])
     if not (isinstance(boc, list) and 1 <= len(boc) <= 6 and all(isinstance(c, int) and 8 <= c <= 1024
                                                                   and c % 8 == 0 for c in boc)):
@@ -101,10 +109,15 @@ def train_shipped(spec: dict, x: torch.Tensor, y: torch.Tensor | None, seed: int
     c, h, _ = x.shape[1:]
     n = len(spec["block_out_channels"])
     torch.manual_seed(seed)
-    unet = UNet2DModel(sample_size=h, in_channels=c, out_channels=c, block_out_channels=tuple(spec["block_out_channels"]),
-                       layers_per_block=spec["layers_per_block"], down_block_types=("DownBlock2D",) * n,
-                       up_block_types=("UpBlock2D",) * n, norm_num_groups=8,
-                       num_class_embeds=target.num_classes or None).train()
+    if spec.get("architecture") == "target":
+        if not isinstance(getattr(target, "model", None), UNet2DModel):
+            raise BadInput("--reference-recipe: architecture: target needs a diffusers UNet2DModel target")
+        unet = UNet2DModel.from_config(target.model.config).train()  # the target's network, fresh weights
+    else:
+        unet = UNet2DModel(sample_size=h, in_channels=c, out_channels=c,
+                           block_out_channels=tuple(spec["block_out_channels"]), layers_per_block=spec["layers_per_block"],
+                           down_block_types=("DownBlock2D",) * n, up_block_types=("UpBlock2D",) * n, norm_num_groups=8,
+                           num_class_embeds=target.num_classes or None).train()
     s = target.schedule
     sched = DDPMScheduler(num_train_timesteps=int(s.num_timesteps), beta_start=float(s.beta_start),
                           beta_end=float(s.beta_end), beta_schedule=str(s.beta_schedule))

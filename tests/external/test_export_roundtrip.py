@@ -88,6 +88,31 @@ def test_attack_on_the_export_gives_the_native_scores(trained, runs_dir, tmp_pat
     assert ext["dataset"] == "digits" and ext["provenance"]["members"]["kind"] == "dataset-indices"
 
 
+def test_gsa_gradients_on_the_export_equal_the_native_targets(trained, tmp_path):
+    """gsa takes per-record gradients through an outside model's own call (diffusers' ``class_labels``,
+    ``return_dict``) and prediction-type conversion (``Target.network_eps``): on the export of a native target the
+    per-parameter gradient norms are the native ones (before, every outside model was refused as "composing
+    several networks")."""
+    from privbench.attacks.base import Records
+    from privbench.attacks.gsa import gradient_features
+    from privbench.models.external import load_external
+    from privbench.runs import train as api
+
+    kind, method, cfg = trained
+    _export(method.ctx.run_dir, tmp_path / "export")
+    native = api.load_target(method.ctx.run_dir, device="cpu")
+    outside = load_external(tmp_path / "export", device="cpu")[0]
+    assert outside.white_box and native.white_box
+    idx = method.ctx.split.members[:6]
+    x, y = method.ctx.records(idx)
+    recs = Records(x, y, torch.ones(len(idx), dtype=torch.long), torch.as_tensor(idx))
+    for variant in (1, 2):
+        a, b = (gradient_features(t, recs, [10, 200, 600], variant=variant, seed=0, batch_size=4)
+                for t in (native, outside))
+        # one norm per parameter tensor; the two networks list their tensors in another order (label_emb last)
+        assert a.shape == b.shape and np.allclose(np.sort(a, 1), np.sort(b, 1), rtol=1e-4, atol=1e-7)
+
+
 def test_export_refuses_to_overwrite(trained, tmp_path):
     kind, method, cfg = trained
     out = tmp_path / "taken"
