@@ -78,7 +78,9 @@ def test_recipe_files_are_checked_and_a_python_recipe_is_imported_only_when_name
     with pytest.raises(BadInput, match="importing it failed"):
         load_recipe(tmp_path / "boom.py")
     for text, msg in [("model: UNet2DModel\nsteps: 0\n", "steps=0"), ("model: UNet2DModel\nlr: 2\n", "lr=2"),
-                      ("model: UNet2DModel\nsteppes: 3\n", "unknown keys"), ("[1, 2]\n", "expected a mapping")]:
+                      ("model: UNet2DModel\nsteppes: 3\n", "unknown keys"), ("[1, 2]\n", "expected a mapping"),
+                      ("model: UNet2DModel\narchitecture: mine\n", "architecture='mine'"),
+                      ("model: UNet2DModel\narchitecture: target\nlayers_per_block: 2\n", "drop block_out_channels")]:
         (tmp_path / "r.yaml").write_text(text)
         with pytest.raises(BadInput, match=msg):
             load_recipe(tmp_path / "r.yaml")
@@ -137,3 +139,24 @@ def test_reference_data_as_dataset_indices_reads_the_targets_dataset(memorized, 
     code, _, err = cli(*base, "--members", memorized["members"], "--nonmembers", memorized["nonmembers"],
                        "--reference-data", tmp_path / "reference.npy")
     assert code == 2 and "--dataset" in err and "Traceback" not in err
+
+
+def test_gsa_on_an_outside_model_needs_references_of_its_architecture(memorized, tmp_path):
+    """gsa's classifier reads one gradient norm per parameter tensor: references of another architecture are refused
+    in one line (exit 2); ``architecture: target`` trains the outside model's own UNet2DModel config, and gsa runs."""
+    data = _reference_data(tmp_path)
+    base = ["attack", "--model", memorized["pipeline"], "--members", memorized["members"], "--nonmembers",
+            memorized["nonmembers"], "--attack", "gsa", "--reference-data", data, "--set", "attack.n_reference=2",
+            "--runs-dir", tmp_path / "runs", "--device", "cpu", "--json"]
+    other = tmp_path / "other.yaml"
+    other.write_text("model: UNet2DModel\nsteps: 20\nlr: 0.002\nbatch: 32\nblock_out_channels: [8, 16]\n")
+    code, _, err = cli(*base, "--reference-recipe", other)
+    assert code == 2 and "another architecture" in err and "Traceback" not in err
+    same = tmp_path / "same.yaml"
+    same.write_text("model: UNet2DModel\narchitecture: target\nsteps: 60\nlr: 0.002\nbatch: 32\n")
+    code, out, err = cli(*base, "--reference-recipe", same)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["label"] == "gsa" and res["provenance"]["references"]["recipe"]["spec"]["architecture"] == "target"
+    assert res["figures"]["n_features"] == len(list(
+        __import__("diffusers").UNet2DModel.from_pretrained(str(memorized["pipeline"] / "unet")).parameters()))
