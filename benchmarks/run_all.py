@@ -1,6 +1,7 @@
 """What ``make bench`` runs: the tiny suites → the committed reports ``reports/tiny/`` and
 ``reports/tiny-references/``, the text-to-image suite (benchmarks/text_to_image.py → ``reports/text-to-image/``),
-then the perf scripts.
+the tiny-references target as an outside model (benchmarks/outside_references.py →
+``reports/tiny-references-outside/``), then the perf scripts.
 
 1. ``privbench bench --suite S`` for S in tiny, tiny-references (cached and resumable: training and attacks reuse
    the run store, so a rerun with the cache takes seconds) into ``runs/bench-S``;
@@ -111,6 +112,10 @@ def main() -> int:
         print(f"\n=== text_to_image.py: {' '.join(cmd[2:])}", flush=True)
         r = subprocess.run(cmd)
         failed += r.returncode != 0
+        if not a.preset:  # the tiny-references target as an outside model (its export is made by the script)
+            cmd = [sys.executable, str(ROOT / "benchmarks" / "outside_references.py"), "--runs-dir", str(runs)]
+            print(f"\n=== outside_references.py: {' '.join(cmd[2:])}", flush=True)
+            failed += subprocess.run(cmd).returncode != 0
 
     ratios: list[str] = []
     if not a.skip_perf:
