@@ -186,9 +186,13 @@ def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, se
                     folder = train_shipped(recipe["spec"], xi, yi, seed * 1000 + i, ref_dir, tgt)
                 else:
                     folder = Path(recipe["train"]({"images": xi.clone(), "labels": yi.clone()}, seed * 1000 + i))
-                atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "folder": str(folder),
+                # inside the reference's own folder (the shipped recipe): stored relative, so a moved run store
+                # still finds it; a Python recipe may return a folder elsewhere (stored as given)
+                where, home = folder.resolve(), ref_dir.resolve()
+                rel = where.relative_to(home) if where.is_relative_to(home) else where
+                atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "folder": str(rel),
                                          "recipe_sha256": recipe["sha256"]})
-            folder = Path(json.loads(done.read_text())["folder"])
+            folder = ref_dir / json.loads(done.read_text())["folder"]  # an absolute path stays itself
         targets.append(load_external(folder, device=device, name=f"reference-{i}")[0])
     in_masks = np.zeros((n, len(ext.records)), dtype=bool)  # disjoint data: every reference is OUT on every record
     pool = Records(x[torch.as_tensor(~pop)], y[torch.as_tensor(~pop)], torch.zeros(int((~pop).sum()), dtype=torch.long),

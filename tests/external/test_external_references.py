@@ -38,6 +38,13 @@ def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized,
     # a rerun trains nothing and reuses the results
     code, out, err = cli(*args)
     assert code == 0 and "training reference model" not in err
+    # a moved run store still finds its references (train_done.json names the folder relative to the reference)
+    (tmp_path / "runs").rename(tmp_path / "moved")
+    moved = [a if a != tmp_path / "runs" else tmp_path / "moved" for a in args]
+    moved[moved.index("lira,qmia")] = "rmia"
+    code, out, err = cli(*moved)
+    assert code == 0, err
+    assert "training reference model" not in err and json.loads(out)["provenance"]["references"]["n_reference"] == 2
 
 
 def test_reference_attacks_without_a_recipe_or_with_overlapping_data_are_refused(memorized, tmp_path):
