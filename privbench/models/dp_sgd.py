@@ -42,9 +42,9 @@ from ..core.io import atomic_write_json, read_json_or_none
 from ..core.mechanisms import (
     SECURE,
     SEEDED_NOISE_LABEL,
-    add_noise,
     noise_generator,
     noise_source_basis,
+    noisy_mean,
     poisson_sample,
     secure_generator,
 )
@@ -313,13 +313,16 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
         n_clipped += (norms > plan.max_grad_norm).sum()
     if summed is None:  # an empty Poisson sample (on this rank): the noise alone
         summed = [torch.zeros_like(p) for p in ps.params]
-    if not dist or distributed.is_main():  # the noise, drawn once
-        summed = add_noise(summed, plan.noise_std, noise_generator(plan.noise_source, generator))
-    if dist:
-        *summed, loss_sum, n_clipped = distributed.all_reduce_sum([*summed, loss_sum, n_clipped])
-    grads = summed
-    torch._foreach_div_(grads, plan.expected_batch)
-    stats = {"loss": loss_sum / max(n, 1), "clipped": n_clipped / max(n, 1), "batch": n}
+    reduced = {"loss": loss_sum, "clipped": n_clipped}
+
+    def all_reduce(noised):  # one all-reduce of the ranks' noised shares and the stats
+        *noised, reduced["loss"], reduced["clipped"] = distributed.all_reduce_sum([*noised, loss_sum, n_clipped])
+        return noised
+
+    # the release: core's Gaussian mechanism; under torchrun the noise is drawn once, by rank 0
+    grads = noisy_mean(summed, plan.noise_std if not dist or distributed.is_main() else 0.0, plan.expected_batch,
+                       noise_generator(plan.noise_source, generator), all_reduce if dist else None)
+    stats = {"loss": reduced["loss"] / max(n, 1), "clipped": reduced["clipped"] / max(n, 1), "batch": n}
     if n == 0:
         stats.pop("loss")
     return grads, stats

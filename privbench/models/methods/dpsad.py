@@ -54,7 +54,7 @@ from torch import nn
 from ...core.config import register_section, setting
 from ...core.errors import BadInput, WorkFailed
 from ...core.io import atomic_write_json
-from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, sanitize_per_record
+from ...core.mechanisms import noise_generator, noise_source_basis, noisy_mean, sanitize_per_record
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from ...privacy.claims import CLAIMED_BY_PAPER
@@ -336,8 +336,8 @@ class DPSAD(Method):
             if m == 0:  # DP-SGD still releases noise on an empty Poisson sample; the paper's noise is per record
                 zeros = [torch.zeros_like(p) for p in params]
                 if mode == "sound":
-                    zeros = [z / plan.expected_batch
-                             for z in add_noise(zeros, plan.noise_std, noise_generator(plan.noise_source, g))]
+                    zeros = noisy_mean(zeros, plan.noise_std, plan.expected_batch,
+                                       noise_generator(plan.noise_source, g))
                 return zeros, {"batch": 0}
             with torch.no_grad():
                 x_teacher = denoised(x_r, teacher(x_r, r, yb if cond else None), a)
