@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import torch
@@ -176,10 +176,18 @@ def add_noise(summed: Sequence[torch.Tensor], noise_std: float, generator: Sourc
     return out
 
 
-def noisy_mean(summed: Sequence[torch.Tensor], noise_std: float, expected_batch: float,
-               generator: Source) -> list[torch.Tensor]:
-    """(Σᵢ clip_C(gᵢ) + N(0, noise_std² I)) / E[B]: the released DP-SGD gradient from the clipped sum."""
-    return [g / expected_batch for g in add_noise(summed, noise_std, generator)]
+def noisy_mean(summed: Sequence[torch.Tensor], noise_std: float, expected_batch: float, generator: Source,
+               combine: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
+    """(Σᵢ clip_C(gᵢ) + N(0, noise_std² I)) / E[B]: the released DP-SGD gradient from the clipped sum.
+
+    ``combine`` runs on the noised sums before the division: under torchrun (models/dp_sgd.py) it is the all-reduce
+    over the ranks' shares, and the ranks other than 0 pass ``noise_std=0`` so that the noise is drawn once. The
+    division is one ``_foreach_div`` because on CUDA ``tensor / python_float`` multiplies by the reciprocal
+    (up to one bit off a true division) while the foreach kernel divides: one kernel on every device."""
+    noised = add_noise(summed, noise_std, generator)
+    if combine is not None:
+        noised = combine(noised)
+    return list(torch._foreach_div(list(noised), expected_batch))
 
 
 def privatize(per_sample: Sequence[torch.Tensor], max_norm: float, noise_multiplier: float, expected_batch: float,

@@ -1,5 +1,6 @@
-"""The DP-SGD plan and training loop shared by the DP methods (dpdm, dpsad): Poisson sampling, per-record clipped
-gradients, Gaussian noise on their sum (``privbench.core.mechanisms``), Adam, EMA, checkpoints, accounting.
+"""The DP-SGD plan and step shared by the DP methods (dpdm, dpsad, dp-txt2img): Poisson sampling, per-record clipped
+gradients, Gaussian noise on their sum (the release ``privbench.core.mechanisms.noisy_mean``), Adam, accounting. The
+step (:class:`DPSGDStep`) runs in the one training loop (models/loop.py: warm-up, EMA, checkpoints, resume).
 
 Per step: each of the N records joins independently with probability q (``dp.sample_rate``, or
 ``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it.
@@ -35,24 +36,23 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..core import distributed, progress
-from ..core.errors import BadInput, WorkFailed
+from ..core import distributed
+from ..core.errors import BadInput
 from ..core.io import append_log as log
 from ..core.io import atomic_write_json, read_json_or_none
 from ..core.mechanisms import (
     SECURE,
     SEEDED_NOISE_LABEL,
-    add_noise,
     noise_generator,
     noise_source_basis,
+    noisy_mean,
     poisson_sample,
     secure_generator,
 )
 from ..core.seeding import step_generator
-from . import checkpoint as ckpt
 from .debug import debug_log, debug_path
 from .grad_sample import PerSampleGrads
-from .training import EMA
+from .loop import StepStrategy, Summary, train_loop
 
 # --------------------------------------------------------------------------------------------- the plan
 
@@ -163,11 +163,84 @@ def multi_draw_loss(alphas_cumprod: torch.Tensor) -> Callable:
 StepFn = Callable[[int, torch.Tensor, torch.Generator], tuple[list[torch.Tensor], dict]]
 
 
+class DPSGDStep(StepStrategy):
+    """A DP-SGD step: the Poisson sample of the step, ``step_fn(step, idx, generator)`` for the privatized
+    gradient of each trainable parameter, Adam. ``extra_modules`` and ``extra_optims`` (e.g. a discriminator) are
+    checkpointed and resumed with the model; ``meta`` joins the checkpoint manifest."""
+
+    bar_suffix = " (DP-SGD)"
+
+    def __init__(self, plan: DPPlan, step_fn: StepFn, *, extra_modules: dict[str, nn.Module] | None = None,
+                 extra_optims: dict[str, torch.optim.Optimizer] | None = None, meta: dict | None = None):
+        self.plan, self.step_fn, self.meta = plan, step_fn, meta or {}
+        self.modules = extra_modules or {}
+        self.optims = extra_optims or {}
+        self.plan_json = asdict(plan)
+        self.params: list[torch.Tensor] = []
+
+    def extra_modules(self):
+        return self.modules
+
+    def optimizer(self, model, tcfg):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        return torch.optim.Adam(self.params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+
+    def state(self):
+        return {"plan": self.plan_json, **self.meta}
+
+    def check_resume(self, state, spath):
+        if state.get("plan") != json.loads(json.dumps(self.plan_json)):
+            raise BadInput(f"checkpoint {spath}: was trained under another DP plan ({state.get('plan')}); "
+                           f"delete it to retrain")
+
+    def optim_state(self, opt):
+        return {"model": opt.state_dict(), **{k: o.state_dict() for k, o in self.optims.items()}}
+
+    def load_optim_state(self, opt, saved):
+        opt.load_state_dict(saved["model"])
+        for oname, o in self.optims.items():
+            o.load_state_dict(saved[oname])
+
+    def prepare(self, run):
+        if getattr(run.tcfg, "compile", False):
+            log(run.run_dir, f"[{run.name}] train.compile: not applied to the DP-SGD loop (per-record gradient hooks)")
+
+    def gradients(self, step, run):
+        plan, device = self.plan, run.device
+        secure = plan.noise_source == "secure"
+        dist = distributed.is_distributed()
+        if secure and dist:  # one secure seed and one Poisson sample for all ranks, drawn on rank 0
+            g = distributed.secure_generator_from_main(device)
+            idx = distributed.poisson_sample_from_main(plan.n_records, plan.sample_rate, device)
+        else:
+            g = secure_generator(device) if secure else step_generator(run.seed, step, device)
+            idx = poisson_sample(plan.n_records, plan.sample_rate, SECURE if secure else g, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.bf16):  # per-record math stays fp32
+            grads, stats = self.step_fn(step, idx, g)
+        if secure and dist:
+            # dp_sgd_gradient already agrees on every rank (one all-reduce, noise from rank 0); a step function
+            # that releases noise outside it (DP-SAD's paper mode, an empty sample) drew its own on each rank:
+            # rank 0's release is the one every rank applies, so the noise is drawn once
+            grads = distributed.broadcast_from_main(list(grads))
+        for p, gr in zip(self.params, grads):
+            p.grad = gr
+        return stats
+
+    def summarize(self, sums, n, step, run):
+        avg = {k: float(v) / n for k, v in sums.items()}  # the one host sync of the interval
+        # the statistics are un-noised functions of the private records: debug output only (never log.txt, never
+        # the progress bar); log.txt gets the step and the learning rate
+        debug_log(run.run_dir, run.name, f"[{run.name}] step {step}/{run.steps} "
+                  + " ".join(f"{k} {v:.4g}" for k, v in avg.items()))
+        return Summary(avg.get("loss", 0.0), private_log=debug_path(run.run_dir, run.name))
+
+
 def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: str, seed: int, device,
                  step_fn: StepFn, extra_modules: dict[str, nn.Module] | None = None,
                  extra_optims: dict[str, torch.optim.Optimizer] | None = None, desc: str | None = None,
                  meta: dict | None = None) -> nn.Module:
-    """Private training of ``model`` for ``plan.steps`` steps; returns its EMA copy (eval mode).
+    """Private training of ``model`` for ``plan.steps`` steps; returns its EMA copy (eval mode): the one training
+    loop (models/loop.py) with a :class:`DPSGDStep`.
 
     Each step draws the Poisson sample (indices into the N records) from the step's generator and calls
     ``step_fn(step, idx, generator)``, which returns the gradient to apply to each trainable parameter of
@@ -177,104 +250,9 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     checkpoint. Under ``plan.noise_source == "secure"`` the step's generator is seeded from OS entropy and the
     Poisson sample is drawn from OS entropy (the subsampling analysis assumes nobody knows who was sampled).
     """
-    device = torch.device(device)
-    steps = plan.steps
-    main = distributed.is_main()
-    run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
-    if main:
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.clean(ckpt_dir, name)
-    distributed.barrier()  # no rank reads the checkpoint while rank 0 tidies it
-    spath = ckpt.checkpoint_paths(ckpt_dir, name)[2]
-    extra_modules = extra_modules or {}
-    extra_optims = extra_optims or {}
-    model.to(device)
-    if getattr(tcfg, "channels_last", False):
-        model.to(memory_format=torch.channels_last)
-    params = [p for p in model.parameters() if p.requires_grad]
-    ema = EMA(model, tcfg.ema_decay)
-    opt = torch.optim.Adam(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-    plan_json = asdict(plan)
-    start = 0
-    state = ckpt.read_state(ckpt_dir, name)
-    if state is not None:
-        if state.get("plan") != json.loads(json.dumps(plan_json)):
-            raise BadInput(f"checkpoint {spath}: was trained under another DP plan ({state.get('plan')}); "
-                           f"delete it to retrain")
-        ckpt.load_checkpoint_modules(ckpt_dir, name, {"model": model, "ema": ema.model, **extra_modules}, device,
-                                     state)
-        start = int(state["step"])
-        if start >= steps:
-            return ema.model.eval()
-        optims = ckpt.load_checkpoint_optimizer(ckpt_dir, name, state)
-        opt.load_state_dict(optims["model"])
-        for oname, o in extra_optims.items():
-            o.load_state_dict(optims[oname])
-        log(run_dir, f"[{name}] resumed from checkpoint at step {start}/{steps}")
-
-    def checkpoint(step):  # weights, optimizers and step as one unit (models/checkpoint.py)
-        ckpt.save_checkpoint(ckpt_dir, name, ckpt.module_tensors({"model": model, "ema": ema.model, **extra_modules}),
-                             {"step": step, "steps": steps, "plan": plan_json, **(meta or {})},
-                             optim_state={"model": opt.state_dict(),
-                                          **{k: o.state_dict() for k, o in extra_optims.items()}},
-                             meta={"step": step})
-
-    if getattr(tcfg, "compile", False):
-        log(run_dir, f"[{name}] train.compile: not applied to the DP-SGD loop (per-record gradient hooks)")
-    bf16 = getattr(tcfg, "precision", "fp32") == "bf16"
-    n = plan.n_records
-    dist = distributed.is_distributed()
-    if dist:  # dropout draws from the default RNG: each rank its own stream (fixed by the seed)
-        torch.manual_seed(distributed.rank_seed(seed, start))
-    model.train()
-    stats_acc: dict[str, torch.Tensor | float] = {}  # summed on the device; read back once per log interval
-    n_acc = 0
-    bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name} (DP-SGD)", unit="step")
-    secure = plan.noise_source == "secure"
-    for step in range(start, steps):
-        if secure and dist:  # one secure seed and one Poisson sample for all ranks, drawn on rank 0
-            g = distributed.secure_generator_from_main(device)
-            idx = distributed.poisson_sample_from_main(n, plan.sample_rate, device)
-        else:
-            g = secure_generator(device) if secure else step_generator(seed, step, device)
-            idx = poisson_sample(n, plan.sample_rate, SECURE if secure else g, device)
-        lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
-        for group in opt.param_groups:
-            group["lr"] = lr
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):  # per-record math stays fp32
-            grads, stats = step_fn(step, idx, g)
-        if secure and dist:
-            # dp_sgd_gradient already agrees on every rank (one all-reduce, noise from rank 0); a step function
-            # that releases noise outside it (DP-SAD's paper mode, an empty sample) drew its own on each rank:
-            # rank 0's release is the one every rank applies, so the noise is drawn once
-            grads = distributed.broadcast_from_main(list(grads))
-        for p, gr in zip(params, grads):
-            p.grad = gr
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        ema.update(model)
-        for k, v in stats.items():
-            stats_acc[k] = stats_acc.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
-        n_acc += 1
-        if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
-            avg = {k: float(v) / n_acc for k, v in stats_acc.items()}  # the one host sync of the interval
-            loss = avg.get("loss", 0.0)
-            # the statistics are un-noised functions of the private records: debug output only (never log.txt,
-            # never the progress bar); log.txt gets the step and the learning rate
-            debug_log(run_dir, name, f"[{name}] step {step + 1}/{steps} "
-                      + " ".join(f"{k} {v:.4g}" for k, v in avg.items()))
-            if not math.isfinite(loss):
-                log(run_dir, f"[{name}] training diverged (non-finite loss) at step {step + 1}; stopping")
-                raise WorkFailed(f"training {name} diverged (non-finite loss) at step {step + 1}; see "
-                                 f"{debug_path(run_dir, name)}")
-            log(run_dir, f"[{name}] step {step + 1}/{steps} lr {lr:.2e}")
-            stats_acc, n_acc = {}, 0
-        bar.update(1)
-        if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
-            checkpoint(step + 1)  # a no-op on ranks other than 0
-    bar.close()
-    distributed.barrier()  # the other ranks may read the final checkpoint next
-    return ema.model.eval()
+    strategy = DPSGDStep(plan, step_fn, extra_modules=extra_modules, extra_optims=extra_optims, meta=meta)
+    return train_loop(model, strategy, tcfg, ckpt_dir, name=name, seed=seed, device=device, steps=plan.steps,
+                      desc=desc)
 
 
 def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.Tensor, ...], plan: DPPlan,
@@ -313,13 +291,16 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
         n_clipped += (norms > plan.max_grad_norm).sum()
     if summed is None:  # an empty Poisson sample (on this rank): the noise alone
         summed = [torch.zeros_like(p) for p in ps.params]
-    if not dist or distributed.is_main():  # the noise, drawn once
-        summed = add_noise(summed, plan.noise_std, noise_generator(plan.noise_source, generator))
-    if dist:
-        *summed, loss_sum, n_clipped = distributed.all_reduce_sum([*summed, loss_sum, n_clipped])
-    grads = summed
-    torch._foreach_div_(grads, plan.expected_batch)
-    stats = {"loss": loss_sum / max(n, 1), "clipped": n_clipped / max(n, 1), "batch": n}
+    reduced = {"loss": loss_sum, "clipped": n_clipped}
+
+    def all_reduce(noised):  # one all-reduce of the ranks' noised shares and the stats
+        *noised, reduced["loss"], reduced["clipped"] = distributed.all_reduce_sum([*noised, loss_sum, n_clipped])
+        return noised
+
+    # the release: core's Gaussian mechanism; under torchrun the noise is drawn once, by rank 0
+    grads = noisy_mean(summed, plan.noise_std if not dist or distributed.is_main() else 0.0, plan.expected_batch,
+                       noise_generator(plan.noise_source, generator), all_reduce if dist else None)
+    stats = {"loss": reduced["loss"] / max(n, 1), "clipped": reduced["clipped"] / max(n, 1), "batch": n}
     if n == 0:
         stats.pop("loss")
     return grads, stats

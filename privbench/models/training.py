@@ -1,4 +1,6 @@
-"""The denoiser training loop: AdamW, warm-up, grad clipping, EMA, checkpoints and exact resume.
+"""Non-private denoiser training: the DDPM loss, its step strategy (AdamW, grad clipping, DDP) and
+:func:`train_denoiser`, which runs it in the one training loop (models/loop.py: warm-up, EMA, checkpoints and
+exact resume).
 
 Randomness is drawn per step from a generator seeded by (seed, step), so a run resumed from a checkpoint
 follows exactly the trajectory of an uninterrupted one, and the same config + seed gives the same weights
@@ -6,8 +8,6 @@ on CPU.
 """
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -15,11 +15,11 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..core import distributed, progress
-from ..core.errors import BadInput, WorkFailed
-from ..core.io import append_log as log
+from ..core import distributed
+from ..core.errors import BadInput
 from ..core.seeding import step_generator
 from . import checkpoint as ckpt
+from .loop import StepStrategy, Summary, train_loop
 
 
 @dataclass
@@ -35,23 +35,6 @@ class TrainData:
         return self.x.shape[0]
 
 
-class EMA:
-    """Exponential moving average of parameters (buffers copied)."""
-
-    def __init__(self, model: nn.Module, decay: float):
-        self.decay = decay
-        self.model = copy.deepcopy(model).eval()
-        for p in self.model.parameters():
-            p.requires_grad_(False)
-
-    @torch.no_grad()
-    def update(self, model: nn.Module) -> None:
-        ema_p = list(self.model.parameters())
-        torch._foreach_lerp_(ema_p, [p.detach() for p in model.parameters()], 1.0 - self.decay)
-        for eb, b in zip(self.model.buffers(), model.buffers()):
-            eb.copy_(b)
-
-
 def diffusion_loss(model: nn.Module, x0, y, extra, t, noise, alphas_cumprod) -> torch.Tensor:
     """Per-record DDPM simple loss ‖ε − ε_θ(x_t, t)‖² (mean over pixels), shape (B,)."""
     a = alphas_cumprod[t].view(-1, 1, 1, 1)
@@ -60,10 +43,87 @@ def diffusion_loss(model: nn.Module, x0, y, extra, t, noise, alphas_cumprod) -> 
     return ((eps - noise) ** 2).flatten(1).mean(1)
 
 
+class PlainStep(StepStrategy):
+    """The non-private step: a batch of ``tcfg.batch_size`` records drawn with replacement (or by ``data.weights``),
+    t uniform on [lo, hi], the per-record loss averaged, backward, global grad-norm clipping, AdamW.
+
+    Under torchrun the model is wrapped in DistributedDataParallel. Every rank draws the global batch (indices, t,
+    noise) from the same step generator and computes the loss on its own contiguous slice, weighted so that DDP's
+    average over ranks is the mean over the global batch: the step is the single-process step."""
+
+    def __init__(self, data: TrainData, alphas_cumprod: torch.Tensor, tcfg, device, t_range: tuple[int, int],
+                 loss_fn: Callable):
+        self.data, self.tcfg, self.t_range, self.loss_fn = data, tcfg, t_range, loss_fn
+        self.batch = tcfg.batch_size
+        distributed.check_global_batch(self.batch)
+        self.ac = alphas_cumprod.to(torch.device(device))
+        self.net: nn.Module | None = None
+
+    def optimizer(self, model, tcfg):
+        return torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+
+    def prepare(self, run):
+        net = run.model
+        if distributed.is_distributed():
+            from torch.nn.parallel import DistributedDataParallel
+
+            device = run.device
+            net = DistributedDataParallel(net, device_ids=[device.index if device.index is not None
+                                                           else torch.cuda.current_device()]
+                                          if device.type == "cuda" else None)
+        if getattr(self.tcfg, "compile", False):
+            net = torch.compile(net)
+        self.net = net
+
+    def batch_draws(self, step, run):
+        """(x0, y, extra, t, noise) of this rank's share of step ``step``'s global batch."""
+        data, device, B = self.data, run.device, self.batch
+        g = step_generator(run.seed, step, device)
+        if data.weights is None:
+            idx = torch.randint(0, len(data), (B,), generator=g, device=device)
+        else:
+            idx = torch.multinomial(data.weights, B, replacement=True, generator=g)
+        lo, hi = self.t_range
+        t = torch.randint(lo, hi + 1, (B,), generator=g, device=device)
+        noise = torch.randn((B, *data.x.shape[1:]), generator=g, device=device)
+        if distributed.is_distributed():  # this rank's slice of the global batch (all ranks drew the same one)
+            r_lo, r_hi = distributed.shard(B)
+            idx, t, noise = idx[r_lo:r_hi], t[r_lo:r_hi], noise[r_lo:r_hi]
+        x0 = data.x[idx]
+        if run.channels_last:
+            x0 = x0.contiguous(memory_format=torch.channels_last)
+            noise = noise.contiguous(memory_format=torch.channels_last)
+        return (x0, data.y[idx] if data.y is not None else None,
+                data.extra[idx] if data.extra is not None else None, t, noise)
+
+    def gradients(self, step, run):
+        x0, y, extra, t, noise = self.batch_draws(step, run)
+        with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=run.bf16):
+            losses = self.loss_fn(self.net, x0, y, extra, t, noise, self.ac)
+        world = distributed.world_size()
+        if world > 1:
+            if losses.dim() != 1:
+                raise ValueError("train_denoiser under torchrun: loss_fn must return one loss per record")
+            loss = losses.float().sum() * (world / self.batch)  # DDP averages over ranks: the global-batch mean
+        else:
+            loss = losses.float().mean()
+        loss.backward()
+        if self.tcfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(run.model.parameters(), self.tcfg.grad_clip)
+        return {"loss": loss.detach()}
+
+    def summarize(self, sums, n, step, run):
+        # one host sync per log interval, not per step; under torchrun the mean over ranks (each rank's loss is its
+        # slice's share, so the sum over ranks / world is the global-batch loss)
+        avg = float(distributed.all_reduce_sum([sums["loss"]])[0]) / distributed.world_size() / n
+        return Summary(avg, shown=f"loss {avg:.5f} ", postfix=f"{avg:.4f}")
+
+
 def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tensor, tcfg, ckpt_dir: Path, *,
                    name: str, seed: int, device, t_range: tuple[int, int] | None = None, desc: str | None = None,
                    steps: int | None = None, loss_fn: Callable | None = None) -> nn.Module:
-    """Train ``model`` (ε-prediction) on ``data`` and return its EMA copy (eval mode).
+    """Train ``model`` (ε-prediction) on ``data`` and return its EMA copy (eval mode): :func:`train_loop`
+    (models/loop.py) with a :class:`PlainStep`.
 
     t is drawn uniformly from ``t_range`` = [lo, hi] inclusive (model timesteps; default all of [0, T−1]).
     Checkpoints ``<name>.safetensors`` (+ optimizer, + state json) every ``tcfg.checkpoint_every`` steps and
@@ -73,116 +133,14 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     ``tcfg.channels_last`` and ``tcfg.compile`` change how the steps run, not what they compute. The loop never
     waits for the device inside a step: the loss is read back once per ``log_every`` steps.
 
-    Under torchrun (privbench.core.distributed) the model is wrapped in DistributedDataParallel. Every rank draws
-    the global batch of ``tcfg.batch_size`` records (indices, t, noise) from the same step generator and computes
-    the loss on its own contiguous slice, weighted so that DDP's average over ranks is the mean over the global
-    batch: the step is the single-process step. Rank 0 alone writes checkpoints and logs (the other ranks' writes
-    are no-ops: core/io.is_writer). ``loss_fn`` must return one loss per record.
+    Under torchrun (privbench.core.distributed) see :class:`PlainStep`; rank 0 alone writes checkpoints and logs
+    (the other ranks' writes are no-ops: core/io.is_writer). ``loss_fn`` must return one loss per record.
     """
-    device = torch.device(device)
-    steps = tcfg.steps if steps is None else steps
     T = alphas_cumprod.shape[0]
-    lo, hi = t_range if t_range is not None else (0, T - 1)
-    world = distributed.world_size()
-    B = tcfg.batch_size
-    distributed.check_global_batch(B)
-    if distributed.is_main():
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.clean(ckpt_dir, name)
-    distributed.barrier()  # no rank reads the checkpoint while rank 0 tidies it
-    model.to(device)
-    channels_last = bool(getattr(tcfg, "channels_last", False))
-    if channels_last:
-        model.to(memory_format=torch.channels_last)
-    ema = EMA(model, tcfg.ema_decay)
-    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-    start = 0
-    state = ckpt.read_state(ckpt_dir, name)
-    if state is not None:
-        ckpt.load_checkpoint_modules(ckpt_dir, name, {"model": model, "ema": ema.model}, device, state)
-        start = int(state["step"])
-        if start >= steps:
-            return ema.model
-        opt.load_state_dict(ckpt.load_checkpoint_optimizer(ckpt_dir, name, state))
-        log(ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir,
-            f"[{name}] resumed from checkpoint at step {start}/{steps}")
-    run_dir = ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
-    ac = alphas_cumprod.to(device)
-    loss_fn = loss_fn or diffusion_loss
-    bf16 = getattr(tcfg, "precision", "fp32") == "bf16"
-    net = model
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        net = DistributedDataParallel(model, device_ids=[device.index if device.index is not None
-                                                         else torch.cuda.current_device()]
-                                      if device.type == "cuda" else None)
-    if getattr(tcfg, "compile", False):
-        net = torch.compile(net)
-    r_lo, r_hi = distributed.shard(B)
-    if world > 1:  # dropout draws from the default RNG: each rank its own stream (same seed → same run)
-        torch.manual_seed(distributed.rank_seed(seed, start))
-    n = len(data)
-    model.train()
-    running, n_run = torch.zeros((), device=device), 0
-    bar = progress.bar(total=steps, initial=start, desc=desc or f"train {name}", unit="step")
-
-    def checkpoint(step):  # weights, optimizer and step as one unit (models/checkpoint.py)
-        ckpt.save_checkpoint(ckpt_dir, name, ckpt.module_tensors({"model": model, "ema": ema.model}),
-                             {"step": step, "steps": steps}, optim_state=opt.state_dict(), meta={"step": step})
-
-    for step in range(start, steps):
-        g = step_generator(seed, step, device)
-        if data.weights is None:
-            idx = torch.randint(0, n, (B,), generator=g, device=device)
-        else:
-            idx = torch.multinomial(data.weights, B, replacement=True, generator=g)
-        t = torch.randint(lo, hi + 1, (B,), generator=g, device=device)
-        noise = torch.randn((B, *data.x.shape[1:]), generator=g, device=device)
-        if world > 1:  # this rank's slice of the global batch (all ranks drew the same one)
-            idx, t, noise = idx[r_lo:r_hi], t[r_lo:r_hi], noise[r_lo:r_hi]
-        x0 = data.x[idx]
-        y = data.y[idx] if data.y is not None else None
-        extra = data.extra[idx] if data.extra is not None else None
-        if channels_last:
-            x0 = x0.contiguous(memory_format=torch.channels_last)
-            noise = noise.contiguous(memory_format=torch.channels_last)
-        lr = tcfg.lr * min(1.0, (step + 1) / tcfg.warmup) if tcfg.warmup else tcfg.lr
-        for group in opt.param_groups:
-            group["lr"] = lr
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            losses = loss_fn(net, x0, y, extra, t, noise, ac)
-        if world > 1:
-            if losses.dim() != 1:
-                raise ValueError("train_denoiser under torchrun: loss_fn must return one loss per record")
-            loss = losses.float().sum() * (world / B)  # DDP averages over ranks: the global-batch mean
-        else:
-            loss = losses.float().mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if tcfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
-        opt.step()
-        ema.update(model)
-        running += loss.detach()
-        n_run += 1
-        if (step + 1) % tcfg.log_every == 0 or step + 1 == steps:
-            # one host sync per log interval, not per step; under torchrun the mean over ranks (each rank's loss is
-            # its slice's share, so the sum over ranks / world is the global-batch loss)
-            avg = float(distributed.all_reduce_sum([running])[0]) / world / n_run
-            if not math.isfinite(avg):
-                log(run_dir, f"[{name}] loss diverged to {avg} at step {step + 1}; stopping")
-                raise WorkFailed(f"training {name} diverged (loss {avg}) at step {step + 1}; see {run_dir}/log.txt")
-            log(run_dir, f"[{name}] step {step + 1}/{steps} loss {avg:.5f} lr {lr:.2e}")
-            bar.set_postfix(loss=f"{avg:.4f}")
-            running, n_run = torch.zeros((), device=device), 0
-        bar.update(1)
-        if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == steps:
-            checkpoint(step + 1)  # a no-op on ranks other than 0
-    bar.close()
-    distributed.barrier()  # the other ranks may read the final checkpoint next (is_trained, load_ema)
-    ema.model.eval()
-    return ema.model
+    step = PlainStep(data, alphas_cumprod, tcfg, device, t_range if t_range is not None else (0, T - 1),
+                     loss_fn or diffusion_loss)
+    return train_loop(model, step, tcfg, ckpt_dir, name=name, seed=seed, device=device,
+                      steps=tcfg.steps if steps is None else steps, desc=desc)
 
 
 def load_ema(model: nn.Module, ckpt_dir: Path, name: str, device) -> nn.Module:

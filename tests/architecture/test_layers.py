@@ -20,8 +20,9 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/data/splits.py", "pfdm"),
     # the public Python API's documented default attack: privbench.attack(target, members, nonmembers, attack="pia")
     ("privbench/__init__.py", "pia"),
-    # the training loss statistic of the DP-SGD loop shares its word with the loss attack
+    # the training loss statistic of the training loop's steps (plain, DP-SGD) shares its word with the loss attack
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
+    ("privbench/models/training.py", "loss"),
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
     ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"),
     # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; its default "loss" is LiRA's own

@@ -48,8 +48,8 @@ def test_un_noised_statistics_are_debug_output_only(dpdm_run, tmp_path, monkeypa
     """Issue 11 item 6: the mean loss, clipped fraction and Poisson batch size of a step are computed from the
     records without noise — outside the DP-SGD ε. They go to debug/model.log (first line: releasing it breaks the
     guarantee), never to log.txt, the progress bar or the privacy block."""
+    from privbench.core import progress
     from privbench.core.mechanisms import SEEDED_NOISE_LABEL
-    from privbench.models import dp_sgd
     from privbench.models.debug import DEBUG_HEADER
     from privbench.runs import train as api
 
@@ -79,7 +79,7 @@ def test_un_noised_statistics_are_debug_output_only(dpdm_run, tmp_path, monkeypa
         def close(self):
             pass
 
-    monkeypatch.setattr(dp_sgd.progress, "bar", Bar)
+    monkeypatch.setattr(progress, "bar", Bar)
     api.train(train_cfg("dpdm", "test", dp__accountant="rdp", train__steps=5, dp__noise_multiplicity=1), tmp_path,
               "cpu")
     assert postfix == []  # the progress bar shows no un-noised loss

@@ -207,6 +207,40 @@ def test_sparse_poisson_sampling_with_empty_batches(tmp_path, mode):
     assert all(torch.isfinite(v).all() for v in student.model.state_dict().values())
 
 
+@pytest.mark.parametrize("mode", ["sound", "paper"])
+def test_student_resume_equals_uninterrupted(tmp_path, monkeypatch, mode):
+    """DistillStep in the one training loop: a student run killed after its step-10 checkpoint and restarted ends
+    with exactly the weights (student, EMA, discriminator) of an uninterrupted one."""
+    from safetensors.torch import load_file
+
+    from privbench.models.methods import dpsad as mod
+    from privbench.runs import train as api
+
+    cfg = train_cfg("dpsad", "test", dpsad__mode=mode, dpsad__teacher_steps=2)
+    a = api.train(cfg, tmp_path / "a", "cpu")
+    fn = "dp_sgd_gradient" if mode == "sound" else "paper_gradient"
+    real = getattr(mod, fn)
+    calls = {"n": 0}
+
+    def flaky(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 15:
+            raise KeyboardInterrupt  # killed after the step-10 checkpoint
+        return real(*args, **kw)
+
+    monkeypatch.setattr(mod, fn, flaky)
+    with pytest.raises(KeyboardInterrupt):
+        api.train(cfg, tmp_path / "b", "cpu")
+    monkeypatch.setattr(mod, fn, real)
+    run_b = next((tmp_path / "b").iterdir())
+    assert json.loads((run_b / "checkpoints" / "student.state.json").read_text())["step"] == 10
+    b = api.train(cfg, tmp_path / "b", "cpu")
+    assert "[student] resumed from checkpoint at step 10/20" in (b.ctx.run_dir / "log.txt").read_text()
+    wa, wb = (load_file(str(m.ctx.ckpt_dir / "student.safetensors")) for m in (a, b))
+    assert wa.keys() == wb.keys() and any(k.startswith("disc.") for k in wa)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 # ------------------------------------------------------------------ issue 11 item 2: what the student's ε covers
 
 def _teacher_and_clipped_sum(m, x, y, drop: int | None, batch: list[int]):

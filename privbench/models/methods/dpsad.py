@@ -54,16 +54,16 @@ from torch import nn
 from ...core.config import register_section, setting
 from ...core.errors import BadInput, WorkFailed
 from ...core.io import atomic_write_json
-from ...core.mechanisms import add_noise, noise_generator, noise_source_basis, sanitize_per_record
+from ...core.mechanisms import noise_generator, noise_source_basis, noisy_mean, sanitize_per_record
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from ...privacy.claims import CLAIMED_BY_PAPER
 from .. import public_init
 from ..dp_sgd import (
     DPPlan,
+    DPSGDStep,
     check_dp_config,
     dp_sgd_gradient,
-    dp_sgd_train,
     make_plan,
     privacy_dict,
     read_privacy,
@@ -71,6 +71,7 @@ from ..dp_sgd import (
     write_privacy,
 )
 from ..grad_sample import PerSampleGrads, frozen
+from ..loop import train_loop
 from ..method import Method, run_partition
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 
@@ -251,14 +252,14 @@ class DPSAD(Method):
         torch.manual_seed(self.cfg.seed + 7919)
         return Discriminator(c, self.ctx.num_classes, self.cfg.dpsad.disc_width)
 
-    def train(self) -> None:
+    def _teacher(self, x: torch.Tensor, y: torch.Tensor) -> tuple[nn.Module, torch.Tensor | None,
+                                                                   torch.Tensor | None]:
+        """The frozen teacher, and the public records (x, y) under ``teacher_data=public`` (else None, None)."""
         ctx, cfg = self.ctx, self.cfg
-        x, y = self.training_data()
         dev = ctx.device
-        ac = ctx.schedule.alphas_cumprod(dev)
         cond = ctx.num_classes is not None
-        public = self.teacher_data == "public"
-        if public:
+        xp = yp = None
+        if self.teacher_data == "public":
             # the teacher and the discriminator never see a member: the partition's public split
             xp, yp, pidx = self.teacher_records()
             atomic_write_json(ctx.run_dir / "public.json",
@@ -266,124 +267,45 @@ class DPSAD(Method):
                                "note": "the run partition's public split (split.json): disjoint from the members, the "
                                        "non-members, the reference pool and RMIA's population; the DP-SAD teacher "
                                        "and discriminator are trained on these only (dpsad.teacher_data=public)"})
-            tx, ty, what = xp, yp, "public records (no member)"
-        else:
-            tx, ty, what = x, y, "members"
-        if public:
             # a function of the public split only: the partition's cached public pre-training at teacher_steps,
             # shared by every ε and seed with this public split (train.public_steps = teacher_steps: the very
             # network train.init=public starts from)
-            ctx.log(f"[teacher] the public pre-training: {cfg.dpsad.teacher_steps} non-private steps on {len(tx)} "
-                    f"{what}, {public_init.pretrain_dir(ctx, cfg.dpsad.teacher_steps).name}")
+            ctx.log(f"[teacher] the public pre-training: {cfg.dpsad.teacher_steps} non-private steps on {len(xp)} "
+                    f"public records (no member), {public_init.pretrain_dir(ctx, cfg.dpsad.teacher_steps).name}")
             teacher = public_init.pretrained_denoiser(ctx, cfg.dpsad.teacher_steps)
         else:
             if not is_trained(ctx.ckpt_dir, "teacher", cfg.dpsad.teacher_steps):
-                ctx.log(f"[teacher] non-private DDPM on {len(tx)} {what}, {cfg.dpsad.teacher_steps} steps")
-            teacher = train_denoiser(ctx.initial_denoiser(), TrainData(tx.to(dev), ty.to(dev) if cond else None),
-                                     ac, cfg.train, ctx.ckpt_dir, name="teacher", seed=cfg.seed, device=dev,
-                                     steps=cfg.dpsad.teacher_steps, desc="train dpsad teacher")
+                ctx.log(f"[teacher] non-private DDPM on {len(x)} members, {cfg.dpsad.teacher_steps} steps")
+            teacher = train_denoiser(ctx.initial_denoiser(), TrainData(x.to(dev), y.to(dev) if cond else None),
+                                     ctx.schedule.alphas_cumprod(dev), cfg.train, ctx.ckpt_dir, name="teacher",
+                                     seed=cfg.seed, device=dev, steps=cfg.dpsad.teacher_steps,
+                                     desc="train dpsad teacher")
         teacher.eval()
         for p in teacher.parameters():
             p.requires_grad_(False)
+        return teacher, xp, yp
+
+    def train(self) -> None:
+        ctx, cfg = self.ctx, self.cfg
+        x, y = self.training_data()
+        dev = ctx.device
+        teacher, xp, yp = self._teacher(x, y)
         ppath = ctx.ckpt_dir / "privacy-student.json"
         if is_trained(ctx.ckpt_dir, "student", cfg.train.steps) and ppath.exists():
             return
         plan = self.plan()
         if plan.n_records != len(x):
             raise WorkFailed(f"dpsad: the member split has {len(x)} records, the plan {plan.n_records}")
-        x = x.to(dev)
-        y = y.to(dev) if cond else None
+        cond = ctx.num_classes is not None
         student = ctx.initial_denoiser().to(dev)
-        params = [p for p in student.parameters() if p.requires_grad]
-        disc = self._discriminator().to(dev)
-        opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
-        lam = cfg.dpsad.adv_weight
-        T = ac.shape[0]
-        mode = self.mode
-        ps = PerSampleGrads(student, cfg.dp.grad_sample) if mode == "sound" else None
-
-        def sound_loss(model, x0, yb, r, noise, x_teacher):
-            a = ac[r].view(-1, 1, 1, 1)
-            x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
-            xs = denoised(x_r, model(x_r, r, yb if cond else None), a)
-            return student_losses(xs, x0, x_teacher, yb if cond else None, disc, lam)
-
-        def disc_step(x_teacher, xs, yd) -> float:
-            """One discriminator step: teacher outputs = 1, student outputs = 0 (not noised, never released)."""
-            d_loss = (F.softplus(-disc(x_teacher.clamp(-1, 1), yd)).mean()
-                      + F.softplus(disc(xs.detach().clamp(-1, 1), yd)).mean())
-            opt_d.zero_grad(set_to_none=True)
-            d_loss.backward()
-            opt_d.step()
-            return d_loss.detach()
-
-        def step_fn(step, idx, g):
-            grads, stats = student_step(step, idx, g)
-            if public and lam > 0:
-                # every step, whatever the member batch was (its size is private): a public batch of fixed size
-                # from a generator of its own, the teacher's and the current student's outputs on it
-                stats["d_loss"] = self._public_disc_step(step, xp, yp, teacher, student, ac, disc_step)
-            return grads, stats
-
-        def student_step(step, idx, g):
-            m = idx.shape[0]
-            r = torch.randint(0, T, (m,), generator=g, device=dev)
-            noise = torch.randn((m, *x.shape[1:]), generator=g, device=dev)
-            x0 = x[idx]
-            yb = y[idx] if cond else torch.zeros(m, dtype=torch.long, device=dev)
-            a = ac[r].view(-1, 1, 1, 1)
-            x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
-            if m == 0:  # DP-SGD still releases noise on an empty Poisson sample; the paper's noise is per record
-                zeros = [torch.zeros_like(p) for p in params]
-                if mode == "sound":
-                    zeros = [z / plan.expected_batch
-                             for z in add_noise(zeros, plan.noise_std, noise_generator(plan.noise_source, g))]
-                return zeros, {"batch": 0}
-            with torch.no_grad():
-                x_teacher = denoised(x_r, teacher(x_r, r, yb if cond else None), a)
-            with frozen(disc):
-                if mode == "sound":
-                    grads, stats = dp_sgd_gradient(ps, sound_loss, (x0, yb, r, noise, x_teacher), plan, g,
-                                                   cfg.dp.physical_batch)
-                    with torch.no_grad():
-                        xs = denoised(x_r, student(x_r, r, yb if cond else None), a)
-                else:
-                    xs = denoised(x_r, student(x_r, r, yb if cond else None), a)
-                    losses = student_losses(xs, x0, x_teacher, yb if cond else None, disc, lam)
-                    grads, stats = paper_gradient(params, xs, losses, plan, g)
-            if not public and lam > 0:  # the paper's discriminator step: on the member batch (not covered)
-                stats["d_loss"] = disc_step(x_teacher, xs, yb if cond else None)
-            return grads, stats
-
-        ctx.log(f"[student] DP-SAD ({mode} mode, teacher_data={self.teacher_data}) on {plan.n_records} members: "
+        step = DistillStep(self, student, teacher, x.to(dev), y.to(dev) if cond else None, xp, yp)
+        ctx.log(f"[student] DP-SAD ({self.mode} mode, teacher_data={self.teacher_data}) on {plan.n_records} members: "
                 f"q={plan.sample_rate:g}, {plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({plan.accountant}), "
-                f"C={plan.max_grad_norm:g}, lambda={lam:g}, delta={plan.delta:g}, noise {plan.noise_source}")
-        dp_sgd_train(student, plan, cfg.train, ctx.ckpt_dir, name="student", seed=cfg.seed, device=dev,
-                     step_fn=step_fn, extra_modules={"disc": disc}, extra_optims={"disc": opt_d},
-                     desc=f"train dpsad student ({mode})", meta={"mode": mode, "teacher_data": self.teacher_data})
-        write_privacy(ppath, plan, mode=mode, teacher_data=self.teacher_data,
-                      n_public=self.n_public() if public else 0)
-
-    def _public_disc_step(self, step: int, xp: torch.Tensor, yp: torch.Tensor, teacher: nn.Module,
-                          student: nn.Module, ac: torch.Tensor, disc_step) -> float:
-        """The discriminator step of ``teacher_data=public``: ``train.batch_size`` public records (with
-        replacement), their timesteps and noise from a generator seeded by (seed, step) alone — nothing here
-        depends on the members except through the student's parameters, which are DP-SGD iterates."""
-        dev = self.ctx.device
-        cond = self.ctx.num_classes is not None
-        gp = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_PUBLIC, step))
-        b = self.cfg.train.batch_size
-        pick = torch.randint(0, len(xp), (b,), generator=gp)
-        r = torch.randint(0, ac.shape[0], (b,), generator=gp).to(dev)
-        noise = torch.randn((b, *xp.shape[1:]), generator=gp).to(dev)
-        x0 = xp[pick].to(dev)
-        yd = yp[pick].to(dev) if cond else None
-        a = ac[r].view(-1, 1, 1, 1)
-        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
-        with torch.no_grad():
-            x_teacher = denoised(x_r, teacher(x_r, r, yd), a)
-            xs = denoised(x_r, student(x_r, r, yd), a)
-        return disc_step(x_teacher, xs, yd)
+                f"C={plan.max_grad_norm:g}, lambda={step.lam:g}, delta={plan.delta:g}, noise {plan.noise_source}")
+        train_loop(student, step, cfg.train, ctx.ckpt_dir, name="student", seed=cfg.seed, device=dev,
+                   steps=plan.steps, desc=f"train dpsad student ({self.mode})")
+        write_privacy(ppath, plan, mode=self.mode, teacher_data=self.teacher_data,
+                      n_public=self.n_public() if xp is not None else 0)
 
     def shared_trainings(self) -> list[str]:
         own = super().shared_trainings()
@@ -450,3 +372,100 @@ class DPSAD(Method):
         out["end_to_end"] = False
         out["teacher_data"] = "members"
         return out
+
+
+class DistillStep(DPSGDStep):
+    """DP-SAD's student step (module docstring, 2–3), a DP-SGD step of the one training loop: per record one
+    timestep and the forward process, the teacher's and the student's denoised estimates, the student's privatized
+    gradient (``sound``: DP-SGD on the parameter gradient; ``paper``: the output-gradient sanitization), then the
+    discriminator's step (on the member batch, or under ``teacher_data=public`` on a public batch of fixed size).
+    The discriminator and its optimizer are checkpointed and resumed with the student."""
+
+    def __init__(self, method: DPSAD, student: nn.Module, teacher: nn.Module, x: torch.Tensor,
+                 y: torch.Tensor | None, xp: torch.Tensor | None, yp: torch.Tensor | None):
+        ctx, cfg = method.ctx, method.cfg
+        self.cfg, self.dev, self.cond = cfg, ctx.device, ctx.num_classes is not None
+        self.student, self.teacher, self.x, self.y, self.xp, self.yp = student, teacher, x, y, xp, yp
+        self.ac = ctx.schedule.alphas_cumprod(self.dev)
+        self.mode, self.lam, self.public = method.mode, cfg.dpsad.adv_weight, xp is not None
+        # built in this order (the discriminator's seeded init, then the per-record gradient hooks) as always
+        self.disc = method._discriminator().to(self.dev)
+        self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
+        self.ps = PerSampleGrads(student, cfg.dp.grad_sample) if self.mode == "sound" else None
+        super().__init__(method.plan(), self.distill, extra_modules={"disc": self.disc},
+                         extra_optims={"disc": self.opt_d},
+                         meta={"mode": self.mode, "teacher_data": method.teacher_data})
+
+    def sound_loss(self, model, x0, yb, r, noise, x_teacher):
+        a = self.ac[r].view(-1, 1, 1, 1)
+        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        cy = yb if self.cond else None
+        return student_losses(denoised(x_r, model(x_r, r, cy), a), x0, x_teacher, cy, self.disc, self.lam)
+
+    def disc_step(self, x_teacher, xs, yd) -> torch.Tensor:
+        """One discriminator step: teacher outputs = 1, student outputs = 0 (not noised, never released)."""
+        d_loss = (F.softplus(-self.disc(x_teacher.clamp(-1, 1), yd)).mean()
+                  + F.softplus(self.disc(xs.detach().clamp(-1, 1), yd)).mean())
+        self.opt_d.zero_grad(set_to_none=True)
+        d_loss.backward()
+        self.opt_d.step()
+        return d_loss.detach()
+
+    def distill(self, step, idx, g):
+        grads, stats = self.student_step(idx, g)
+        if self.public and self.lam > 0:
+            # every step, whatever the member batch was (its size is private): a public batch of fixed size
+            # from a generator of its own, the teacher's and the current student's outputs on it
+            stats["d_loss"] = self.public_disc_step(step)
+        return grads, stats
+
+    def student_step(self, idx, g):
+        plan, dev, cond = self.plan, self.dev, self.cond
+        m = idx.shape[0]
+        r = torch.randint(0, self.ac.shape[0], (m,), generator=g, device=dev)
+        noise = torch.randn((m, *self.x.shape[1:]), generator=g, device=dev)
+        x0 = self.x[idx]
+        yb = self.y[idx] if cond else torch.zeros(m, dtype=torch.long, device=dev)
+        cy = yb if cond else None
+        a = self.ac[r].view(-1, 1, 1, 1)
+        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        if m == 0:  # DP-SGD still releases noise on an empty Poisson sample; the paper's noise is per record
+            zeros = [torch.zeros_like(p) for p in self.params]
+            if self.mode == "sound":
+                zeros = noisy_mean(zeros, plan.noise_std, plan.expected_batch,
+                                   noise_generator(plan.noise_source, g))
+            return zeros, {"batch": 0}
+        with torch.no_grad():
+            x_teacher = denoised(x_r, self.teacher(x_r, r, cy), a)
+        with frozen(self.disc):
+            if self.mode == "sound":
+                grads, stats = dp_sgd_gradient(self.ps, self.sound_loss, (x0, yb, r, noise, x_teacher), plan, g,
+                                               self.cfg.dp.physical_batch)
+                with torch.no_grad():
+                    xs = denoised(x_r, self.student(x_r, r, cy), a)
+            else:
+                xs = denoised(x_r, self.student(x_r, r, cy), a)
+                losses = student_losses(xs, x0, x_teacher, cy, self.disc, self.lam)
+                grads, stats = paper_gradient(self.params, xs, losses, plan, g)
+        if not self.public and self.lam > 0:  # the paper's discriminator step: on the member batch (not covered)
+            stats["d_loss"] = self.disc_step(x_teacher, xs, cy)
+        return grads, stats
+
+    def public_disc_step(self, step: int) -> torch.Tensor:
+        """The discriminator step of ``teacher_data=public``: ``train.batch_size`` public records (with
+        replacement), their timesteps and noise from a generator seeded by (seed, step) alone — nothing here
+        depends on the members except through the student's parameters, which are DP-SGD iterates."""
+        dev, ac = self.dev, self.ac
+        gp = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_PUBLIC, step))
+        b = self.cfg.train.batch_size
+        pick = torch.randint(0, len(self.xp), (b,), generator=gp)
+        r = torch.randint(0, ac.shape[0], (b,), generator=gp).to(dev)
+        noise = torch.randn((b, *self.xp.shape[1:]), generator=gp).to(dev)
+        x0 = self.xp[pick].to(dev)
+        yd = self.yp[pick].to(dev) if self.cond else None
+        a = ac[r].view(-1, 1, 1, 1)
+        x_r = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        with torch.no_grad():
+            x_teacher = denoised(x_r, self.teacher(x_r, r, yd), a)
+            xs = denoised(x_r, self.student(x_r, r, yd), a)
+        return self.disc_step(x_teacher, xs, yd)

@@ -1,0 +1,243 @@
+"""The one training loop of privbench: everything around an optimizer step, for every way of taking one.
+
+:func:`train_loop` owns what every training shares — the checkpoint directory (tidied by rank 0 behind a torchrun
+barrier), exact resume (weights, EMA, optimizer state and step from one checkpoint unit, models/checkpoint.py), the
+linear learning-rate warm-up, the EMA of the weights, the statistics read back once per ``log_every`` steps, the
+divergence check (a non-finite loss stops the run with WorkFailed), the checkpoint cadence (every
+``checkpoint_every`` steps and at the end), the per-rank dropout seed under torchrun and the progress bar. How one
+step computes the gradients is a :class:`StepStrategy`: ``PlainStep`` (models/training.py: the DDPM loss,
+backward, grad clipping, DDP under torchrun), ``DPSGDStep`` (models/dp_sgd.py: Poisson sample, per-record clipping,
+Gaussian noise from ``core.mechanisms``) and ``DistillStep`` (models/methods/dpsad.py: DP-SAD's student
+distillation with a discriminator, a DP-SGD step).
+
+The numbers are those of the two loops this one replaced (``train_denoiser`` and ``dp_sgd_train``), bit for bit on
+CPU: every step draws its randomness from a generator seeded by (seed, step) — or from OS entropy under
+``dp.noise_source=secure`` — so a run resumed from a checkpoint follows the uninterrupted trajectory.
+
+From diffusers the loop takes :func:`diffusers.optimization.get_constant_schedule_with_warmup` for the warm-up,
+started one step ahead (``last_epoch = start``): diffusers' schedule gives lr·e/W to scheduler epoch e, so its
+first optimizer step gets lr 0, while privbench's step s (from 0) has always had lr·min(1, (s+1)/W) — the same
+floats once offset by one (tests/models/test_loop.py).
+
+The EMA is NOT diffusers' ``EMAModel``, measured (torch 2.14, diffusers 0.42, CPU, fp32, 200 updates): its update
+s ← s − (1−d)·(s − p) (``foreach=True``; ``min_decay = decay`` and ``update_after_step = -1`` make its decay the
+constant d) equals the ``torch._foreach_lerp_(s, p, 1−d)`` privbench has always used bit for bit only while the
+lerp weight 1−d is < 0.5: for weights ≥ 0.5 lerp computes p − d·(p − s) instead, and at d = 0.5 and d = 0.3 the
+two differ by up to 7.45e-9 (``foreach=False`` differs at every decay, up to 1.19e-7 at d = 0.9: an unfused
+multiply-add). Decays ≤ 0.5 are what ``models/federated.ema_capped`` gives client runs of ≤ 6 steps, so EMAModel
+would change the numbers of short pfdm/local runs; the import was no reason (+0.15 s once diffusers' UNet is
+loaded).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..core import distributed, progress
+from ..core.errors import WorkFailed
+from ..core.io import append_log as log
+from . import checkpoint as ckpt
+
+
+class EMA:
+    """Exponential moving average of the parameters (buffers copied); ``self.model`` is the average (eval mode).
+    Not diffusers' EMAModel: see the module docstring."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.decay = decay
+        self.model = copy.deepcopy(model).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        ema_p = list(self.model.parameters())
+        torch._foreach_lerp_(ema_p, [p.detach() for p in model.parameters()], 1.0 - self.decay)
+        for eb, b in zip(self.model.buffers(), model.buffers()):
+            eb.copy_(b)
+
+
+@dataclass
+class LoopRun:
+    """What a step strategy may read of the run it steps."""
+    model: nn.Module
+    tcfg: object         # the train config (or any object with its fields)
+    name: str
+    seed: int
+    device: torch.device
+    steps: int
+    run_dir: Path
+    bf16: bool           # train.precision = bf16: the strategy runs its forward/backward under bf16 autocast
+    channels_last: bool  # train.channels_last: the model is NHWC, inputs should be too
+
+
+@dataclass
+class Summary:
+    """What a strategy makes of one log interval's statistics."""
+    loss: float              # the mean loss: the loop's divergence check reads it
+    shown: str = ""          # the loss text of log.txt ("" when the loss is private)
+    postfix: str | None = None  # the progress bar's loss (None when private)
+    private_log: Path | None = None  # where a private loss went instead (a divergence error points there)
+
+
+class StepStrategy(ABC):
+    """How one optimizer step computes the gradients; :func:`train_loop` does the rest."""
+
+    #: appended to the progress bar's default ``train <name>``
+    bar_suffix = ""
+
+    def extra_modules(self) -> dict[str, nn.Module]:
+        """Modules checkpointed and resumed with the model (e.g. DP-SAD's discriminator)."""
+        return {}
+
+    @abstractmethod
+    def optimizer(self, model: nn.Module, tcfg) -> torch.optim.Optimizer:
+        """The model's optimizer: the loop warms up its learning rate and steps it."""
+
+    def state(self) -> dict:
+        """Fields the checkpoint manifest carries besides the step."""
+        return {}
+
+    def check_resume(self, state: dict, spath: Path) -> None:
+        """Refuse (BadInput) a checkpoint this strategy must not continue."""
+        return None  # by default every checkpoint of this name continues
+
+    def optim_state(self, opt: torch.optim.Optimizer) -> dict:
+        return opt.state_dict()
+
+    def load_optim_state(self, opt: torch.optim.Optimizer, saved: dict) -> None:
+        opt.load_state_dict(saved)
+
+    def prepare(self, run: LoopRun) -> None:
+        """Called once before the first step (after any resume): wrap the model, say what does not apply."""
+        return None  # by default the model runs as it is
+
+    @abstractmethod
+    def gradients(self, step: int, run: LoopRun) -> dict:
+        """Set ``.grad`` of the optimizer's parameters for step ``step``; return the step's statistics (tensors
+        stay on the device: the loop sums them and reads them back once per log interval)."""
+
+    @abstractmethod
+    def summarize(self, sums: dict, n: int, step: int, run: LoopRun) -> Summary:
+        """The summary of a log interval of ``n`` steps ending at ``step`` (1-based) from the summed statistics."""
+
+
+def run_dir_of(ckpt_dir: Path) -> Path:
+    return ckpt_dir.parent if ckpt_dir.name == "checkpoints" else ckpt_dir
+
+
+def warmup_schedule(opt: torch.optim.Optimizer, tcfg, start: int):
+    """diffusers' constant-with-warm-up schedule, one epoch ahead: step s (from 0) gets lr·min(1, (s+1)/W)."""
+    from diffusers.optimization import get_constant_schedule_with_warmup
+
+    for group in opt.param_groups:
+        group["initial_lr"] = tcfg.lr  # what the schedule scales (also after a resume loaded the saved groups)
+    return get_constant_schedule_with_warmup(opt, tcfg.warmup or 0, last_epoch=start)
+
+
+class _Loop:
+    """One call of :func:`train_loop` (its state, split into steps short enough to read)."""
+
+    def __init__(self, model, strategy: StepStrategy, tcfg, ckpt_dir: Path, name: str, seed: int, device,
+                 steps: int):
+        self.strategy, self.tcfg, self.ckpt_dir, self.name = strategy, tcfg, ckpt_dir, name
+        device = torch.device(device)
+        self.run = LoopRun(model, tcfg, name, seed, device, steps, run_dir_of(ckpt_dir),
+                           getattr(tcfg, "precision", "fp32") == "bf16", bool(getattr(tcfg, "channels_last", False)))
+        if distributed.is_main():
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            ckpt.clean(ckpt_dir, name)
+        distributed.barrier()  # no rank reads the checkpoint while rank 0 tidies it
+        model.to(device)
+        if self.run.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.ema = EMA(model, tcfg.ema_decay)
+        self.opt = strategy.optimizer(model, tcfg)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"model": self.run.model, "ema": self.ema.model, **self.strategy.extra_modules()}
+
+    def resume(self) -> int:
+        """The step to start from: 0, or that of an existing checkpoint (loaded)."""
+        state = ckpt.read_state(self.ckpt_dir, self.name)
+        if state is None:
+            return 0
+        self.strategy.check_resume(state, ckpt.checkpoint_paths(self.ckpt_dir, self.name)[2])
+        ckpt.load_checkpoint_modules(self.ckpt_dir, self.name, self.modules(), self.run.device, state)
+        start = int(state["step"])
+        if start < self.run.steps:
+            self.strategy.load_optim_state(self.opt, ckpt.load_checkpoint_optimizer(self.ckpt_dir, self.name, state))
+            log(self.run.run_dir, f"[{self.name}] resumed from checkpoint at step {start}/{self.run.steps}")
+        return start
+
+    def checkpoint(self, step: int) -> None:
+        """Weights, optimizer state and step as one unit (models/checkpoint.py); a no-op on ranks other than 0."""
+        ckpt.save_checkpoint(self.ckpt_dir, self.name, ckpt.module_tensors(self.modules()),
+                             {"step": step, "steps": self.run.steps, **self.strategy.state()},
+                             optim_state=self.strategy.optim_state(self.opt), meta={"step": step})
+
+    def report(self, sums: dict, n: int, step: int, lr: float, bar) -> None:
+        """The log interval ending at ``step``: the divergence check, log.txt and the progress bar."""
+        run = self.run
+        s = self.strategy.summarize(sums, n, step, run)
+        if not math.isfinite(s.loss):
+            what = "non-finite loss" if s.private_log is not None else f"loss {s.loss}"
+            where = s.private_log if s.private_log is not None else run.run_dir / "log.txt"
+            log(run.run_dir, f"[{self.name}] training diverged ({what}) at step {step}; stopping")
+            raise WorkFailed(f"training {self.name} diverged ({what}) at step {step}; see {where}")
+        log(run.run_dir, f"[{self.name}] step {step}/{run.steps} {s.shown}lr {lr:.2e}")
+        if s.postfix is not None:
+            bar.set_postfix(loss=s.postfix)
+
+    def steps(self, start: int, desc: str) -> None:
+        run, tcfg, opt = self.run, self.tcfg, self.opt
+        schedule = warmup_schedule(opt, tcfg, start)
+        sums: dict = {}  # summed on the device; read back once per log interval
+        n = 0
+        bar = progress.bar(total=run.steps, initial=start, desc=desc, unit="step")
+        for step in range(start, run.steps):
+            lr = opt.param_groups[0]["lr"]
+            opt.zero_grad(set_to_none=True)
+            stats = self.strategy.gradients(step, run)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            schedule.step()
+            self.ema.update(run.model)
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
+            n += 1
+            if (step + 1) % tcfg.log_every == 0 or step + 1 == run.steps:
+                self.report(sums, n, step + 1, lr, bar)
+                sums, n = {}, 0
+            bar.update(1)
+            if (step + 1) % tcfg.checkpoint_every == 0 or step + 1 == run.steps:
+                self.checkpoint(step + 1)
+        bar.close()
+
+
+def train_loop(model: nn.Module, strategy: StepStrategy, tcfg, ckpt_dir: Path, *, name: str, seed: int, device,
+               steps: int, desc: str | None = None) -> nn.Module:
+    """Train ``model`` for ``steps`` steps of ``strategy``; return its EMA copy (eval mode).
+
+    Checkpoints ``<name>.*`` in ``ckpt_dir`` every ``tcfg.checkpoint_every`` steps and at the end; an existing
+    checkpoint is resumed and a finished one is loaded without training. Reads ``tcfg.lr``, ``warmup``,
+    ``ema_decay``, ``log_every``, ``checkpoint_every`` and, when present, ``precision`` and ``channels_last``.
+    Under torchrun rank 0 alone writes checkpoints and logs; every rank returns after the final checkpoint exists.
+    """
+    loop = _Loop(model, strategy, tcfg, ckpt_dir, name, seed, device, steps)
+    start = loop.resume()
+    if start >= steps:
+        return loop.ema.model.eval()
+    strategy.prepare(loop.run)
+    if distributed.is_distributed():  # dropout draws from the default RNG: each rank its own stream (fixed by the seed)
+        torch.manual_seed(distributed.rank_seed(seed, start))
+    model.train()
+    loop.steps(start, desc or f"train {name}{strategy.bar_suffix}")
+    distributed.barrier()  # the other ranks may read the final checkpoint next (is_trained, load_ema)
+    return loop.ema.model.eval()
