@@ -36,14 +36,23 @@ def _assert_same(a, b, units=("shared", "client")):
         assert sorted(ua) == sorted(ub) and all(ua[k].equal(ub[k]) for k in ua)
 
 
-def test_clients_and_server_in_two_processes_give_the_sequential_checkpoints(tmp_path, monkeypatch):
-    seq = _train(tmp_path / "seq", 1, monkeypatch)
+@pytest.fixture(scope="module")
+def sequential_pfdm(tmp_path_factory):
+    """The pfdm test-preset run trained one unit after another (what both pfdm tests compare with)."""
+    with pytest.MonkeyPatch.context() as mp:
+        return _train(tmp_path_factory.mktemp("seq"), 1, mp)
+
+
+def test_clients_and_server_in_two_processes_give_the_sequential_checkpoints(sequential_pfdm, tmp_path,
+                                                                              monkeypatch):
+    seq = sequential_pfdm
     par = _train(tmp_path / "par", 2, monkeypatch)
     assert "independent trainings in 2 processes" in (par / "log.txt").read_text()
     assert "processes" not in (seq / "log.txt").read_text()
     _assert_same(seq, par)
 
 
+@pytest.mark.slow  # the same pool as pfdm's (tested above in make test); local's own units, two more spawns
 def test_local_clients_in_two_processes_give_the_sequential_checkpoints(tmp_path, monkeypatch):
     seq = _train(tmp_path / "seq", 1, monkeypatch, "local")
     par = _train(tmp_path / "par", 2, monkeypatch, "local")
@@ -51,10 +60,10 @@ def test_local_clients_in_two_processes_give_the_sequential_checkpoints(tmp_path
     _assert_same(seq, par, units=("client",))
 
 
-def test_a_dead_pool_process_leaves_the_units_to_this_process(tmp_path, monkeypatch):
+def test_a_dead_pool_process_leaves_the_units_to_this_process(sequential_pfdm, tmp_path, monkeypatch):
     import unit_pool_dying
 
-    seq = _train(tmp_path / "seq", 1, monkeypatch)
+    seq = sequential_pfdm
     monkeypatch.setattr(unit_pool, "_train_unit_in_process", unit_pool_dying.die)
     par = _train(tmp_path / "par", 2, monkeypatch)
     assert "a training process failed" in (par / "log.txt").read_text()
