@@ -56,3 +56,19 @@ def assert_clipped_sum_matches(ps, loss_fn, records, ref, names, rel: float, rel
     for name, a, r in zip(names, summed, ref):
         b = torch.tensordot(f, r, dims=([0], [0]))
         assert torch.linalg.vector_norm(a - b) <= rel * C + rel_b * torch.linalg.vector_norm(b), name
+
+
+def interrupt_at_call(monkeypatch, module, name: str, n: int = 15):
+    """``module.name`` raises KeyboardInterrupt on its ``n``-th call (a training killed mid-run); returns the real
+    function, to put back with ``monkeypatch.setattr(module, name, real)``."""
+    real = getattr(module, name)
+    calls = {"n": 0}
+
+    def flaky(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(module, name, flaky)
+    return real

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from helpers import train_cfg
+from helpers import interrupt_at_call, train_cfg
 
 
 @pytest.fixture(scope="session")
@@ -116,16 +116,7 @@ def test_deterministic_and_exact_resume(tmp_path, monkeypatch):
 
     cfg = train_cfg("dpdm", "test", dp__accountant="rdp", dp__noise_multiplicity=2)
     a = api.train(cfg, tmp_path / "a", "cpu")
-    real = dpdm.dp_sgd_gradient
-    calls = {"n": 0}
-
-    def flaky(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 15:
-            raise KeyboardInterrupt  # killed after the step-10 checkpoint
-        return real(*args, **kw)
-
-    monkeypatch.setattr(dpdm, "dp_sgd_gradient", flaky)
+    real = interrupt_at_call(monkeypatch, dpdm, "dp_sgd_gradient")  # killed after the step-10 checkpoint
     with pytest.raises(KeyboardInterrupt):
         api.train(cfg, tmp_path / "b", "cpu")
     monkeypatch.setattr(dpdm, "dp_sgd_gradient", real)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from helpers import train_cfg
+from helpers import interrupt_at_call, train_cfg
 
 
 @pytest.fixture(scope="session")
@@ -219,16 +219,7 @@ def test_student_resume_equals_uninterrupted(tmp_path, monkeypatch, mode):
     cfg = train_cfg("dpsad", "test", dpsad__mode=mode, dpsad__teacher_steps=2)
     a = api.train(cfg, tmp_path / "a", "cpu")
     fn = "dp_sgd_gradient" if mode == "sound" else "paper_gradient"
-    real = getattr(mod, fn)
-    calls = {"n": 0}
-
-    def flaky(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 15:
-            raise KeyboardInterrupt  # killed after the step-10 checkpoint
-        return real(*args, **kw)
-
-    monkeypatch.setattr(mod, fn, flaky)
+    real = interrupt_at_call(monkeypatch, mod, fn)  # killed after the step-10 checkpoint
     with pytest.raises(KeyboardInterrupt):
         api.train(cfg, tmp_path / "b", "cpu")
     monkeypatch.setattr(mod, fn, real)
