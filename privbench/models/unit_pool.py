@@ -46,8 +46,13 @@ def processes_for(ctx, units: list[TrainUnit]) -> int:
 
 
 def train_units(method, units: list[TrainUnit]) -> None:
-    """Train every unit of ``method`` (``method.train_unit(unit)``), in processes when :func:`processes_for` allows."""
+    """Train every unit of ``method`` (``method.train_unit(unit)``), in processes when :func:`processes_for` allows.
+    A ``train.init=public`` pre-training the units start from is trained first, once, here (not by each unit)."""
     remaining = list(units)
+    if remaining and method.cfg.train.init == "public":
+        from .public_init import ensure_pretrained
+
+        ensure_pretrained(method.ctx)
     n = processes_for(method.ctx, remaining)
     if n > 1:
         remaining = _in_processes(method, remaining, n)

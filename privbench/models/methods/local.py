@@ -36,12 +36,7 @@ class Local(FederatedMethod):
         allows (the numbers of one after another)."""
         steps, ckpts = self.cfg.fed.local_only_steps, self.ctx.ckpt_dir
         units = [TrainUnit(f"client{m}", steps) for m in range(self.n_clients)]
-        units = [u for u in units if not is_trained(ckpts, u.name, u.steps)]
-        if units and self.cfg.train.init == "public":  # trained once, here, before any unit loads it
-            from ..public_init import ensure_pretrained
-
-            ensure_pretrained(self.ctx)
-        train_units(self, units)
+        train_units(self, [u for u in units if not is_trained(ckpts, u.name, u.steps)])
 
     def train_unit(self, unit: TrainUnit) -> None:
         ctx, steps = self.ctx, self.cfg.fed.local_only_steps

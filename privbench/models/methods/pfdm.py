@@ -219,12 +219,7 @@ class PFDM(FederatedMethod):
         """Algorithm 1: the uploads, then the clients' local models and the server's shared model — independent
         trainings once the uploads exist, run side by side where :mod:`privbench.models.unit_pool` allows."""
         self._ensure_uploads()
-        units = self._units()
-        if units and self.cfg.train.init == "public":  # trained once, here, before any unit loads it
-            from ..public_init import ensure_pretrained
-
-            ensure_pretrained(self.ctx)
-        train_units(self, units)
+        train_units(self, self._units())
         self._write_summary()
 
     def _units(self) -> list[TrainUnit]:
