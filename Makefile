@@ -42,10 +42,10 @@ demo: install
 # DP-SGD equivalence runs, whose process start-ups dominate on 2 loaded cores; the wheel build); `make test-all`
 # runs them too (before a release, and on a machine with cores to spare)
 test: install-all lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 test-all: install-all lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 # the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 25) and dead
 # code (vulture, 80 % confidence); seconds

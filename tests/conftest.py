@@ -19,14 +19,21 @@ SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/
                  "tests/core/test_sample_quality.py": "overfit"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """With ``--dist loadgroup`` every file is one unit (its module and session fixtures are computed once per
-    worker), and the files of SHARED_GROUPS go to the same worker."""
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            path = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(path, path)))
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with SHARED_GROUPS: a file is one unit (its module and session fixtures are computed once),
+    and the files of a shared group are one unit. (Not ``--dist loadgroup`` with markers: xdist 3.8 marks a group by
+    rewriting ``item._nodeid``, which pytest 9.2 no longer reads, so every test became its own unit and both workers
+    computed every file's fixtures.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_GROUPS.get(path, path)
+
+    return FileGroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
