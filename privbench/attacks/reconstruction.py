@@ -54,7 +54,6 @@ from ..core.mechanisms import ldp_upload
 from ..core.registry import ATTACKS
 from ..core.schedule import t0_to_model_t
 from ..core.seeding import seeded_generator
-from ..data.splits import CLIENT_SECTION
 from ..metrics.image import psnr, ssim
 from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, CommonSettings, Records, cond, tvec
 
@@ -112,7 +111,7 @@ class Reconstruction(Attack):
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:
         """(t0, C, source) — 'real' uploads of the target, or 'simulated'."""
-        pf = getattr(cfg, CLIENT_SECTION, None)  # the section that holds pfdm.t0 and pfdm.clip
+        pf = getattr(cfg, "pfdm", None)  # PFDM's own section: pfdm.t0 and pfdm.clip
         t0 = int(self.recon_t0) or (int(pf.t0) if pf is not None else 690)
         clip = float(self.recon_clip) or (float(pf.clip) if pf is not None else 10.0)
         up = getattr(target, "uploads", None)

@@ -3,7 +3,7 @@
 A config is a few top-level fields (method, dataset, preset, seed) and named **sections** of typed settings.
 The sections every method reads (data, model, diffusion, train, sample, dp) are declared here; a method or an
 attack declares its own settings in its own file with :func:`register_section` (several files may contribute
-fields to one section, e.g. the client split and PFDM's own settings both live under ``pfdm.``). Every field can
+fields to one section, e.g. an attack setting two attacks share). Every field can
 be overridden with ``--set section.key=value``; values are parsed and type-checked against the field's declared
 type and range, and an unknown key is an error (exit 2).
 
@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import logging
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,6 +26,8 @@ from .constants import DEFAULT_DELTA
 from .errors import BadInput
 from .registry import ACCOUNTANTS, METHODS, PRESETS, load_builtins
 from .yamlio import load_yaml, read_yaml
+
+LOG = logging.getLogger(__name__)
 
 #: seeds are non-negative integers below 2**32 (torch, numpy and every seeded stream accept them)
 MAX_SEED = 2 ** 32 - 1
@@ -186,13 +189,24 @@ class _Section:
 
 _SECTIONS: dict[str, _Section] = {}
 
+#: keys that moved to another section, old "section.key" → new "section.key" (``register_section(formerly=…)``).
+#: The old name is still read — from ``--set`` and ``--config`` with a deprecation line, from a stored config.yaml
+#: silently — and the config hash is computed in the old layout, so the runs named before the move keep their
+#: directory, hash and cache (:meth:`Config.training_dict`).
+MOVED_KEYS: dict[str, str] = {}
+_WARNED: set[str] = set()
 
-def register_section(name: str, part: type, *, presets: dict[str, dict] | None = None, training: bool = True) -> type:
+
+def register_section(name: str, part: type, *, presets: dict[str, dict] | None = None, training: bool = True,
+                     formerly: str | None = None) -> type:
     """Add the fields of dataclass ``part`` to config section ``name`` (created on first use).
 
     ``presets`` maps a preset name to the values of ``part``'s fields under that preset. A field declared by
     several parts (e.g. an attack setting shared by two attacks) must have the same type and default in each.
-    ``training=False``: nothing in this section changes what is trained (attack and sampling settings)."""
+    ``training=False``: nothing in this section changes what is trained (attack and sampling settings).
+    ``formerly``: the section ``part``'s fields were declared in before (:data:`MOVED_KEYS`)."""
+    if formerly:
+        MOVED_KEYS.update({f"{formerly}.{f.name}": f"{name}.{f.name}" for f in fields(part)})
     sec = _SECTIONS.get(name)
     if sec is None:
         sec = _SECTIONS[name] = _Section(name, [], {}, training)
@@ -333,7 +347,7 @@ class Config:
             d["train"].pop("precision")
         keys = _method_config_keys(self.method)
         if keys is None:  # a method that does not say what it reads: every training section counts
-            return d
+            return _hash_layout(d)
         out = {k: d[k] for k in ("method", "dataset", "seed", *BASE_SECTIONS)}
         for key in keys:
             sec, _, name = key.partition(".")
@@ -342,13 +356,56 @@ class Config:
                     out.setdefault(sec, {})[name] = d[sec][name]
             else:
                 out[sec] = d[sec]
-        return out
+        return _hash_layout(out)
 
     def training_hash(self) -> str:
         return config_hash(self.training_dict())
 
     def __repr__(self) -> str:
         return f"Config({self.method}, {self.dataset}, {self.preset}, seed={self.seed})"
+
+
+def _hash_layout(d: dict) -> dict:
+    """``d`` with every moved key (:data:`MOVED_KEYS`) back at its old place: a renamed key is not a change of what
+    is trained, so the runs named before the move keep their hash (a moved key's old name is never a field of the
+    old section any more, so nothing collides)."""
+    for old, new in MOVED_KEYS.items():
+        new_sec, _, new_name = new.partition(".")
+        if new_name in d.get(new_sec, {}):
+            old_sec, _, old_name = old.partition(".")
+            d.setdefault(old_sec, {})[old_name] = d[new_sec].pop(new_name)
+            if not d[new_sec]:
+                del d[new_sec]
+    return d
+
+
+def moved_key(key: str, where: str) -> str:
+    """``key`` under its current name: a moved key's new name, with a deprecation line once per key (``where``: the
+    input that named it, e.g. ``--set``)."""
+    new = MOVED_KEYS.get(key)
+    if new is None:
+        return key
+    if key not in _WARNED:
+        _WARNED.add(key)
+        LOG.warning("%s %s: renamed %s (the old name is still read; it will be refused in a later release)",
+                    where, key, new)
+    return new
+
+
+def migrate_config_dict(d: dict) -> dict:
+    """A stored config (a run's config.yaml) in the current layout: each moved key's value under its new name
+    (a value already under the new name wins). ``d`` itself is not changed."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
+    for old, new in MOVED_KEYS.items():
+        old_sec, _, old_name = old.partition(".")
+        body = out.get(old_sec)
+        if isinstance(body, dict) and old_name in body:
+            new_sec, _, new_name = new.partition(".")
+            value = body.pop(old_name)
+            target = out.setdefault(new_sec, {})
+            if isinstance(target, dict):
+                target.setdefault(new_name, value)
+    return out
 
 
 def _method_config_keys(method: str):
@@ -483,9 +540,10 @@ def all_keys() -> list[tuple[str, type, Any, str]]:
     return out
 
 
-def set_key(cfg: Config, key: str, raw: Any) -> None:
+def set_key(cfg: Config, key: str, raw: Any, where: str = "--set") -> None:
     if "." not in key:
         raise BadInput(f"--set {key}: expected section.key=value, e.g. train.steps=2000")
+    key = moved_key(key, where)
     sec, name = key.split(".", 1)
     secs = sections()
     if sec not in secs:
@@ -576,9 +634,9 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
         raise BadInput(f"--dataset {dataset!r}: expected a name")
     cfg = Config(method=method, dataset=dataset or "digits", preset=preset, seed=seed)
     apply_preset(cfg, preset, dataset)
-    items = list(load_yaml_overrides(config_file)) if config_file else []
-    items += list(overrides or [])
-    for k, v in items:
+    items = [(k, v, f"--config {config_file}") for k, v in load_yaml_overrides(config_file)] if config_file else []
+    items += [(k, v, "--set") for k, v in overrides or []]
+    for k, v, where in items:
         if k in TOP_LEVEL:
             if k == "seed":
                 cfg.seed = check_seed(v)
@@ -598,7 +656,7 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
             else:
                 setattr(cfg, k, v)
             continue
-        set_key(cfg, k, v)
+        set_key(cfg, k, v, where)
     DATASETS.get(cfg.dataset)
     METHODS.get(cfg.method)
     check_config(cfg)
@@ -616,6 +674,7 @@ def config_from_dict(d: dict) -> Config:
     check it (unknown keys, e.g. from an older version, are ignored); BadInput when the content is not a config."""
     if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("method", "dataset")):
         raise BadInput("not a privbench config (method and dataset names missing)")
+    d = migrate_config_dict(d)
     preset = d.get("preset", "tiny")
     cfg = Config(method=d["method"], dataset=d["dataset"], preset=preset if isinstance(preset, str) else "tiny",
                  seed=check_seed(d.get("seed")))

@@ -16,9 +16,10 @@ import numpy as np
 from ..core.config import register_section, setting
 from ..core.errors import BadInput
 
-#: The config section that holds the client split (stable keys ``pfdm.n_clients`` etc., named after the method that
-#: introduced it). Every method has a client split: FID's majority/minority reference sets come from client K's.
-CLIENT_SECTION = "pfdm"
+#: The config section of the client split (``clients.n_clients`` etc.). Every method has one: the federated methods
+#: train over it, and FID's majority/minority reference sets come from client K's. Its keys were ``pfdm.*`` before
+#: (named after the method that introduced them): still read, and hashed at their old place (core/config.py).
+CLIENT_SECTION = "clients"
 
 
 @dataclass
@@ -29,12 +30,19 @@ class ClientSplitConfig:
     imbalance: float = setting(10.0, lo=1.0, help="majority:minority records-per-class ratio inside a client")
 
 
-register_section(CLIENT_SECTION, ClientSplitConfig, presets={"paper": {"n_clients": 10}})
+register_section(CLIENT_SECTION, ClientSplitConfig, presets={"paper": {"n_clients": 10}}, formerly="pfdm")
 
 
 def client_settings(cfg) -> ClientSplitConfig:
     """The client-split settings of a config."""
     return getattr(cfg, CLIENT_SECTION)
+
+
+def config_client_split(cfg, members: list[int], labels: np.ndarray, n_classes: int) -> ClientSplit:
+    """The client split a config asks for, over its member records (:func:`client_split` with the config's
+    ``clients.*`` settings and seed)."""
+    p = client_settings(cfg)
+    return client_split(members, labels, p.n_clients, n_classes, p.majority_classes, p.imbalance, cfg.seed)
 
 
 @dataclass
@@ -211,9 +219,9 @@ def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_class
     of each majority class than of each minority class. Every member goes to exactly one client.
     """
     if n_clients < 1:
-        raise BadInput("pfdm.n_clients must be >= 1")
+        raise BadInput("clients.n_clients must be >= 1")
     if majority_classes >= n_classes:
-        raise BadInput(f"pfdm.majority_classes must be < the {n_classes} classes of the dataset")
+        raise BadInput(f"clients.majority_classes must be < the {n_classes} classes of the dataset")
     rng = np.random.default_rng([seed, 0xC11E])
     majority = [sorted({(m * majority_classes + j) % n_classes for j in range(majority_classes)})
                 for m in range(n_clients)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..core.config import register_section, setting
 from ..core.errors import BadInput
-from ..data.splits import client_settings, client_split
+from ..data.splits import client_settings, config_client_split
 from .method import Method, run_partition
 
 
@@ -53,15 +53,15 @@ class FederatedMethod(Method):
         cfg, ctx = self.cfg, self.ctx
         p, nc = client_settings(cfg), ctx.info.num_classes
         if p.majority_classes >= nc:
-            raise BadInput(f"pfdm.majority_classes={p.majority_classes}: must be < the {nc} classes of {cfg.dataset}")
+            raise BadInput(f"clients.majority_classes={p.majority_classes}: must be < the {nc} classes of {cfg.dataset}")
         if p.n_clients > cfg.data.n_members:
-            raise BadInput(f"pfdm.n_clients={p.n_clients}: more clients than the {cfg.data.n_members} members")
+            raise BadInput(f"clients.n_clients={p.n_clients}: more clients than the {cfg.data.n_members} members")
         labels = ctx.dataset[1].numpy()
         split = run_partition(cfg, labels)
-        cs = client_split(split.members, labels, p.n_clients, nc, p.majority_classes, p.imbalance, cfg.seed)
+        cs = config_client_split(cfg, split.members, labels, nc)
         empty = [m for m, c in enumerate(cs.clients) if not c]
         if empty:
-            raise BadInput(f"pfdm.n_clients={p.n_clients}: clients {empty} get no records from the "
+            raise BadInput(f"clients.n_clients={p.n_clients}: clients {empty} get no records from the "
                            f"{cfg.data.n_members} members; use fewer clients or more data.n_members")
 
     @property

@@ -18,7 +18,7 @@ from ..core.io import append_log, atomic_write_text
 from ..core.registry import METHODS
 from ..core.schedule import Schedule
 from ..data.base import dataset_info, load_dataset
-from ..data.splits import ClientSplit, MemberSplit, class_matched, client_settings, client_split, partition
+from ..data.splits import ClientSplit, MemberSplit, class_matched, config_client_split, partition
 from .target import Target
 from .unet import Denoiser, build_denoiser
 
@@ -104,9 +104,7 @@ class RunContext:
         path = self.run_dir / "clients.json"
         if path.exists():
             return ClientSplit.from_json(path.read_text())
-        p = client_settings(self.cfg)
-        s = client_split(self.split.members, self.dataset[1].numpy(), p.n_clients, self.info.num_classes,
-                         p.majority_classes, p.imbalance, self.cfg.seed)
+        s = config_client_split(self.cfg, self.split.members, self.dataset[1].numpy(), self.info.num_classes)
         atomic_write_text(path, s.to_json())
         return s
 

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..attacks.base import MEMBERSHIP
+from ..core.config import config_from_dict, migrate_config_dict
 from ..core.errors import BadInput
 from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
@@ -204,6 +205,7 @@ class Result:
 
     @cached_property
     def config(self) -> dict:
+        """The run's stored config.yaml in the current key layout ({} when absent or unreadable)."""
         p = self.run_dir / "config.yaml"
         if not p.is_file():
             return {}
@@ -213,15 +215,13 @@ class Result:
             d = read_yaml(p, str(p))
         except BadInput:
             return {}
-        return d if isinstance(d, dict) else {}
+        return migrate_config_dict(d) if isinstance(d, dict) else {}
 
     @cached_property
     def config_hash(self) -> str | None:
         cfg = self.config
         if not cfg:
             return None
-        from ..core.config import config_from_dict
-
         try:
             return config_from_dict(cfg).training_hash()
         except Exception:  # noqa: BLE001 - provenance only

@@ -18,7 +18,7 @@ from ..core.errors import BadInput
 from ..core.io import atomic_path, safe_name
 from ..core.registry import METHODS
 from ..data.base import load_dataset as _load_dataset
-from ..data.splits import client_settings, client_split
+from ..data.splits import config_client_split
 from ..models import checkpoint as ckpt
 from ..models.method import Method, RunContext, resolve_device, run_partition
 from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
@@ -135,9 +135,7 @@ def _check_splits(method: Method) -> None:
     checks = [(path, expected.to_json())]
     cpath = ctx.run_dir / "clients.json"
     if cpath.exists():
-        p = client_settings(cfg)
-        cs = client_split(expected.members, ctx.dataset[1].numpy(), p.n_clients, ctx.info.num_classes,
-                          p.majority_classes, p.imbalance, cfg.seed)
+        cs = config_client_split(cfg, expected.members, ctx.dataset[1].numpy(), ctx.info.num_classes)
         checks.append((cpath, cs.to_json()))
     for p, want in checks:
         if not p.exists():

@@ -16,8 +16,10 @@ PKG = ROOT / "privbench"
 NAME_LITERAL_EXCEPTIONS = {
     # the vocabulary of result kinds (membership | memorization | reconstruction) shares two words with attacks
     ("privbench/attacks/base.py", "memorization"), ("privbench/attacks/base.py", "reconstruction"),
-    # the config section of the client split is called "pfdm" (stable keys pfdm.n_clients, ...)
+    # the client split's keys were pfdm.n_clients, ... (still read: register_section(formerly="pfdm"))
     ("privbench/data/splits.py", "pfdm"),
+    # reconstruction inverts PFDM's uploads: it reads PFDM's own settings pfdm.t0 and pfdm.clip from its section
+    ("privbench/attacks/reconstruction.py", "pfdm"),
     # the public Python API's documented default attack: privbench.attack(target, members, nonmembers, attack="pia")
     ("privbench/__init__.py", "pia"),
     # the training loss statistic of the training loop's steps (plain, DP-SGD) shares its word with the loss attack

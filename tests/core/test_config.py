@@ -9,7 +9,7 @@ def test_stable_keys_exist():
 
     keys = {k for k, *_ in all_keys()}
     for k in ["data.n_members", "data.n_nonmembers", "train.steps", "train.batch_size", "train.lr",
-              "pfdm.n_clients", "pfdm.clip", "pfdm.t0", "dp.epsilon", "dp.delta", "attack.t", "attack.p"]:
+              "clients.n_clients", "pfdm.clip", "pfdm.t0", "dp.epsilon", "dp.delta", "attack.t", "attack.p"]:
         assert k in keys
 
 
@@ -45,11 +45,11 @@ def _h(method, *sets):
     ("dpdm", ["pfdm.t0=600", "fed.rounds=3", "dpsad.teacher_steps=9"], ["dp.epsilon=3", "train.lr=1e-3"]),
     ("dpsad", ["pfdm.clip=5", "fed.local_steps=3"], ["dp.epsilon=3", "dpsad.adv_weight=0.5"]),
     ("pfdm", ["dp.epsilon=3", "fed.rounds=3", "dpsad.mode=paper", "pfdm.stage1_sampler=ddim"],
-     ["pfdm.t0=600", "pfdm.n_clients=2", "dp.delta=1e-6"]),
+     ["pfdm.t0=600", "clients.n_clients=2", "dp.delta=1e-6"]),
     ("local", ["pfdm.t0=600", "pfdm.clip=5", "fed.rounds=3", "dp.epsilon=3"],
-     ["pfdm.n_clients=2", "pfdm.imbalance=4", "fed.local_only_steps=9"]),
+     ["clients.n_clients=2", "clients.imbalance=4", "fed.local_only_steps=9"]),
     ("feddm", ["pfdm.t0=600", "fed.local_only_steps=9", "dp.epsilon=3"],
-     ["pfdm.majority_classes=3", "fed.rounds=3", "fed.prox_mu=0.1"]),
+     ["clients.majority_classes=3", "fed.rounds=3", "fed.prox_mu=0.1"]),
 ])
 def test_hash_covers_exactly_what_a_method_reads(method, unused, used):
     # a run is re-keyed by the settings its method reads, and only by those
@@ -135,3 +135,40 @@ def test_outside_model_runs_take_the_seed_rule_of_privbench_runs(seed):
         external_config(seed=seed)
     with pytest.raises(BadInput):
         build_config("centralized", seed=seed)
+
+
+#: the run directories the committed reports name (reports/tiny/results.csv: tiny preset, digits, seed 0); a key
+#: that moves between sections must not re-key them
+COMMITTED_RUN_HASHES = {"pfdm": "4fb572d04d16", "local": "7b09dc38e20a", "feddm": "89fd00fb68c0"}
+
+
+@pytest.mark.parametrize("method", sorted(COMMITTED_RUN_HASHES))
+def test_client_split_keys_moved_to_clients_keep_the_run_hash(method):
+    cfg = build_config(method, "digits", "tiny", 0)
+    assert cfg.training_hash() == COMMITTED_RUN_HASHES[method]
+    new = build_config(method, "digits", "tiny", 0, parse_set_args(["clients.n_clients=3", "clients.imbalance=4"]))
+    old = build_config(method, "digits", "tiny", 0, parse_set_args(["pfdm.n_clients=3", "pfdm.imbalance=4"]))
+    assert (old.clients.n_clients, old.clients.imbalance) == (3, 4.0)
+    assert old.training_hash() == new.training_hash() != cfg.training_hash()
+    assert "clients" in cfg.to_dict() and "n_clients" not in cfg.to_dict()["pfdm"]
+
+
+def test_old_client_keys_read_from_a_config_file_and_a_stored_config(tmp_path, privbench_log):
+    import privbench.core.config as C
+
+    C._WARNED.clear()
+    p = tmp_path / "c.yaml"
+    p.write_text("pfdm:\n  n_clients: 2\n  t0: 600\n")
+    cfg = C.build_config("pfdm", config_file=str(p))
+    assert (cfg.clients.n_clients, cfg.pfdm.t0) == (2, 600)
+    assert f"--config {p} pfdm.n_clients: renamed clients.n_clients" in privbench_log.text
+    # a run's config.yaml written before the move: read into the new section, same hash, no warning
+    stored = cfg.to_dict()
+    stored["pfdm"]["n_clients"] = stored.pop("clients")["n_clients"]
+    before = privbench_log.text
+    again = C.config_from_dict(stored)
+    assert again.clients.n_clients == 2 and again.training_hash() == cfg.training_hash()
+    assert privbench_log.text == before
+    # an explicit new key wins over the old one in the same stored file
+    stored["clients"] = {"n_clients": 3}
+    assert C.config_from_dict(stored).clients.n_clients == 3

@@ -136,7 +136,7 @@ def test_paper_suite_plans(tmp_path, monkeypatch):
     cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
     assert {(c.method, c.dataset) for c in cells} >= {("pfdm", "cifar10"), ("dpdm", "mnist"), ("dpsad", "celeba")}
     pf = next(c for c in cells if c.method == "pfdm")
-    assert (pf.cfg.pfdm.clip, pf.cfg.pfdm.t0, pf.cfg.pfdm.n_clients, pf.cfg.dp.delta) == (10.0, 690, 10, 1e-5)
+    assert (pf.cfg.pfdm.clip, pf.cfg.pfdm.t0, pf.cfg.clients.n_clients, pf.cfg.dp.delta) == (10.0, 690, 10, 1e-5)
     sad = next(c for c in cells if c.method == "dpsad" and c.dataset == "celeba")
     assert sad.cfg.diffusion.num_timesteps == 500 and sad.cfg.data.resolution == 64
 

@@ -58,8 +58,7 @@ class FedDM(FederatedMethod):
     default_target = "global"
     report_order = 50
     target_order = ("global",)
-    config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance",
-                   "fed.rounds", "fed.local_steps", "fed.prox_mu")
+    config_keys = ("clients", "fed.rounds", "fed.local_steps", "fed.prox_mu")
 
     def target_names(self) -> list[str]:
         return ["global"]

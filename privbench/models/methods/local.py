@@ -25,8 +25,8 @@ class Local(FederatedMethod):
     default_target = "client:0"
     report_order = 60
     target_order = ("client",)
-    config_keys = ("pfdm.n_clients", "pfdm.majority_classes", "pfdm.imbalance", "fed.local_only_steps")
-    provenance_keys = ("pfdm.n_clients",)
+    config_keys = ("clients", "fed.local_only_steps")
+    provenance_keys = ("clients.n_clients",)
 
     def target_names(self) -> list[str]:
         return [f"client:{k}" for k in range(self.n_clients)]

@@ -157,8 +157,8 @@ class PFDM(FederatedMethod):
     private = True
     report_order = 10
     target_order = ("shared", "pipeline", "client")
-    config_keys = ("pfdm", "dp.delta", "dp.noise_source")  # delta: the (ε, δ) each upload is reported with
-    provenance_keys = ("pfdm.n_clients", "pfdm.clip", "pfdm.t0")
+    config_keys = ("pfdm", "clients", "dp.delta", "dp.noise_source")  # delta: the (ε, δ) each upload is reported with
+    provenance_keys = ("clients.n_clients", "pfdm.clip", "pfdm.t0")
 
     @classmethod
     def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:
