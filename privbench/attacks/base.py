@@ -32,6 +32,7 @@ import torch
 from ..core.config import register_section, setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
+from ..models.target import TargetCapabilities
 
 
 @dataclass
@@ -159,7 +160,9 @@ class Attack:
     * ``extra_config_keys``: other config keys (``section.key``) that change its result;
     * ``applies_to``: the target kinds it can attack (None = every target);
     * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6);
-    * ``text_conditioning``: whether it runs on text-to-image (latent) targets.
+    * ``text_conditioning``: whether it runs on text-to-image (latent) targets; ``requires_text``,
+      ``requires_white_box``: what it needs of one (:meth:`refusal` reads a target's
+      :class:`~privbench.models.target.TargetCapabilities`).
     """
     name: ClassVar[str] = "?"
     description: ClassVar[str] = ""
@@ -175,6 +178,10 @@ class Attack:
     #: True: runs on text-to-image targets (records' ``y`` is a caption row, passed through ``cond``; latents as
     #: ``x``); shown by ``privbench list attacks``
     text_conditioning: ClassVar[bool] = True
+    #: True: needs a text-conditional target (captions to work with)
+    requires_text: ClassVar[bool] = False
+    #: True: needs gradients of one network (a target whose ``predict_noise`` composes several is refused)
+    requires_white_box: ClassVar[bool] = False
     #: settings with ``choices`` that name a variant of the attack: a value other than the default is part of the
     #: attack's label (``lira@online``, ``secmi@paper``), so variants sit side by side in tables and suites can
     #: ask for them by that label
@@ -217,6 +224,18 @@ class Attack:
         anything is trained or written)."""
         if self.batch_size < 1:
             raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
+
+    @classmethod
+    def refusal(cls, caps: TargetCapabilities) -> str | None:
+        """Why the attack cannot run on a target with capabilities ``caps``, in one clause (None: it can)."""
+        if caps.text_conditioned and not cls.text_conditioning:
+            return "does not support text-conditional targets (privbench list attacks shows which do)"
+        if cls.requires_text and not caps.text_conditioned:
+            return "needs a text-to-image model (a Stable-Diffusion-layout pipeline); this model takes no captions"
+        if cls.requires_white_box and not caps.white_box:
+            return "needs white-box access to one network; this target composes several (its predictions are " \
+                   "not one model's)"
+        return None
 
     def applies(self, target: str) -> bool:
         """Whether the attack can attack ``target`` (``applies_to``: fnmatch patterns such as ``client:*``)."""

@@ -98,9 +98,9 @@ class CLiD(Attack):
                            f"{', '.join(PERTURBATIONS)}")
 
     def _weakened_rows(self, target, records: Records) -> dict[str, torch.Tensor]:
-        text = getattr(target, "text", None)
-        if text is None:
+        if not target.capabilities.text_conditioned:
             raise BadInput("clid needs a text-to-image target (records conditioned on captions)")
+        text = target.text
         caps = [text.captions[int(r)] for r in records.y]
         out = {}
         for p in self.clid_perturbations:

@@ -69,7 +69,7 @@ _GRAD_BUDGET = 50_000_000
 def gradient_features(target, records: Records, timesteps: list[int], *, variant: int, seed: int,
                       batch_size: int) -> np.ndarray:
     """(n_records, n_parameter_tensors) GSA features of ``records`` under ``target``'s network."""
-    if not getattr(target, "white_box", False):
+    if not target.capabilities.white_box:
         raise BadInput(f"gsa needs white-box access to one network; target {target.name!r} composes several "
                        f"(its predictions are not one model's)")
     model = target.model
@@ -175,6 +175,7 @@ class GSA(Attack):
     report_order = 90
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe
+    requires_white_box = True
     Settings = GSASettings
     variant_settings = ("reference_pool", "gsa_classifier")
     settings_presets = {"test": REFERENCE_TEST_PRESET}

@@ -299,7 +299,7 @@ class Reconstruction(Attack):
         }
         res.notes.append(f"{'real' if kind == 'real' else 'simulated'} uploads at t0={t0} (1-indexed; model t={mt}), "
                          f"C={clip}; re-identification by L2 nearest neighbour among CLIP(pool, C)")
-        if getattr(target, "uploads", None) is not None:  # a target trained on the uploads (PFDM's shared model)
+        if target.capabilities.uploads:  # a target trained on the uploads (PFDM's shared model)
             res.notes.append(f"target '{target.name}': its training data are the uploads themselves, so its eps-prediction "
                              "at level t0-1 on an upload is outside its training distribution (PFDM's 'Global' "
                              "attacker); compare with 'naive' and with a clean-data denoiser (attacker 'public': "

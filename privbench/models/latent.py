@@ -31,6 +31,7 @@ text-encoder LoRA is refused.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
@@ -48,7 +49,7 @@ from .external_base import (
     schedule_from_config,
     to_epsilon,
 )
-from .target import Target
+from .target import Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
                        "unet": "UNet2DConditionModel"}
@@ -309,6 +310,11 @@ class LatentTarget(Target):
         self.pixel_shape = tuple(int(s) for s in pixel_shape)
         self._latents: dict[str, torch.Tensor] = {}
         self.sample_rows: torch.Tensor | None = None  # caption rows samples are drawn from (members' captions)
+
+    @property
+    def capabilities(self) -> TargetCapabilities:
+        return dataclasses.replace(super().capabilities, latent=True, text_conditioned=True,
+                                   record_shape=self.pixel_shape)
 
     @property
     def num_classes(self):  # the caption table's size: attacks pass each record's row as its condition

@@ -13,6 +13,25 @@ from ..core.schedule import Schedule
 from .sampling import ddim_chain, ddpm_chain
 
 
+@dataclass(frozen=True)
+class TargetCapabilities:
+    """What an attack may do with a target (:attr:`Target.capabilities`): the typed answer to "can this attack run
+    here?", read by the attacks and the runners instead of the target's class or its optional attributes."""
+    #: ``predict_noise`` is one network, so gradients can be taken through :meth:`Target.network_eps` (gsa)
+    white_box: bool
+    #: the network denoises VAE latents; records are pixels the target encodes (:meth:`Target.query_inputs`)
+    latent: bool
+    #: the network is conditioned on caption rows: records carry captions (clid; attacks with
+    #: ``text_conditioning = False`` refuse it)
+    text_conditioned: bool
+    #: the target holds PFDM's noised uploads (reconstruction attacks the real ones)
+    uploads: bool
+    #: networks one generation chains (PFDM's pipeline: 2, the shared model then the client's; else 1)
+    stages: int
+    #: a record's shape, C×H×W in pixel space (what ``--members`` files must hold)
+    record_shape: tuple[int, ...]
+
+
 @dataclass
 class Uploads:
     """Noised uploads a server (or anyone holding them) sees: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z."""
@@ -49,6 +68,8 @@ class Target:
         self._net_eps = net_eps
         self.uploads = uploads
         self.meta = meta or {}
+        #: the targets a generation chains, in order (PFDM's pipeline: shared, client); empty: this one alone
+        self.stages: tuple[Target, ...] = ()
         self.alphas_cumprod = schedule.alphas_cumprod(self.device)
         self.num_timesteps = schedule.num_timesteps
         self._autocast: torch.dtype | None = None  # set by query_precision
@@ -69,6 +90,12 @@ class Target:
             yield self
         finally:
             self._autocast = old
+
+    @property
+    def capabilities(self) -> TargetCapabilities:
+        return TargetCapabilities(white_box=self.white_box, latent=False, text_conditioned=False,
+                                  uploads=self.uploads is not None, stages=max(1, len(self.stages)),
+                                  record_shape=tuple(int(s) for s in self.meta.get("shape") or ()))
 
     @property
     def white_box(self) -> bool:

@@ -227,6 +227,9 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         created = not out_dir.exists()
         try:
             tgt = method.load_target(target_name)
+            reason = attack.refusal(tgt.capabilities)
+            if reason:
+                raise BadInput(f"--attack {attack_name}: {reason} (target {target_name!r})")
             records = build_records(method, target_name)
             qx, qy = tgt.query_inputs(records.x, records.y)  # a latent target: latents and caption rows
             if qx is not records.x:

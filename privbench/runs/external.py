@@ -74,12 +74,9 @@ def _schedule_into(cfg: Config, tgt) -> None:
 def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True, references=None):
     _schedule_into(cfg, tgt)
     attack = make_attack(cfg, attack_name, strict=strict)
-    if getattr(tgt, "text", None) is not None and not attack.text_conditioning:
-        raise BadInput(f"attack {attack_name!r} does not support text-conditional targets (privbench list attacks "
-                       f"shows which do)")
-    if getattr(tgt, "text", None) is None and getattr(attack, "requires_text", False):
-        raise BadInput(f"attack {attack_name!r} needs a text-to-image model (a Stable-Diffusion-layout pipeline); "
-                       f"this model takes no captions")
+    reason = attack.refusal(tgt.capabilities)
+    if reason:
+        raise BadInput(f"attack {attack_name!r} {reason}")
     if attack.kind == RECONSTRUCTION:
         raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
                        f"has none (use a membership attack or memorization)")
@@ -303,10 +300,10 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
         check_template(caption)
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name, lora=lora)
-    text = getattr(tgt, "text", None) is not None
+    text = tgt.capabilities.text_conditioned
     if caption is not None and not text:
         raise BadInput(f"--caption {caption!r}: the model is not text-conditional")
-    mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.pixel_shape if text else tgt.meta["shape"],
+    mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.capabilities.record_shape,
                                 dataset=dataset, data_root=data_root, split=split, records_range=records_range)
     # the overlap check (on the 8-bit grid) runs before the encoding check: a re-encoded copy is reported as shared
     if not text:
@@ -516,7 +513,7 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     from ..models.external import load_external, wrap
 
     tgt = load_external(target)[0] if isinstance(target, (str, Path)) else wrap(target)
-    if getattr(tgt, "text", None) is not None:
+    if tgt.capabilities.text_conditioned:
         raise BadInput("privbench.attack: text-to-image pipelines need captions with the records; use "
                        "privbench.runs.external.attack_external (privbench attack --model) for them")
     cfg = external_config("tiny", seed)

@@ -68,6 +68,18 @@ def test_identity_vae_pipeline_equals_the_pixel_space_unet(t2i_parts, tmp_path):
     assert res["provenance"]["model"]["latent_encoding"] == "identity (pixels)"
 
 
+def test_a_pipelines_capabilities_are_latent_and_text_conditioned(t2i_parts):
+    from privbench.core.registry import ATTACKS
+    from privbench.models.external import load_external
+
+    caps = load_external(t2i_parts["random"])[0].capabilities
+    assert caps.latent and caps.text_conditioned and caps.stages == 1 and not caps.uploads
+    assert not caps.white_box  # no network_eps through the latent/caption path (gsa does not run on text-to-image)
+    assert caps.record_shape == tuple(t2i_parts["xm"].shape[1:])       # pixels, not latents
+    assert "text-conditional" in ATTACKS.get("lira").factory.refusal(caps)
+    assert ATTACKS.get("clid").factory.refusal(caps) is None and ATTACKS.get("sima").factory.refusal(caps) is None
+
+
 def test_caption_template_folder_metadata_and_npz_captions_agree(t2i_parts, tmp_path):
     from PIL import Image
 

@@ -266,6 +266,18 @@ def test_pipeline_predict_noise_is_composite(pfdm_test_run):
     assert torch.allclose(eps[2:], shared.predict_noise(x[2:], t[2:], y[2:]))
 
 
+def test_target_capabilities_tell_which_attacks_can_run(pfdm_test_run):
+    from privbench.core.registry import ATTACKS
+
+    pipe, shared = pfdm_test_run.load_target("pipeline:0"), pfdm_test_run.load_target("shared")
+    cp, cs = pipe.capabilities, shared.capabilities
+    assert (cp.stages, cp.white_box, cp.uploads, cp.latent, cp.text_conditioned) == (2, False, False, False, False)
+    assert (cs.stages, cs.white_box, cs.uploads) == (1, True, True) and cs.record_shape == (1, 8, 8)
+    gsa, pia, clid = (ATTACKS.get(n).factory for n in ("gsa", "pia", "clid"))
+    assert "composes several" in gsa.refusal(cp) and gsa.refusal(cs) is None
+    assert pia.refusal(cp) is None and "text-to-image" in clid.refusal(cs)
+
+
 # ------------------------------------------------------------------ targets and privacy
 
 def test_targets_and_privacy(pfdm_test_run):
