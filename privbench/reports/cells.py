@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..privacy.claims import as_number
+
 NONE_TEXT = "–"
 NA_TEXT = "n/a"
 INF_TEXT = "∞"
@@ -96,10 +98,4 @@ def metric_value(metrics: dict, metric: str, n_nonmembers: Any) -> float | None:
     """A membership metric as a CSV value: None (empty) when missing or an unresolvable TPR."""
     if not resolvable(metric, n_nonmembers):
         return None
-    v = (metrics or {}).get(metric)
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    return as_number((metrics or {}).get(metric))
