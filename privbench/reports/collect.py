@@ -122,11 +122,10 @@ class Result:
         family of the audit are about. A privbench target lives in its run directory; an external model's attacks
         each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
         prov = self.res.provenance
-        model = prov.get("model") if prov is not None else None
-        if self.method == "external" and isinstance(model, dict) and model.get("weights_sha256"):
-            recs = prov.get("records_sha256") or json.dumps([prov.get("members"), prov.get("nonmembers")],
-                                                            sort_keys=True, default=str)
-            return (self.dataset, self.seed, f"external:{model['weights_sha256']}:{recs}", self.target)
+        if self.method == "external" and prov is not None and prov.weights_sha256:
+            # results written before records_sha256 existed: the record sets' own descriptions
+            recs = prov.records_sha256 or json.dumps([prov.members, prov.nonmembers], sort_keys=True, default=str)
+            return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{recs}", self.target)
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
     def label(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
+from ..runs.result_schema import AttackResult, Provenance
 from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
 
 ORACLE = "oracle (chosen on evaluation labels)"
@@ -275,11 +276,13 @@ def write_bench_tables(res: dict) -> dict:
 
 
 def result_summary(res: dict) -> str:
-    """The runner's table plus where the run and its provenance are."""
-    prov = (res.get("provenance") or {}).get("model") or {}
+    """The runner's table plus where the run and its provenance are (an external run's result)."""
+    r = AttackResult.from_json(res)
+    prov = r.provenance or Provenance()
+    model = prov.model or {}  # the model loader's own object: its keys depend on the format (models/external.py)
     lines = [format_table([res]).rstrip("\n"),
-             f"model: {prov.get('path', '?')} ({prov.get('format')}; {prov.get('weights')}; "
-             f"{prov.get('prediction_type')} prediction; sha256 {str(prov.get('weights_sha256'))[:12]})",
-             f"schedule: {(prov.get('scheduler') or {}).get('source')}",
-             f"run: {res.get('run_dir')}"]
+             f"model: {model.get('path', '?')} ({model.get('format')}; {model.get('weights')}; "
+             f"{model.get('prediction_type')} prediction; sha256 {str(prov.weights_sha256)[:12]})",
+             f"schedule: {(model.get('scheduler') or {}).get('source')}",
+             f"run: {r.run_dir}"]
     return "\n".join(lines)

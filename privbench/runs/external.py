@@ -34,7 +34,7 @@ from ..core.registry import ATTACKS, PRESETS
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
-from .result_schema import AttackResult
+from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir, run_lock
 
 LOG = logging.getLogger(__name__)
@@ -369,11 +369,10 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         LOG.info(f"privbench: attack cache hit: {run_dir}")
         return cached.to_json()
     records = ext.records
-    provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
-                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
-                  "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
-    if ext.captions is not None:
-        provenance["captions_sha256"] = captions_sha256(ext.captions)
+    provenance = Provenance(model={k: v for k, v in ext.prov.items() if k != "weights_note"},
+                            members=ext.mem.provenance, nonmembers=ext.non.provenance,
+                            records_sha256=records_sha256(records.x, records.y, records.labels, records.index),
+                            captions_sha256=None if ext.captions is None else captions_sha256(ext.captions))
     fresh = not run_dir.exists()
     try:
         with run_lock(run_dir, "attack"):
@@ -388,7 +387,8 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     return result
 
 
-def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict, runs_dir) -> dict:
+def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: Provenance,
+                      runs_dir) -> dict:
     tgt, records = ext.tgt, ext.records
     train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
     env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
@@ -398,17 +398,17 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
     if att.needs_references:
         from .external_references import build_external_references
 
-        env.references, provenance["references"] = build_external_references(
+        env.references, provenance.references = build_external_references(
             ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
             runs_dir=runs_dir, device=tgt.device, dataset=ext.references.get("dataset"),
             data_root=ext.references.get("data_root"))
-        ref_note = provenance["references"]["note"]
+        ref_note = provenance.references["note"]
     t0 = time.time()
     out = att.run(tgt, records, env)
     if tgt.device.type == "cuda":
         torch.cuda.synchronize(tgt.device)
     timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-    atomic_write_json(run_dir / "provenance.json", provenance)  # only once the attack ran
+    atomic_write_json(run_dir / "provenance.json", provenance.to_json())  # only once the attack ran
     result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
     result.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else []) + result.notes
     result.provenance = provenance
