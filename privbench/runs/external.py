@@ -33,7 +33,7 @@ from ..core.io import atomic_write_json
 from ..core.registry import ATTACKS, PRESETS
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
-from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
+from .attack import assemble_result, make_attack, metrics_hash_dict, new_result
 from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir, run_lock
 
@@ -467,18 +467,43 @@ def external_reference_inputs(recipe_path, data_spec, records: Records | None = 
 
 @dataclass
 class InMemoryResult:
-    """What ``privbench.attack`` returns: ``metrics`` (AUC, ASR, TPR@FPR with CIs, or the attack's own figures),
-    ``scores`` (higher = member; members first) and ``labels`` (1 = member), plus the calibrated metrics, the
-    oracle sweep, the attack's figures and notes."""
-    attack: str
-    metrics: dict
+    """What ``privbench.attack`` returns: ``result``, the :class:`~privbench.runs.result_schema.AttackResult` a run
+    would write as result.json (nothing is written: ``run_dir``, ``scores_path`` and ``attack_hash`` are null), with
+    ``scores`` (higher = member; members first; None for an attack that scores no membership) and ``labels``
+    (1 = member). ``attack``, ``metrics`` (AUC, ASR, TPR@FPR with CIs, or the attack's own figures), ``calibrated``,
+    ``sweep`` (oracle), ``figures``, ``notes`` and ``warnings`` read the result's fields."""
+    result: AttackResult
     scores: np.ndarray | None
     labels: np.ndarray
-    calibrated: dict | None = None
-    sweep: dict | None = None
-    figures: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
+
+    # the attributes privbench.attack's object had before it carried a result: the result's fields, not copies
+    @property
+    def attack(self) -> str:
+        return self.result.attack
+
+    @property
+    def metrics(self) -> dict:
+        return self.result.metrics
+
+    @property
+    def calibrated(self) -> dict | None:
+        return self.result.calibrated
+
+    @property
+    def sweep(self) -> dict | None:
+        return self.result.sweep
+
+    @property
+    def figures(self) -> dict:
+        return self.result.figures
+
+    @property
+    def notes(self) -> list:
+        return self.result.notes
+
+    @property
+    def warnings(self) -> list:
+        return self.result.warnings
 
     def __repr__(self) -> str:
         m = self.metrics
@@ -529,12 +554,11 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     records = build_external_records(mem, non, tgt.num_classes)
     env = AttackEnv(cfg=cfg, method=None, out_dir=None, seed=cfg.seed,
                     train_data=(records.x[records.labels == 1], records.y[records.labels == 1]))
+    t0 = time.time()
     out = att.run(tgt, records, env)
-    labels = records.labels.numpy().astype(np.int64)
-    if att.kind != MEMBERSHIP:
-        return InMemoryResult(att.name, dict(out.metrics), None, labels, figures=out.figures, notes=list(out.notes))
-    scores = np.asarray(out.scores, dtype=np.float64)
-    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
-                             tpr_rule=cfg.metrics.tpr_rule)
-    return InMemoryResult(att.name, sec["metrics"], scores, labels, sec["calibrated"], sec["sweep"], out.figures,
-                        list(out.notes), sec["warnings"])
+    if tgt.device.type == "cuda":
+        torch.cuda.synchronize(tgt.device)
+    timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
+    result = new_result(cfg, att, tgt.name, records, out, privacy=None, timing=timing)
+    scores = np.asarray(out.scores, dtype=np.float64) if att.kind == MEMBERSHIP else None
+    return InMemoryResult(result, scores, records.labels.numpy().astype(np.int64))
