@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..attacks.base import MEMBERSHIP
+from ..bench.cell_schema import BenchCell, cells_of
 from ..core.errors import BadInput
 from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
@@ -323,11 +324,11 @@ def read_result(path: str | Path) -> Result:
         raise BadInput(f"{path}: {e}") from None
 
 
-def read_cell_result(cell: dict, path: str | Path) -> Result:
+def read_cell_result(cell: BenchCell, path: str | Path) -> Result:
     """The result of a bench cell (``path``: its ``result_path``, resolved by the caller), named by the cell's
     suite entry when it is a variant (:attr:`Result.method_label`)."""
     r = read_result(path)
-    r.variant = cell.get("variant") or None
+    r.variant = cell.variant or None
     return r
 
 
@@ -384,14 +385,12 @@ def load_results(paths: list[str | Path]) -> list[Result]:
 
 def _bench_results(bench_dir: Path) -> list[Result]:
     """Results of a bench directory: the cells listed in bench.json (plus result.json files found below it)."""
-    bench = read_bench(bench_dir)
     out = []
-    for c in bench.get("cells", []):
-        rp = c.get("result_path")
-        if c.get("kind", "attack") == "attack" and c.get("status") == "done" and rp:
-            p = Path(rp)
+    for c in cells_of(read_bench(bench_dir)):
+        if c.kind == "attack" and c.status == "done" and c.result_path:
+            p = Path(c.result_path)
             if not p.is_absolute() and not p.exists():
-                p = bench_dir / rp
+                p = bench_dir / c.result_path
             if p.is_file():
                 out.append(read_cell_result(c, p))
     for f in sorted(bench_dir.rglob("result.json")):
@@ -411,6 +410,10 @@ def read_bench(bench_dir: str | Path) -> dict:
         raise BadInput(f"{p}: unreadable ({type(e).__name__})") from None
     if not isinstance(d, dict):
         raise BadInput(f"{p}: not a bench file")
+    try:
+        cells_of(d)  # every cell readable, before a report reads any (bench.cell_schema)
+    except BadInput as e:
+        raise BadInput(f"{p}: {e}") from None
     return d
 
 

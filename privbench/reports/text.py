@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
+from ..bench.cell_schema import cells_of
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from ..runs.result_schema import AttackResult, Provenance
@@ -237,11 +238,11 @@ def format_bench(res: dict) -> str:
     c = res.get("counts", {})
     lines.append(f"bench {res.get('suite')}: {c.get('done', 0)} done, {c.get('skipped', 0)} skipped, "
                  f"{c.get('failed', 0)} failed, {c.get('pending', 0)} pending in {res.get('elapsed_s')} s")
-    for cell in res.get("cells", []):
-        if cell["status"] in ("failed", "skipped"):
-            what = cell["attack"] if cell["kind"] == "attack" else cell["kind"]
-            lines.append(f"  {cell['status']}: {cell.get('variant') or cell['method']}/{cell['target']} {what} ({cell['dataset']}, seed "
-                         f"{cell['seed']}): {cell['reason']}")
+    for cell in cells_of(res):
+        if cell.status in ("failed", "skipped"):
+            what = cell.attack if cell.kind == "attack" else cell.kind
+            lines.append(f"  {cell.status}: {cell.variant or cell.method}/{cell.target} {what} ({cell.dataset}, seed "
+                         f"{cell.seed}): {cell.reason}")
     lines.append(f"wrote {res.get('bench_json')}" + "".join(f", {p}" for p in (res.get("tables") or {}).values()))
     lines.append(f"render the HTML report with: privbench report {res.get('out')} --out <dir>")
     return "\n".join(lines)
@@ -255,8 +256,7 @@ def write_bench_tables(res: dict) -> dict:
     from .tables import Tables
 
     out_dir = Path(res["out"])
-    results = [read_cell_result(c, c["result_path"]) for c in res.get("cells", [])
-               if c["kind"] == "attack" and c["status"] == "done"]
+    results = [read_cell_result(c, c.result_path) for c in cells_of(res) if c.kind == "attack" and c.status == "done"]
     paths: dict = {}
     rows: list = []
     if results:
