@@ -2,7 +2,7 @@
 runs; each cell keeps the hashes that say whether its cached result is still valid."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,41 +10,16 @@ from ..attacks.base import split_label
 from ..core.config import PRESET_DATASETS, check_seed, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
+from .cell_schema import BenchCell
 from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
 
 
 @dataclass
-class Cell:
-    kind: str                      # attack | fid | samples | utility
-    method: str
-    dataset: str
-    seed: int
-    target: str
-    attack: str | None = None
-    role: str = "baseline"
-    overrides: list = field(default_factory=list)
-    status: str = "pending"        # pending | done | skipped | failed
-    reason: str | None = None
-    id: str = ""
-    run_dir: str | None = None
-    config_hash: str | None = None
-    attack_hash: str | None = None
-    settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
-    external: dict | None = None   # attack cells of an external target: privbench attack --model's options
-    result_path: str | None = None
-    summary: dict | None = None
-    seconds: float | None = None
-    attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
-    variant: str | None = None     # the suite's name of a method entry that is not the method's own name
-    epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
-    utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
+class Cell(BenchCell):
+    """A planned cell: what bench.json records of it (:class:`~privbench.bench.cell_schema.BenchCell`, its
+    ``to_json``) plus what only this process needs to run it."""
     cfg: Any = None                # not serialised
     shared: tuple = ()             # not serialised: cached trainings the run's training shares (Method.shared_trainings)
-
-    def to_json(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("cfg", "overrides", "shared")}
-        d["overrides"] = [[k, v] for k, v in self.overrides]
-        return d
 
     def label(self) -> str:
         what = self.attack if self.kind == "attack" else self.kind

@@ -55,6 +55,7 @@ from ..core.provenance import git_commit, version
 from ..data.user_records import registered_paths
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
+from .cell_schema import BenchCell, cells_of
 from .plan import plan
 from .suite import fid_settings, load_suite, samples_n
 
@@ -199,18 +200,18 @@ def _fid_setup(spec: dict, name: str, inception_weights: str | None) -> bool:
 
 def _resume(cells, bench_json: Path) -> None:
     """Cells finished by an earlier run of this bench (``bench.json``) whose results still hold are done."""
-    prev: dict[str, dict] = {}
+    prev: dict[str, BenchCell] = {}
     if bench_json.is_file():
         try:
-            prev = {c["id"]: c for c in json.loads(bench_json.read_text()).get("cells", [])}
-        except (OSError, ValueError, KeyError, TypeError):
+            prev = {c.id: c for c in cells_of(json.loads(bench_json.read_text()))}
+        except (OSError, ValueError):  # unreadable (BadInput is a ValueError too): every cell runs again
             prev = {}
     for c in cells:
         p = prev.get(c.id)
-        if c.status == "pending" and p and p.get("status") == "done" and p.get("result_path") \
-                and _still_valid(c, Path(p["result_path"])):
+        if c.status == "pending" and p and p.status == "done" and p.result_path \
+                and _still_valid(c, Path(p.result_path)):
             c.status, c.reason = "done", "finished in an earlier run of this bench"
-            c.result_path, c.summary, c.seconds = p["result_path"], p.get("summary"), p.get("seconds")
+            c.result_path, c.summary, c.seconds = p.result_path, p.summary, p.seconds
 
 
 def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address, retries: int,

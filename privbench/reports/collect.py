@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..attacks.base import MEMBERSHIP
+from ..bench.cell_schema import BenchCell, cells_of
 from ..core.config import config_from_dict, migrate_config_dict
 from ..core.errors import BadInput
 from ..runs.result_schema import AttackResult
@@ -123,11 +124,10 @@ class Result:
         family of the audit are about. A privbench target lives in its run directory; an external model's attacks
         each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
         prov = self.res.provenance
-        model = prov.get("model") if prov is not None else None
-        if self.method == "external" and isinstance(model, dict) and model.get("weights_sha256"):
-            recs = prov.get("records_sha256") or json.dumps([prov.get("members"), prov.get("nonmembers")],
-                                                            sort_keys=True, default=str)
-            return (self.dataset, self.seed, f"external:{model['weights_sha256']}:{recs}", self.target)
+        if self.method == "external" and prov is not None and prov.weights_sha256:
+            # results written before records_sha256 existed: the record sets' own descriptions
+            recs = prov.records_sha256 or json.dumps([prov.members, prov.nonmembers], sort_keys=True, default=str)
+            return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{recs}", self.target)
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
     def label(self) -> str:
@@ -324,11 +324,11 @@ def read_result(path: str | Path) -> Result:
         raise BadInput(f"{path}: {e}") from None
 
 
-def read_cell_result(cell: dict, path: str | Path) -> Result:
+def read_cell_result(cell: BenchCell, path: str | Path) -> Result:
     """The result of a bench cell (``path``: its ``result_path``, resolved by the caller), named by the cell's
     suite entry when it is a variant (:attr:`Result.method_label`)."""
     r = read_result(path)
-    r.variant = cell.get("variant") or None
+    r.variant = cell.variant or None
     return r
 
 
@@ -385,14 +385,12 @@ def load_results(paths: list[str | Path]) -> list[Result]:
 
 def _bench_results(bench_dir: Path) -> list[Result]:
     """Results of a bench directory: the cells listed in bench.json (plus result.json files found below it)."""
-    bench = read_bench(bench_dir)
     out = []
-    for c in bench.get("cells", []):
-        rp = c.get("result_path")
-        if c.get("kind", "attack") == "attack" and c.get("status") == "done" and rp:
-            p = Path(rp)
+    for c in cells_of(read_bench(bench_dir)):
+        if c.kind == "attack" and c.status == "done" and c.result_path:
+            p = Path(c.result_path)
             if not p.is_absolute() and not p.exists():
-                p = bench_dir / rp
+                p = bench_dir / c.result_path
             if p.is_file():
                 out.append(read_cell_result(c, p))
     for f in sorted(bench_dir.rglob("result.json")):
@@ -412,6 +410,10 @@ def read_bench(bench_dir: str | Path) -> dict:
         raise BadInput(f"{p}: unreadable ({type(e).__name__})") from None
     if not isinstance(d, dict):
         raise BadInput(f"{p}: not a bench file")
+    try:
+        cells_of(d)  # every cell readable, before a report reads any (bench.cell_schema)
+    except BadInput as e:
+        raise BadInput(f"{p}: {e}") from None
     return d
 
 

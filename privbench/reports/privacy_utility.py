@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..bench.cell_schema import cells_of
 from .cells import ci as interval
 from .cells import num
 
@@ -41,15 +42,15 @@ def _read(path) -> dict | None:
 def _runs(bench: dict) -> dict[str, dict]:
     """run_dir → {method, variant, epsilon, seed, role, fid, utility} from the bench's cells."""
     runs: dict[str, dict] = {}
-    for c in bench.get("cells", []):
-        if c.get("kind") not in ("attack", "fid", "utility") or not c.get("run_dir"):
+    for c in cells_of(bench):
+        if c.kind not in ("attack", "fid", "utility") or not c.run_dir:
             continue
-        r = runs.setdefault(c["run_dir"], {"method": c.get("variant") or c["method"], "registered": c["method"],
-                                          "epsilon": c.get("epsilon"), "seed": c["seed"], "role": c.get("role")})
-        if c["kind"] == "fid" and c.get("status") == "done":
-            r["fid"] = (c.get("summary") or {}).get("overall")
-        if c["kind"] == "utility" and c.get("status") == "done":
-            r["utility"] = _read(c.get("result_path"))
+        r = runs.setdefault(c.run_dir, {"method": c.variant or c.method, "registered": c.method,
+                                        "epsilon": c.epsilon, "seed": c.seed, "role": c.role})
+        if c.kind == "fid" and c.status == "done":
+            r["fid"] = (c.summary or {}).get("overall")
+        if c.kind == "utility" and c.status == "done":
+            r["utility"] = _read(c.result_path)
     return runs
 
 
@@ -72,7 +73,7 @@ def _eps_text(eps: float, infinity: str) -> str:
 
 def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataFrame | None:
     """One row per run of an ε-axis bench; None when the bench has no ε axis."""
-    if not bench or not any(c.get("epsilon") is not None for c in bench.get("cells", [])):
+    if not bench or not any(c.epsilon is not None for c in cells_of(bench)):
         return None
     rows = []
     for run_dir, r in _runs(bench).items():

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
+from ..bench.cell_schema import cells_of
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
+from ..runs.result_schema import AttackResult, Provenance
 from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
 
 ORACLE = "oracle (chosen on evaluation labels)"
@@ -236,11 +238,11 @@ def format_bench(res: dict) -> str:
     c = res.get("counts", {})
     lines.append(f"bench {res.get('suite')}: {c.get('done', 0)} done, {c.get('skipped', 0)} skipped, "
                  f"{c.get('failed', 0)} failed, {c.get('pending', 0)} pending in {res.get('elapsed_s')} s")
-    for cell in res.get("cells", []):
-        if cell["status"] in ("failed", "skipped"):
-            what = cell["attack"] if cell["kind"] == "attack" else cell["kind"]
-            lines.append(f"  {cell['status']}: {cell.get('variant') or cell['method']}/{cell['target']} {what} ({cell['dataset']}, seed "
-                         f"{cell['seed']}): {cell['reason']}")
+    for cell in cells_of(res):
+        if cell.status in ("failed", "skipped"):
+            what = cell.attack if cell.kind == "attack" else cell.kind
+            lines.append(f"  {cell.status}: {cell.variant or cell.method}/{cell.target} {what} ({cell.dataset}, seed "
+                         f"{cell.seed}): {cell.reason}")
     lines.append(f"wrote {res.get('bench_json')}" + "".join(f", {p}" for p in (res.get("tables") or {}).values()))
     lines.append(f"render the HTML report with: privbench report {res.get('out')} --out <dir>")
     return "\n".join(lines)
@@ -254,8 +256,7 @@ def write_bench_tables(res: dict) -> dict:
     from .tables import Tables
 
     out_dir = Path(res["out"])
-    results = [read_cell_result(c, c["result_path"]) for c in res.get("cells", [])
-               if c["kind"] == "attack" and c["status"] == "done"]
+    results = [read_cell_result(c, c.result_path) for c in cells_of(res) if c.kind == "attack" and c.status == "done"]
     paths: dict = {}
     rows: list = []
     if results:
@@ -275,11 +276,13 @@ def write_bench_tables(res: dict) -> dict:
 
 
 def result_summary(res: dict) -> str:
-    """The runner's table plus where the run and its provenance are."""
-    prov = (res.get("provenance") or {}).get("model") or {}
+    """The runner's table plus where the run and its provenance are (an external run's result)."""
+    r = AttackResult.from_json(res)
+    prov = r.provenance or Provenance()
+    model = prov.model or {}  # the model loader's own object: its keys depend on the format (models/external.py)
     lines = [format_table([res]).rstrip("\n"),
-             f"model: {prov.get('path', '?')} ({prov.get('format')}; {prov.get('weights')}; "
-             f"{prov.get('prediction_type')} prediction; sha256 {str(prov.get('weights_sha256'))[:12]})",
-             f"schedule: {(prov.get('scheduler') or {}).get('source')}",
-             f"run: {res.get('run_dir')}"]
+             f"model: {model.get('path', '?')} ({model.get('format')}; {model.get('weights')}; "
+             f"{model.get('prediction_type')} prediction; sha256 {str(prov.weights_sha256)[:12]})",
+             f"schedule: {(model.get('scheduler') or {}).get('source')}",
+             f"run: {r.run_dir}"]
     return "\n".join(lines)

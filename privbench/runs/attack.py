@@ -37,7 +37,7 @@ from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
-from .result_schema import AttackResult
+from .result_schema import AttackResult, ThreatModel, Timing
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
 
 LOG = logging.getLogger(__name__)
@@ -269,28 +269,59 @@ def _population_size(attack: Attack) -> int:
     return int(attack.rmia_population) if "rmia_population" in attack.setting_names() else 0
 
 
+def new_result(cfg, attack: Attack, target_name: str, records: Records, out: AttackOutput, *, privacy, timing: dict,
+               run_dir: Path | None = None, scores_path: str | None = None,
+               attack_hash: str | None = None) -> AttackResult:
+    """The typed result of one attack's output, its scores summarised (:func:`summarise`): what the runner's writer
+    (:func:`assemble_result`) completes and writes, and what ``privbench.attack`` returns in memory (nothing
+    written: no run directory, scores path or attack hash)."""
+    if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
+        timing["nfe_per_record"] = out.nfe_per_record
+        timing["records_per_s"] = round(len(records) / max(timing["attack_s"], 1e-9), 1)
+    threat = attack.threat()
+    result = AttackResult(
+        method=cfg.method, target=target_name, attack=attack.name, label=attack.label, dataset=cfg.dataset,
+        preset=cfg.preset, seed=cfg.seed, run_dir=None if run_dir is None else str(run_dir),
+        n_members=records.n_members, n_nonmembers=records.n_nonmembers, metrics={}, privacy=privacy,
+        scores_path=scores_path, kind=attack.kind,
+        threat_model=None if threat is None else ThreatModel.from_json(threat), attack_config=attack.describe(),
+        attack_hash=attack_hash, figures=out.figures, notes=list(out.notes), timing=Timing.from_json(timing))
+    if attack.kind != MEMBERSHIP:
+        result.metrics = dict(out.metrics)
+        return result
+    sec = membership_section(np.asarray(out.scores, dtype=np.float64), records.labels.numpy().astype(np.int64),
+                             out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed, tpr_rule=cfg.metrics.tpr_rule)
+    summarise(result, sec, cfg.metrics.tpr_rule)
+    return result
+
+
+def summarise(result: AttackResult, sec: dict[str, Any], rule: str) -> None:
+    """A membership attack's :func:`membership_section` into ``result``, with the notes it calls for."""
+    result.metrics, result.calibrated, result.sweep = sec["metrics"], sec["calibrated"], sec["sweep"]
+    result.warnings = sec["warnings"]
+    if rule != "le":  # absent at the default: results keep their shape
+        result.tpr_rule = rule
+        result.notes.append(TPR_RULE_LT_NOTE)
+    ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
+    if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
+        result.notes.append("the score ranks non-members above members; only the calibrated direction "
+                            "(-1) may claim leakage with the sign flipped")
+
+
 def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
                     run_dir: Path, timing: dict) -> AttackResult:
     """Write ``out_dir``'s scores.npz, figures and result.json (last: it marks the attack complete); returns the
     result. Also the writer of an external model's run (runs/external.py), which adds its own keys and rewrites it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
-        timing["nfe_per_record"] = out.nfe_per_record
-        timing["records_per_s"] = round(len(records) / max(timing["attack_s"], 1e-9), 1)
     try:
         privacy = method.privacy(target_name)
     except NotImplementedError:
         privacy = None
-    result = AttackResult(
-        method=cfg.method, target=target_name, attack=attack.name, label=attack.label, dataset=cfg.dataset,
-        preset=cfg.preset, seed=cfg.seed, run_dir=str(run_dir), n_members=records.n_members,
-        n_nonmembers=records.n_nonmembers, metrics={}, privacy=privacy, scores_path=str(out_dir / "scores.npz"),
-        kind=attack.kind, threat_model=attack.threat(), attack_config=attack.describe(),
-        attack_hash=out_dir.name.rsplit("-", 1)[-1], figures=out.figures, notes=list(out.notes), timing=timing)
+    result = new_result(cfg, attack, target_name, records, out, privacy=privacy, timing=timing, run_dir=run_dir,
+                        scores_path=str(out_dir / "scores.npz"), attack_hash=out_dir.name.rsplit("-", 1)[-1])
     if attack.kind == MEMBERSHIP:
-        arrays = _membership_into(result, cfg, attack, target_name, records, out, out_dir)
+        arrays = _membership_arrays(result, cfg, attack, target_name, records, out, out_dir)
     else:
-        result.metrics = dict(out.metrics)
         arrays = {k: np.asarray(v) for k, v in out.arrays.items()}
     if out.images:
         from ..metrics.plots import plot_image_grid
@@ -308,24 +339,11 @@ def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Reco
     return result
 
 
-def _membership_into(result: AttackResult, cfg, attack: Attack, target_name, records: Records, out: AttackOutput,
-                     out_dir: Path) -> dict[str, np.ndarray]:
-    """A membership attack's metrics, calibration, sweep, notes and ROC into ``result``; returns scores.npz's
-    arrays."""
+def _membership_arrays(result: AttackResult, cfg, attack: Attack, target_name, records: Records, out: AttackOutput,
+                       out_dir: Path) -> dict[str, np.ndarray]:
+    """A membership attack's ROC into ``result`` (its metrics are there already); returns scores.npz's arrays."""
     scores = np.asarray(out.scores, dtype=np.float64)
     labels = records.labels.numpy().astype(np.int64)
-    rule = cfg.metrics.tpr_rule
-    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
-                             tpr_rule=rule)
-    result.metrics, result.calibrated, result.sweep = sec["metrics"], sec["calibrated"], sec["sweep"]
-    result.warnings = sec["warnings"]
-    if rule != "le":  # absent at the default: results keep their shape
-        result.tpr_rule = rule
-        result.notes.append(TPR_RULE_LT_NOTE)
-    ci_auc = (sec["metrics"].get("ci95") or {}).get("auc")
-    if ci_auc and ci_auc[1] < 0.5 and sec["calibrated"]["direction"] < 0:
-        result.notes.append("the score ranks non-members above members; only the calibrated direction "
-                            "(-1) may claim leakage with the sign flipped")
     arrays = {"scores": scores, "labels": labels, "index": records.index.numpy().astype(np.int64),
               "y": records.y.numpy().astype(np.int64)}
     for t, s in out.sweep.items():
@@ -336,8 +354,8 @@ def _membership_into(result: AttackResult, cfg, attack: Attack, target_name, rec
 
     fixed = out.figures.get("t", out.figures.get("t_sec"))
     curves = {f"{attack.name}{'' if fixed is None else f' t={fixed}'} (fixed)": (scores, labels)}
-    if sec["sweep"]:
-        bt = sec["sweep"]["best"]["t"]
+    if result.sweep:
+        bt = result.sweep["best"]["t"]
         curves[f"{attack.name} t={bt} (oracle best)"] = (np.asarray(out.sweep[bt]), labels)
     roc = plot_roc(curves, out_dir / "roc.png",
                    title=f"{attack.name} on {cfg.method}/{target_name} ({cfg.dataset})")

@@ -33,8 +33,8 @@ from ..core.io import atomic_write_json
 from ..core.registry import ATTACKS, PRESETS
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
-from .attack import assemble_result, make_attack, membership_section, metrics_hash_dict
-from .result_schema import AttackResult
+from .attack import assemble_result, make_attack, metrics_hash_dict, new_result
+from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir, run_lock
 
 LOG = logging.getLogger(__name__)
@@ -366,11 +366,10 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
         LOG.info(f"privbench: attack cache hit: {run_dir}")
         return cached.to_json()
     records = ext.records
-    provenance = {"model": {k: v for k, v in ext.prov.items() if k != "weights_note"},
-                  "members": ext.mem.provenance, "nonmembers": ext.non.provenance,
-                  "records_sha256": records_sha256(records.x, records.y, records.labels, records.index)}
-    if ext.captions is not None:
-        provenance["captions_sha256"] = captions_sha256(ext.captions)
+    provenance = Provenance(model={k: v for k, v in ext.prov.items() if k != "weights_note"},
+                            members=ext.mem.provenance, nonmembers=ext.non.provenance,
+                            records_sha256=records_sha256(records.x, records.y, records.labels, records.index),
+                            captions_sha256=None if ext.captions is None else captions_sha256(ext.captions))
     fresh = not run_dir.exists()
     try:
         with run_lock(run_dir, "attack"):
@@ -385,7 +384,8 @@ def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=No
     return result
 
 
-def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: dict, runs_dir) -> dict:
+def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: Provenance,
+                      runs_dir) -> dict:
     tgt, records = ext.tgt, ext.records
     train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
     env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
@@ -395,17 +395,17 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
     if att.needs_references:
         from .external_references import build_external_references
 
-        env.references, provenance["references"] = build_external_references(
+        env.references, provenance.references = build_external_references(
             ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
             runs_dir=runs_dir, device=tgt.device, dataset=ext.references.get("dataset"),
             data_root=ext.references.get("data_root"))
-        ref_note = provenance["references"]["note"]
+        ref_note = provenance.references["note"]
     t0 = time.time()
     out = att.run(tgt, records, env)
     if tgt.device.type == "cuda":
         torch.cuda.synchronize(tgt.device)
     timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-    atomic_write_json(run_dir / "provenance.json", provenance)  # only once the attack ran
+    atomic_write_json(run_dir / "provenance.json", provenance.to_json())  # only once the attack ran
     result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
     result.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else []) + result.notes
     result.provenance = provenance
@@ -464,18 +464,43 @@ def external_reference_inputs(recipe_path, data_spec, records: Records | None = 
 
 @dataclass
 class InMemoryResult:
-    """What ``privbench.attack`` returns: ``metrics`` (AUC, ASR, TPR@FPR with CIs, or the attack's own figures),
-    ``scores`` (higher = member; members first) and ``labels`` (1 = member), plus the calibrated metrics, the
-    oracle sweep, the attack's figures and notes."""
-    attack: str
-    metrics: dict
+    """What ``privbench.attack`` returns: ``result``, the :class:`~privbench.runs.result_schema.AttackResult` a run
+    would write as result.json (nothing is written: ``run_dir``, ``scores_path`` and ``attack_hash`` are null), with
+    ``scores`` (higher = member; members first; None for an attack that scores no membership) and ``labels``
+    (1 = member). ``attack``, ``metrics`` (AUC, ASR, TPR@FPR with CIs, or the attack's own figures), ``calibrated``,
+    ``sweep`` (oracle), ``figures``, ``notes`` and ``warnings`` read the result's fields."""
+    result: AttackResult
     scores: np.ndarray | None
     labels: np.ndarray
-    calibrated: dict | None = None
-    sweep: dict | None = None
-    figures: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
+
+    # the attributes privbench.attack's object had before it carried a result: the result's fields, not copies
+    @property
+    def attack(self) -> str:
+        return self.result.attack
+
+    @property
+    def metrics(self) -> dict:
+        return self.result.metrics
+
+    @property
+    def calibrated(self) -> dict | None:
+        return self.result.calibrated
+
+    @property
+    def sweep(self) -> dict | None:
+        return self.result.sweep
+
+    @property
+    def figures(self) -> dict:
+        return self.result.figures
+
+    @property
+    def notes(self) -> list:
+        return self.result.notes
+
+    @property
+    def warnings(self) -> list:
+        return self.result.warnings
 
     def __repr__(self) -> str:
         m = self.metrics
@@ -526,12 +551,11 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     records = build_external_records(mem, non, tgt.num_classes)
     env = AttackEnv(cfg=cfg, method=None, out_dir=None, seed=cfg.seed,
                     train_data=(records.x[records.labels == 1], records.y[records.labels == 1]))
+    t0 = time.time()
     out = att.run(tgt, records, env)
-    labels = records.labels.numpy().astype(np.int64)
-    if att.kind != MEMBERSHIP:
-        return InMemoryResult(att.name, dict(out.metrics), None, labels, figures=out.figures, notes=list(out.notes))
-    scores = np.asarray(out.scores, dtype=np.float64)
-    sec = membership_section(scores, labels, out.sweep, bootstrap=cfg.attack.bootstrap, seed=cfg.seed,
-                             tpr_rule=cfg.metrics.tpr_rule)
-    return InMemoryResult(att.name, sec["metrics"], scores, labels, sec["calibrated"], sec["sweep"], out.figures,
-                        list(out.notes), sec["warnings"])
+    if tgt.device.type == "cuda":
+        torch.cuda.synchronize(tgt.device)
+    timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
+    result = new_result(cfg, att, tgt.name, records, out, privacy=None, timing=timing)
+    scores = np.asarray(out.scores, dtype=np.float64) if att.kind == MEMBERSHIP else None
+    return InMemoryResult(result, scores, records.labels.numpy().astype(np.int64))

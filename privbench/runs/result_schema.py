@@ -7,6 +7,10 @@ readers: :mod:`privbench.reports.collect`) through a file.
 * :class:`PrivacyClaim` — its ``privacy`` object: the formal ε, or a conditional or claimed one, with δ, basis,
   accountant, neighbouring relation and noise source (kinds: :mod:`privbench.privacy.claims`).
 * :class:`Timing` — its ``timing`` object.
+* :class:`ThreatModel` — its ``threat_model`` object: the attack's declared threat model (``Attack.threat_model``)
+  with this run's reference-model settings filled in.
+* :class:`Provenance` — an external run's ``provenance`` object (also its ``provenance.json``): the model and the
+  records that were attacked.
 
 ``SCHEMA_VERSION`` is written into every result. A file without it is version 0 (written before the schema
 existed): :meth:`AttackResult.from_json` migrates it (the only place migrations live), and refuses a version it
@@ -139,6 +143,87 @@ class Timing:
         return _ordered_json(self, self._ALWAYS)
 
 
+@dataclass
+class ThreatModel:
+    """A result's ``threat_model`` object (docs/cli.md §5, "``threat_model`` objects"; the table per attack:
+    docs/attacks-threat-models.md): the JSON keys are the field names."""
+    queries: str | None = None                # what the attack queries the target with
+    reference_models: int | None = None       # reference (shadow) models it trains
+    reference_training: str | None = None     # how they are trained
+    auxiliary_data: str | None = None         # data beyond the records under test ("none": a per-record statistic)
+    queries_per_record: str | int | float | None = None  # a count, or the setting that decides it
+    reference_pool: str | None = None         # reference-model attacks: offline or online
+    #: a registered attack's own keys that the schema does not declare (``Attack.threat_model`` is a plugin
+    #: interface: a plug-in's result must not be refused for one)
+    details: dict = field(default_factory=dict)
+    key_order: tuple = field(default=(), repr=False, compare=False)
+
+    # nothing is always written: an attack that declares no threat model writes {}
+    _ALWAYS = ()
+    _TYPES = {"queries": (str, None), "reference_models": (int, None), "reference_training": (str, None),
+              "auxiliary_data": (str, None), "queries_per_record": (str, int, float, None),
+              "reference_pool": (str, None)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ThreatModel:
+        if not isinstance(d, dict):
+            raise BadInput(f"threat_model: expected an object or null, got {type(d).__name__}")
+        for k, types in cls._TYPES.items():
+            if k in d:
+                check_type(f"threat_model.{k}", d[k], types)
+        names = _declared(cls)
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   details={k: v for k, v in d.items() if k not in names}, key_order=tuple(d))
+
+    def to_json(self) -> dict:
+        return _ordered_json(self, self._ALWAYS, self.details)
+
+
+@dataclass
+class Provenance:
+    """An external run's ``provenance`` object (docs/cli.md §5, "``provenance`` objects"), also written alone as
+    its ``provenance.json``. Only privbench's external runner writes one, so a current file's undeclared key is
+    refused; ``model``, ``members``, ``nonmembers`` and ``references`` are the loaders' own objects (their keys
+    depend on the model's format and the records' kind: docs/external-models.md)."""
+    model: dict | None = None           # the model loader's: format, path, weights_sha256, prediction_type, scheduler…
+    members: dict | None = None         # how each record set was read: spec, kind, n, range, encoding…
+    nonmembers: dict | None = None
+    records_sha256: str | None = None   # the records' content hash (pixels, labels, membership, indices)
+    captions_sha256: str | None = None  # text-to-image models: the records' captions
+    references: dict | None = None      # --reference-recipe: recipe, reference_data, n_reference, store, note
+    key_order: tuple = field(default=(), repr=False, compare=False)
+
+    _ALWAYS = ("model", "members", "nonmembers", "records_sha256")
+    _TYPES = {"model": (dict, None), "members": (dict, None), "nonmembers": (dict, None),
+              "records_sha256": (str, None), "captions_sha256": (str, None), "references": (dict, None)}
+
+    @classmethod
+    def from_json(cls, d: dict, *, strict: bool = True) -> Provenance:
+        """``strict=False`` (a version-0 file): undeclared keys are dropped, as nothing reads them."""
+        if not isinstance(d, dict):
+            raise BadInput(f"provenance: expected an object or null, got {type(d).__name__}")
+        names = _declared(cls)
+        unknown = [k for k in d if k not in names]
+        if unknown and strict:
+            raise BadInput(f"provenance: undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
+        kept = {k: v for k, v in d.items() if k in names}
+        for k, v in kept.items():
+            check_type(f"provenance.{k}", v, cls._TYPES[k])
+        return cls(**kept, key_order=tuple(kept))
+
+    def to_json(self) -> dict:
+        return _ordered_json(self, self._ALWAYS)
+
+    @property
+    def weights_sha256(self) -> str | None:
+        """The attacked weights' content hash (the model object's ``weights_sha256``); None when it has none."""
+        w = (self.model or {}).get("weights_sha256")
+        return w if isinstance(w, str) and w else None
+
+
+#: the nested objects of a result, each with its own ``from_json`` / ``to_json``
+_NESTED = (PrivacyClaim, Timing, ThreatModel, Provenance)
+
 #: the result's keys in the order writers write them (schema_version first); ``_OPTIONAL``'s only when set
 _ORDER = ("schema_version", "method", "target", "attack", "label", "dataset", "preset", "seed", "run_dir",
           "n_members", "n_nonmembers", "metrics", "privacy", "scores_path", "kind", "threat_model", "attack_config",
@@ -180,7 +265,7 @@ class AttackResult:
     scores_path: str | None
     kind: str = MEMBERSHIP
     label: str | None = None                    # attack name + @variant (lira@online)
-    threat_model: dict | None = None            # the attack's declared threat model (docs/attacks-threat-models.md)
+    threat_model: ThreatModel | None = None     # the attack's declared threat model (docs/attacks-threat-models.md)
     attack_config: dict = field(default_factory=dict)
     attack_hash: str | None = None
     calibrated: dict | None = None
@@ -193,7 +278,7 @@ class AttackResult:
     tpr_rule: str | None = None                 # only at metrics.tpr_rule=lt
     sha256: dict | None = None                  # file in the attack folder -> content hash (checked on a cache hit)
     trained_from: str | None = None             # digest of the training artefacts' hashes (train_done.json)
-    provenance: dict | None = None              # external runs: the model and the records
+    provenance: Provenance | None = None        # external runs: the model and the records
     records_range: dict | None = None           # external runs: how the records' range was decided
     split_check: dict | None = None             # external runs: the member/non-member shift check (null: none ran)
     copy_of: str | None = None                  # the run directory's copy: the attack folder's file
@@ -205,6 +290,10 @@ class AttackResult:
             self.privacy = PrivacyClaim.from_json(self.privacy)
         if isinstance(self.timing, dict):
             self.timing = Timing.from_json(self.timing)
+        if isinstance(self.threat_model, dict):
+            self.threat_model = ThreatModel.from_json(self.threat_model)
+        if isinstance(self.provenance, dict):
+            self.provenance = Provenance.from_json(self.provenance)
         if self.label is None:
             self.label = self.attack
 
@@ -230,12 +319,15 @@ class AttackResult:
             raise BadInput(f"not a privbench result (missing keys: {', '.join(missing)})")
         for k, types in _TYPES.items():
             if k in d:
-                _check_type(k, d[k], types)
-        privacy = d["privacy"]
-        kw = {k: d.get(k) for k in _ORDER if k not in ("privacy", "timing")}
+                check_type(k, d[k], types)
+        nested = ("privacy", "timing", "threat_model", "provenance")
+        kw = {k: d.get(k) for k in _ORDER if k not in nested}
         kw["schema_version"] = SCHEMA_VERSION
+        privacy, threat, prov = d["privacy"], d["threat_model"], d.get("provenance")
         return cls(**kw, privacy=None if privacy is None else PrivacyClaim.from_json(privacy),
-                   timing=Timing.from_json(d["timing"], strict=version > 0))
+                   timing=Timing.from_json(d["timing"], strict=version > 0),
+                   threat_model=None if threat is None else ThreatModel.from_json(threat),
+                   provenance=None if prov is None else Provenance.from_json(prov, strict=version > 0))
 
     def to_json(self) -> dict:
         """The result.json object: the declared keys in the writers' order, the optional ones only when set."""
@@ -245,7 +337,7 @@ class AttackResult:
             # the external keys: all three (split_check null included) on an external run's result only
             external = k in _EXTERNAL and self.provenance is not None
             if external or k not in _EXTERNAL and (v is not None or k not in _OPTIONAL):
-                out[k] = v.to_json() if isinstance(v, (PrivacyClaim, Timing)) else v
+                out[k] = v.to_json() if isinstance(v, _NESTED) else v
         return out
 
     # ------------------------------------------------------------------ mapping-style read access
@@ -269,7 +361,9 @@ class AttackResult:
         return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
 
 
-def _check_type(key: str, v, types: tuple) -> None:
+def check_type(key: str, v, types: tuple) -> None:
+    """BadInput (one line) unless ``v`` is of one of the JSON ``types`` (None in them: also null; a bool is no
+    number)."""
     if v is None and None in types:
         return
     if isinstance(v, bool) or not isinstance(v, tuple(t for t in types if t is not None)):

@@ -27,6 +27,7 @@ def test_api_attack_on_a_native_target_matches_the_runner(runs_dir):
 
     import privbench
     from privbench.runs.attack import run_attack
+    from privbench.runs.result_schema import AttackResult
 
     cfg = train_cfg("centralized", "test")
     native = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")
@@ -38,3 +39,11 @@ def test_api_attack_on_a_native_target_matches_the_runner(runs_dir):
     res = privbench.attack(tgt, (x[mem], y[mem]), (x[non], y[non]), "pia", bootstrap=50)
     assert np.allclose(res.scores, z["scores"], rtol=1e-6, atol=1e-9)
     assert res.metrics["auc"] == native["metrics"]["auc"]
+    # the typed result a run writes, with the runner's fields where they overlap; nothing written, so no paths
+    r = res.result
+    assert isinstance(r, AttackResult) and r.metrics is res.metrics and r.calibrated is res.calibrated
+    assert (r.attack, r.label, r.kind, r.n_members, r.n_nonmembers, r.threat_model, r.tpr_rule) == \
+        (native.attack, native.label, native.kind, native.n_members, native.n_nonmembers, native.threat_model, None)
+    assert (r.run_dir, r.scores_path, r.attack_hash, r.method) == (None, None, None, "external")
+    assert r.attack_config == {**native.attack_config, "bootstrap": 50} and r.timing.attack_s is not None
+    assert AttackResult.from_json(r.to_json()).to_json() == r.to_json()

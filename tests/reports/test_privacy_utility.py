@@ -19,7 +19,8 @@ def _bench(tmp_path):
         u.write_text(json.dumps({"downstream": {"accuracy": acc, "ci": [acc - 0.05, acc + 0.05], "chance": 0.1},
                                  "class_fidelity": {"class_fidelity": acc}, "precision_recall": {"precision": 0.5,
                                                                                                 "recall": 0.4}}))
-        common = {"method": method, "variant": variant, "epsilon": eps, "seed": seed, "run_dir": rd,
+        common = {"method": method, "variant": variant, "epsilon": eps, "dataset": "digits", "seed": seed,
+                  "target": "model", "run_dir": rd,
                   "role": "baseline" if eps is None else "private", "status": "done"}
         cells += [{**common, "kind": "utility", "result_path": str(u)},
                   {**common, "kind": "fid", "summary": {"overall": 10.0 if eps is None else 100.0 / eps}}]

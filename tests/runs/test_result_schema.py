@@ -14,7 +14,7 @@ import pytest
 from helpers import train_cfg
 
 from privbench.core.errors import BadInput
-from privbench.runs.result_schema import SCHEMA_VERSION, AttackResult, PrivacyClaim, Timing
+from privbench.runs.result_schema import SCHEMA_VERSION, AttackResult, PrivacyClaim, Provenance, ThreatModel, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOKKEEPING = {"details", "key_order"}
@@ -34,28 +34,36 @@ def _table_keys(rows: list[str], column: int) -> set[str]:
     return keys
 
 
-def _documented() -> tuple[set[str], set[str]]:
-    """(result.json keys of §5's key table, privacy keys of its ``privacy`` objects table and paragraph)."""
+def _documented() -> dict[str, set[str]]:
+    """§5's documented keys: "result" (its key table), "privacy" (the ``privacy`` objects table and paragraph) and
+    each further "``name`` objects:" table (column 0)."""
     sec = _section5()
-    top, privacy = sec.split("`privacy` objects:", 1)
-    top_rows = [line for line in top.splitlines() if line.startswith("| `")]
-    priv_rows = [line for line in privacy.splitlines() if line.startswith("| ") and not line.startswith("| target")
-                 and not line.startswith("|---")]
-    prose = [line for line in privacy.splitlines() if not line.startswith("|")]
-    priv = _table_keys(priv_rows, 1) | set(re.findall(r"`([a-z_0-9]+):", " ".join(prose)))  # `noise_label: "…"`
-    return _table_keys(top_rows, 0), priv
+    top, *blocks = re.split(r"^`([a-z_]+)` objects", sec, flags=re.M)
+    out = {"result": _table_keys([line for line in top.splitlines() if line.startswith("| `")], 0)}
+    for name, body in zip(blocks[::2], blocks[1::2]):
+        if name == "privacy":
+            rows = [line for line in body.splitlines() if line.startswith("| ") and not line.startswith("| target")
+                    and not line.startswith("|---")]
+            prose = [line for line in body.splitlines() if not line.startswith("|")]
+            out[name] = _table_keys(rows, 1) | set(re.findall(r"`([a-z_0-9]+):", " ".join(prose)))  # `noise_label: "…"`
+        else:
+            out[name] = _table_keys([line for line in body.splitlines() if line.startswith("| `")], 0)
+    return out
 
 
 def _declared(cls) -> set[str]:
     return {f.name for f in fields(cls)} - BOOKKEEPING
 
 
-def test_docs_name_exactly_the_declared_keys():
-    top, privacy = _documented()
-    assert top == _declared(AttackResult), (f"in docs only: {sorted(top - _declared(AttackResult))}; "
-                                            f"declared only: {sorted(_declared(AttackResult) - top)}")
-    assert privacy == _declared(PrivacyClaim), (f"in docs only: {sorted(privacy - _declared(PrivacyClaim))}; "
-                                                f"declared only: {sorted(_declared(PrivacyClaim) - privacy)}")
+@pytest.mark.parametrize("name, cls", [("result", AttackResult), ("privacy", PrivacyClaim),
+                                       ("threat_model", ThreatModel), ("provenance", Provenance)])
+def test_docs_name_exactly_the_declared_keys(name, cls):
+    documented = _documented()[name]
+    assert documented == _declared(cls), (f"{name}: in docs only: {sorted(documented - _declared(cls))}; "
+                                          f"declared only: {sorted(_declared(cls) - documented)}")
+
+
+def test_docs_name_the_timing_keys():
     timing = set(re.findall(r"`timing` \| `\{([^}]*)\}", _section5())[0].replace(",", " ").split())
     assert _declared(Timing) <= timing
 
@@ -81,6 +89,7 @@ def test_a_real_result_round_trips_unchanged(real_result):
         assert again == d and list(again) == list(d)  # values and the key order the file has
         assert json.dumps(again, indent=2) + "\n" == text
         assert isinstance(res.timing, Timing) and res.timing.attack_s is not None
+        assert isinstance(res.threat_model, ThreatModel) and res.threat_model.reference_models == 0
     top = json.loads(real_result[1].read_text())
     assert top["copy_of"] == str(real_result[0]) and "copy_of" not in json.loads(real_result[0].read_text())
 
@@ -145,3 +154,61 @@ def test_a_newer_version_is_refused_in_one_line(real_result, tmp_path):
     errors = [line for line in r.stderr.splitlines() if line.startswith("privbench: error: ")]
     assert r.returncode == 2 and len(errors) == 1 and "schema_version 99" in errors[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+#: an external run's provenance with every declared key (the loaders' objects abridged), in the writer's order
+PROVENANCE = {"model": {"format": "diffusers-unet", "path": "/m", "weights_sha256": "ab" * 32},
+              "members": {"spec": "mem.npz", "n": 2}, "nonmembers": {"spec": "non.npz", "n": 2},
+              "records_sha256": "cd" * 32, "captions_sha256": "ef" * 32,
+              "references": {"recipe": None, "n_reference": 0, "note": "n"}}
+#: a threat model with every declared key, in an attack's own order, plus a plug-in attack's key
+THREAT = {"queries": "eps-prediction", "reference_models": 4, "reference_training": "the target's own method",
+          "auxiliary_data": "the reference pool", "queries_per_record": "attack.n_draws", "reference_pool": "offline",
+          "a_plugin_key": {"x": 1}}
+
+
+def test_every_nested_key_round_trips(real_result):
+    d = json.loads(real_result[0].read_text())
+    external = {**d, "method": "external", "threat_model": THREAT, "provenance": PROVENANCE,
+                "records_range": {"requested": "auto"}, "split_check": None}
+    res = AttackResult.from_json(external)
+    assert res.to_json() == external and list(res.to_json()) == list(external)
+    assert [list(res.to_json()[k]) for k in ("threat_model", "provenance")] == [list(THREAT), list(PROVENANCE)]
+    tm, prov = res.threat_model, res.provenance
+    assert isinstance(tm, ThreatModel) and isinstance(prov, Provenance)
+    assert (tm.reference_models, tm.reference_pool, tm.details) == (4, "offline", {"a_plugin_key": {"x": 1}})
+    assert prov.weights_sha256 == "ab" * 32 and prov.references["n_reference"] == 0
+    assert prov.members == {"spec": "mem.npz", "n": 2} and prov.captions_sha256 == "ef" * 32
+    # a writer builds them typed: keys in the declared order, the unset ones absent
+    made = Provenance(model={}, members={}, nonmembers={}, records_sha256="00")
+    assert made.to_json() == {"model": {}, "members": {}, "nonmembers": {}, "records_sha256": "00"}
+    assert ThreatModel().to_json() == {}  # an attack that declares no threat model writes {}
+    assert list(ThreatModel(queries_per_record=1, queries="q").to_json()) == ["queries", "queries_per_record"]
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("provenance", {**PROVENANCE, "weights_note": "x"}, "provenance: undeclared key(s) 'weights_note'"),
+    ("provenance", {**PROVENANCE, "records_sha256": 1}, "provenance.records_sha256: expected str or null"),
+    ("provenance", [], "provenance: expected dict or null"),
+    ("threat_model", {**THREAT, "reference_models": "4"}, "threat_model.reference_models: expected int or null"),
+    ("threat_model", {**THREAT, "queries_per_record": True}, "threat_model.queries_per_record: expected"),
+])
+def test_an_undeclared_or_mistyped_nested_key_is_refused_in_one_line(real_result, key, value, needle):
+    d = json.loads(real_result[0].read_text())
+    with pytest.raises(BadInput) as e:
+        AttackResult.from_json({**d, key: value})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_version_0_files_nested_objects_are_read(real_result):
+    d = json.loads(real_result[0].read_text())
+    old = {k: v for k, v in d.items() if k not in ("schema_version", "label", "kind")}
+    old.update(method="external", threat_model={"queries": "q", "reference_models": 0, "auxiliary_data": "none"},
+               provenance={"model": {"weights_sha256": "ab"}, "members": {}, "nonmembers": {},
+                           "an_old_key": 1}, records_range=None, split_check=None)
+    res = AttackResult.from_json(old)
+    assert res.threat_model == ThreatModel(queries="q", reference_models=0, auxiliary_data="none")
+    assert res.provenance.weights_sha256 == "ab" and res.provenance.records_sha256 is None
+    # an undeclared key of a version-0 provenance is dropped (nothing reads it), as a version-0 timing key is
+    assert res.to_json()["provenance"] == {"model": {"weights_sha256": "ab"}, "members": {}, "nonmembers": {}}
+    assert AttackResult.from_json(res.to_json()).to_json() == res.to_json()

@@ -1,0 +1,100 @@
+"""Typed schema of ``bench.json``'s cells (docs/cli.md §8): what crosses from the bench (the writer:
+:func:`privbench.bench.runner.run_suite`, whose planned :class:`~privbench.bench.plan.Cell` is a :class:`BenchCell`)
+to the reports (the readers: :mod:`privbench.reports.collect`, :mod:`privbench.reports.text`,
+:mod:`privbench.reports.privacy_utility`) and to a resumed bench through a file.
+
+``bench.json`` carries no schema version, and none is needed yet: no cell key was ever removed or given another
+meaning, so a key missing from an older file (written before the key existed) reads as its default, and a key no
+version declares — a newer privbench's — is refused in one line rather than misread.
+
+This module lives in ``bench`` (the writer's package); reports sit above bench, so they may import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from ..core.errors import BadInput
+from ..runs.result_schema import check_type
+
+
+@dataclass
+class BenchCell:
+    """One cell of ``bench.json``: the JSON keys are the field names (``overrides`` is written last, as pairs)."""
+    kind: str                      # attack | fid | samples | utility
+    method: str
+    dataset: str
+    seed: int
+    target: str
+    attack: str | None = None
+    role: str = "baseline"
+    overrides: list = field(default_factory=list)  # (key, value) pairs of the cell's --set overrides
+    status: str = "pending"        # pending | done | skipped | failed
+    reason: str | None = None
+    id: str = ""
+    run_dir: str | None = None
+    config_hash: str | None = None
+    attack_hash: str | None = None
+    settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
+    external: dict | None = None   # attack cells of an external target: privbench attack --model's options
+    result_path: str | None = None
+    summary: dict | None = None
+    seconds: float | None = None
+    attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
+    variant: str | None = None     # the suite's name of a method entry that is not the method's own name
+    epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
+    utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
+
+    def to_json(self) -> dict:
+        """The cell as bench.json holds it: the declared keys in field order, ``overrides`` last."""
+        d = {k: getattr(self, k) for k in KEYS if k != "overrides"}
+        d["overrides"] = [[k, v] for k, v in self.overrides]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> BenchCell:
+        """Parse one cell; BadInput (one line) on an undeclared, missing or mistyped key."""
+        if not isinstance(d, dict):
+            raise BadInput(f"expected an object, got {type(d).__name__}")
+        unknown = [k for k in d if k not in KEYS]
+        if unknown:
+            raise BadInput(f"undeclared key(s) {', '.join(map(repr, unknown))} (written by a newer privbench? "
+                           f"docs/cli.md §8)")
+        missing = [k for k in _REQUIRED if k not in d]
+        if missing:
+            raise BadInput(f"missing keys: {', '.join(missing)}")
+        for k, v in d.items():
+            check_type(k, v, _TYPES[k])
+        pairs = d.get("overrides", [])
+        if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise BadInput(f"overrides: expected [key, value] pairs, got {pairs!r}"[:200])
+        return cls(**{**d, "overrides": [tuple(p) for p in pairs]})
+
+
+#: the declared keys, in the order bench.json holds them (the fields, ``overrides`` last)
+KEYS = tuple([f.name for f in fields(BenchCell) if f.name != "overrides"] + ["overrides"])
+#: keys every cell was written with
+_REQUIRED = ("kind", "method", "dataset", "seed", "target")
+_NUMBER = (int, float, None)
+#: JSON types of the keys (None: also null)
+_TYPES: dict[str, tuple] = {
+    "kind": (str,), "method": (str,), "dataset": (str,), "seed": (int,), "target": (str,), "attack": (str, None),
+    "role": (str,), "overrides": (list,), "status": (str,), "reason": (str, None), "id": (str,),
+    "run_dir": (str, None), "config_hash": (str, None), "attack_hash": (str, None), "settings_hash": (str, None),
+    "external": (dict, None), "result_path": (str, None), "summary": (dict, None), "seconds": _NUMBER,
+    "attempts": (int, None), "variant": (str, None), "epsilon": _NUMBER, "utility": (dict, None)}
+
+
+def cells_of(bench: dict | None) -> list[BenchCell]:
+    """The typed cells of a bench.json object (or of ``bench --json``'s, which holds the same ``cells``)."""
+    if bench is not None and not isinstance(bench, dict):
+        raise BadInput(f"not a bench (a JSON {type(bench).__name__}, not an object)")
+    cells = (bench or {}).get("cells") or []
+    if not isinstance(cells, list):
+        raise BadInput(f"cells: expected a list, got {type(cells).__name__}")
+    out = []
+    for i, c in enumerate(cells):
+        try:
+            out.append(BenchCell.from_json(c))
+        except BadInput as e:
+            raise BadInput(f"cell {i}: {e}") from None
+    return out
