@@ -48,6 +48,7 @@ from ..core.errors import BadInput
 from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
 from ..core.schedule import alphas_cumprod, t0_to_model_t
 from ..core.scores import cp_upper, stratified_halves, threshold_counts, validate_scores
+from ..core.seeding import sub_seed
 
 _GDP_ASSUMPTION = ("the mechanism's trade-off curve is that of a Gaussian (μ-GDP); true for PFDM's Gaussian upload, "
                    "so this is an estimate of its actual ε for the candidate pair, at the stated confidence")
@@ -159,7 +160,7 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA
         done, part = 0, 0
         while done < n_trials:
             n = min(chunk, n_trials - done)
-            g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, hyp, part]).generate_state(1)[0]))
+            g = torch.Generator().manual_seed(sub_seed(seed, hyp, part))
             xs = cand.expand(n, *cand.shape[1:]).contiguous()
             z = torch.randn(xs.shape, generator=g, dtype=torch.float64)
             up, _ = ldp_upload(xs, float(clip), ab, z)

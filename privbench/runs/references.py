@@ -39,6 +39,7 @@ from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json, atomic_write_text, read_json_or_none
 from ..core.registry import METHODS
+from ..core.seeding import sub_seed
 from ..data.splits import MemberSplit, reference_pool
 from ..models.method import RunContext, run_partition
 from .store import run_lock
@@ -69,7 +70,7 @@ def inclusion(seed: int, i: int, n_pool: int) -> np.ndarray:
 
 
 def reference_seed(seed: int, i: int) -> int:
-    return int(np.random.SeedSequence([seed, _SEED_STREAM, i]).generate_state(1)[0])
+    return sub_seed(seed, _SEED_STREAM, i)
 
 
 def reference_config(cfg, i: int, n_in: int, n_out: int):
