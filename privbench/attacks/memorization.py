@@ -127,17 +127,17 @@ class NNRatioMemorization(Attack):
     @torch.no_grad()
     def run(self, target, records: Records | None, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
-        train_x, train_y = env.training_data(records)
+        train_x, _ = env.training_data(records)
         train_index = torch.as_tensor(env.train_index, dtype=torch.long) if env.train_index is not None else None
         if env.method is not None and env.train_data is None:
             train_index = torch.as_tensor(list(env.method.ctx.split.members), dtype=torch.long) \
                 if len(env.method.ctx.split.members) == train_x.shape[0] else None
         samples, sample_y = self.draw(target, env)
-        res = self.evaluate(samples.to(target.device), sample_y, train_x, train_y, train_index)
+        res = self.evaluate(samples.to(target.device), sample_y, train_x, train_index)
         res.figures["sampling"] = self.sampling
         return res
 
-    def evaluate(self, samples, sample_y, train_x, train_y=None, train_index=None) -> AttackOutput:
+    def evaluate(self, samples, sample_y, train_x, train_index=None) -> AttackOutput:
         """The memorization figures for given samples against given training records."""
         ref, src, _ = unique_records(train_x.cpu(), train_index)
         r = nn_ratio(samples, ref.to(samples.device), self.batch_size)

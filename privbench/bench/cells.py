@@ -107,7 +107,7 @@ def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
             ex = resolve_extractor(cfg.dataset, ctx.run_dir.parent, inception_weights=weights,
                                    resolution=cfg.data.resolution, data_root=cfg.data.data_root or None)
             tgt = method.load_target(c.target)
-            y = matched_labels(ym, n_all, c.seed) if tgt.num_classes else None
+            y = matched_labels(ym, n_all) if tgt.num_classes else None
             gen, _ = tgt.sample(n_all, y, seed=c.seed + 1, sampler=sampler,
                                 ddim_steps=cfg.sample.ddim_steps, batch_size=cfg.sample.batch_size)
             r = fid_with(ex, gen.float().clamp(-1, 1), xm, device=ctx.device, seed=c.seed)
@@ -122,7 +122,7 @@ def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     c.summary = {k: rec.get(k) for k in ("overall", "majority", "minority", "average", "extractor")}
 
 
-def matched_labels(ref_labels: torch.Tensor, n_total: int, seed: int) -> torch.Tensor:
+def matched_labels(ref_labels: torch.Tensor, n_total: int) -> torch.Tensor:
     """n_total labels with the class proportions of ``ref_labels`` (largest remainder)."""
     classes, counts = torch.unique(ref_labels, return_counts=True)
     share = counts.double() / counts.sum() * n_total
@@ -170,7 +170,7 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
         if len(ref_y) < 2:
             spans[gname] = None
             continue
-        lab = matched_labels(ref_y, n_per_class * len(set(ref_y.tolist())), seed)
+        lab = matched_labels(ref_y, n_per_class * len(set(ref_y.tolist())))
         spans[gname] = (sum(len(a) for a in labels), len(lab))
         labels.append(lab)
     y_all = torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)

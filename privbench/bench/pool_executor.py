@@ -39,8 +39,9 @@ def train_job(cfg, runs: str, device: str, threads: int, retries: int, log_path:
         return {"status": "failed", "reason": e.reason, "attempts": e.attempts}
 
 
-def reference_job(cfg, attack: str, target: str, runs: str, device: str, threads: int, retries: int, i: int) -> dict:
-    """Train (or find cached) reference model ``i`` of the pool ``attack`` uses against ``target``."""
+def reference_job(cfg, attack: str, runs: str, device: str, threads: int, retries: int, i: int) -> dict:
+    """Train (or find cached) reference model ``i`` of the pool ``attack`` uses in ``cfg``'s run (one pool for all
+    the run's targets)."""
     _in_task(threads)
     from ..models.method import resolve_device
     from ..runs import train as api
@@ -216,7 +217,7 @@ class PoolExecutor:
                     continue
                 seen.add((pool[0], pool[1], i))
                 self._refs_left[run_dir] = self._refs_left.get(run_dir, 0) + 1
-                self._submit("ref", run_dir, reference_job, c.cfg, c.attack, c.target, runs, device,
+                self._submit("ref", run_dir, reference_job, c.cfg, c.attack, runs, device,
                              self.threads, self.retries, i)
         if not self._refs_left.get(run_dir):
             self._release(run_dir)

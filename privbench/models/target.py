@@ -111,7 +111,7 @@ class Target:
         return net(x_t, t, y, extra)
 
     # ------------------------------------------------------------------ queries
-    def _check(self, x_t, t, y):
+    def _check(self, x_t, y):
         if x_t.dim() != 4:
             raise BadInput(f"predict_noise: x_t must be N×C×H×W, got shape {tuple(x_t.shape)}")
         if self.num_classes and y is None:
@@ -119,7 +119,7 @@ class Target:
 
     @torch.no_grad()
     def predict_noise(self, x_t: torch.Tensor, t, y: torch.Tensor | None = None) -> torch.Tensor:
-        self._check(x_t, t, y)
+        self._check(x_t, y)
         x_t = x_t.to(self.device)
         if not torch.is_tensor(t):
             t = torch.full((x_t.shape[0],), int(t), dtype=torch.long)

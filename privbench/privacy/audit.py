@@ -345,7 +345,7 @@ def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
     return float(best[0])
 
 
-def _guess(s: np.ndarray, y: np.ndarray, r: int, rng_order: np.ndarray) -> int:
+def _guess(y: np.ndarray, r: int, rng_order: np.ndarray) -> int:
     """Correct guesses when the top ⌊r/2⌋ scores are called members and the bottom ⌈r/2⌉ non-members."""
     ys = y[rng_order]
     k_top = r // 2
@@ -400,14 +400,14 @@ def one_run_epsilon(
 
     alpha = 1.0 - conf
     if n_guesses is None:
-        eps, r, v, grid, a_count, ceiling, selection = _best_guess_count(s, y, order, d, alpha, conf)
+        eps, r, v, grid, a_count, ceiling, selection = _best_guess_count(y, order, d, alpha, conf)
     else:
         r = _check_count(n_guesses, "n_guesses", 1)
         if r > m:
             raise BadInput(f"n_guesses: must be between 1 and the number of records ({m}), got {r}")
         grid = [r]
         a_count = alpha
-        v = _guess(s, y, r, order)
+        v = _guess(y, r, order)
         eps = _one_run_bound(m, r, v, d, a_count)
         ceiling = _one_run_bound(m, r, r, d, a_count)
         selection = f"r = {r} fixed by the caller (in advance of the scores), bounded at {conf:g}"
@@ -436,7 +436,7 @@ def one_run_epsilon(
     }
 
 
-def _best_guess_count(s, y, order, d: float, alpha: float, conf: float):
+def _best_guess_count(y, order, d: float, alpha: float, conf: float):
     """``n_guesses=None`` of :func:`one_run_epsilon`: the best of the 10 %…100 % guess counts, each bounded at
     α/k (Bonferroni over the k counts). Returns (ε, r, v, counts tried, α per count, ceiling, the sentence)."""
     m = int(y.size)
@@ -444,7 +444,7 @@ def _best_guess_count(s, y, order, d: float, alpha: float, conf: float):
     a_count = alpha / len(grid)
     best = None
     for r in grid:
-        v = _guess(s, y, r, order)
+        v = _guess(y, r, order)
         e = _one_run_bound(m, r, v, d, a_count)
         if best is None or e > best[0]:
             best = (e, r, v)

@@ -146,7 +146,7 @@ def _where_columns(targets: list[dict]) -> list[str]:
     return [k for k in ("dataset", "seed") if len({b[k] for b in targets}) > 1]
 
 
-def membership_table(tables: Tables, targets: list[dict], family: str | None = None) -> PaperTable:
+def membership_table(targets: list[dict], family: str | None = None) -> PaperTable:
     """Every target's membership attacks; with ``family`` (reports.order.FAMILIES) only that family's attacks
     (the empirical ε column stays the target's bound over all its attacks)."""
     from .order import attack_family
@@ -268,7 +268,7 @@ def split_check_table(tables: Tables) -> PaperTable | None:
     return t
 
 
-def accountant_table(tables: Tables, targets: list[dict]) -> PaperTable:
+def accountant_table(targets: list[dict]) -> PaperTable:
     where = _where_columns(targets)
     t = PaperTable("accountant", "Formal privacy",
                    "Every target's guarantee; the footnotes say what each ε covers.",
@@ -400,8 +400,8 @@ def paper_tables(tables: Tables, targets: list[dict] | None = None, by_family: b
     from .order import FAMILIES
 
     targets = tables.targets() if targets is None else targets
-    membership = ([membership_table(tables, targets, f) for f in FAMILIES] if by_family
-                  else [membership_table(tables, targets)])
+    membership = ([membership_table(targets, f) for f in FAMILIES] if by_family
+                  else [membership_table(targets)])
     out = [*membership, seeds_table(targets), target_table(targets), audit_table(tables),
-           split_check_table(tables), accountant_table(tables, targets), fid_table(tables)]
+           split_check_table(tables), accountant_table(targets), fid_table(tables)]
     return [t for t in out if t is not None and t.rows]

@@ -84,7 +84,7 @@ def fid_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "fid"
 
 
-def load_fids(run_dirs: list[Path], extra: list[dict] | None = None) -> dict[tuple, dict]:
+def load_fids(run_dirs: list[Path]) -> dict[tuple, dict]:
     """FID records (written by ``bench``) of the given runs → {(run_dir, target): record} (newest wins)."""
     out: dict[tuple, tuple[float, dict]] = {}
     files = []

@@ -83,7 +83,7 @@ def _eps(r: dict) -> str:
     return "none" if e is None else f"{e:.3g}"
 
 
-def _tpr(m: dict, key: str, n_nonmembers, fmt=None) -> str:
+def _tpr(m: dict, key: str, n_nonmembers) -> str:
     """A TPR at a fixed FPR, or "n/a" when the non-member count cannot resolve that FPR (FPR < 1/n; the report
     and docs/conventions.md say why; result.json keeps the number)."""
     return metric_text(m, key, n_nonmembers)
@@ -100,8 +100,8 @@ def _one_line(r: dict) -> str:
     m = r.get("metrics") or {}
     if r.get("kind", MEMBERSHIP) == MEMBERSHIP:
         return (f"AUC {_f(m.get('auc'))}{_ci((m.get('ci95') or {}).get('auc'))} ASR {_f(m.get('asr'))} "
-                f"TPR@1% {_tpr(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers'), _f)} "
-                f"TPR@0.1% {_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'), _f)}")
+                f"TPR@1% {_tpr(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers'))} "
+                f"TPR@0.1% {_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'))}")
     if r.get("kind") == MEMORIZATION:
         return f"memorized {_f(m.get('memorized_fraction'))} of {m.get('n_generated')} samples"
     if r.get("kind") == "extraction":
@@ -131,7 +131,7 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
             out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
                       f"{_f(m['auc']) + _ci(cis.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
                       f"{_tpr_ci(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers')):19s} "
-                      f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers'), _f):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
+                      f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers')):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
     for r in other:
         out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
                   f"   epsilon {_eps(r)}\n")
@@ -225,8 +225,8 @@ def format_bench(res: dict) -> str:
                     m = a["metrics"]
                     auc = f"{fmt(m.get('auc'))}{_ci(a['ci'].get('auc'))}"
                     n_non = a["result"].get("n_nonmembers")
-                    body = (f" {a['attack']:{aw}s} {auc:19s} {_tpr(m, 'tpr_at_1pct_fpr', n_non, fmt):>6s} "
-                            f"{_tpr(m, 'tpr_at_0_1pct_fpr', n_non, fmt):>7s}")
+                    body = (f" {a['attack']:{aw}s} {auc:19s} {_tpr(m, 'tpr_at_1pct_fpr', n_non):>6s} "
+                            f"{_tpr(m, 'tpr_at_0_1pct_fpr', n_non):>7s}")
                 else:
                     body = f" {NONE_TEXT:{aw}s} {NONE_TEXT:19s} {NONE_TEXT:>6s} {NONE_TEXT:>7s}"
                 tail = (f" {fmt(mem.get('memorized_fraction')) if mem else NONE_TEXT:>9s} "

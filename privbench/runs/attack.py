@@ -252,7 +252,7 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             if tgt.device.type == "cuda":
                 torch.cuda.synchronize(tgt.device)
             attack_s = time.time() - t0
-            result = assemble_result(cfg, attack, method, target_name, tgt, records, out, out_dir, run_dir,
+            result = assemble_result(cfg, attack, method, target_name, records, out, out_dir, run_dir,
                                timing={"train_s": train_s, "references_s": refs_s, "attack_s": round(attack_s, 3),
                                        "device": str(tgt.device)})
         except BaseException:
@@ -308,7 +308,7 @@ def summarise(result: AttackResult, sec: dict[str, Any], rule: str) -> None:
                             "(-1) may claim leakage with the sign flipped")
 
 
-def assemble_result(cfg, attack: Attack, method, target_name, tgt, records: Records, out: AttackOutput, out_dir: Path,
+def assemble_result(cfg, attack: Attack, method, target_name, records: Records, out: AttackOutput, out_dir: Path,
                     run_dir: Path, timing: dict) -> AttackResult:
     """Write ``out_dir``'s scores.npz, figures and result.json (last: it marks the attack complete); returns the
     result. Also the writer of an external model's run (runs/external.py), which adds its own keys and rewrites it."""

@@ -406,7 +406,7 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
         torch.cuda.synchronize(tgt.device)
     timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
     atomic_write_json(run_dir / "provenance.json", provenance.to_json())  # only once the attack ran
-    result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, tgt, records, out, run_dir, run_dir, timing)
+    result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, records, out, run_dir, run_dir, timing)
     result.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else []) + result.notes
     result.provenance = provenance
     result.records_range = ext.records_range

@@ -119,7 +119,7 @@ def test_canaries_duplicated_in_training_are_found_by_memorization(overfit_centr
     mem_attack = NNRatioMemorization(cfg.attack)
     train_index = torch.cat([torch.as_tensor(normal), torch.as_tensor(canaries).repeat_interleave(32)])
     samples, sample_y = mem_attack.draw(tgt, AttackEnv(cfg=cfg, seed=0))
-    out = mem_attack.evaluate(samples, sample_y, tx, ty, train_index)
+    out = mem_attack.evaluate(samples, sample_y, tx, train_index)
     found = set(out.figures["memorized_training_records"])
     nn1 = out.arrays["nn1"]
     memo = out.arrays["memorized"].astype(bool)

@@ -193,7 +193,7 @@ def test_text_tables_say_na_for_a_tpr_the_nonmember_count_cannot_resolve():
     from privbench.reports.text import _tpr
 
     m = {"tpr_at_0_1pct_fpr": 0.667, "tpr_at_1pct_fpr": 0.667}
-    assert _tpr(m, "tpr_at_0_1pct_fpr", 256, lambda v: f"{v:.3f}") == "n/a"
-    assert _tpr(m, "tpr_at_0_1pct_fpr", 1000, lambda v: f"{v:.3f}") == "0.667"
-    assert _tpr(m, "tpr_at_1pct_fpr", 256, lambda v: f"{v:.3f}") == "0.667"
-    assert _tpr(m, "tpr_at_1pct_fpr", 99, lambda v: f"{v:.3f}") == "n/a"
+    assert _tpr(m, "tpr_at_0_1pct_fpr", 256) == "n/a"
+    assert _tpr(m, "tpr_at_0_1pct_fpr", 1000) == "0.667"
+    assert _tpr(m, "tpr_at_1pct_fpr", 256) == "0.667"
+    assert _tpr(m, "tpr_at_1pct_fpr", 99) == "n/a"

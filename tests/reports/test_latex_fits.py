@@ -99,7 +99,7 @@ def test_the_layout_check_is_not_vacuous(tmp_path, wide_bench, monkeypatch):
     monkeypatch.setattr(latex, "LONGTABLE_ROWS", 10**6)  # never a longtable: the plain float of before
     t = Tables.build(load_results([wide_bench]))
     f = tmp_path / "one.tex"
-    f.write_text(latex.table_tex(membership_table(t, t.targets()), "single"))
+    f.write_text(latex.table_tex(membership_table(t.targets()), "single"))
     problems = layout_problems([f], tmp_path / "c")
     assert any(p.startswith("Overfull") for p in problems), problems
     assert any(p.startswith("Float too large") for p in problems), problems

@@ -93,7 +93,7 @@ class PerSampleGrads:
     def grads(self, loss_fn: Callable, *records: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         n = records[0].shape[0]
         if self.backend == "vmap":
-            return self._grads_vmap(loss_fn, records, n)
+            return self._grads_vmap(loss_fn, records)
         return self._grads_hooks(loss_fn, records, n)  # ghost: the same per-layer formulas, all instantiated
 
     def clipped_sum(self, loss_fn: Callable, *records: torch.Tensor,
@@ -110,7 +110,7 @@ class PerSampleGrads:
         return summed, norms, losses
 
     # ---------------------------------------------------------------------------------------- vmap
-    def _grads_vmap(self, loss_fn, records, n):
+    def _grads_vmap(self, loss_fn, records):
         from torch.func import functional_call, grad, vmap
 
         model = self.model

@@ -60,7 +60,7 @@ def as_fp32(t: torch.Tensor) -> torch.Tensor:
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
-def conv_route(mod: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, n: int) -> str:
+def conv_route(mod: nn.Conv2d, x: torch.Tensor) -> str:
     """How per-record conv weight gradients are formed: ``grouped`` (the convolution trick) or ``patches``
     (unfolded input patches × output gradients, one batched matmul per draw).
 
@@ -119,7 +119,7 @@ def _conv2d(mod: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
     cout = g.shape[1]
     ho, wo = g.shape[2], g.shape[3]
     gg = g.reshape(n, k, cout, -1)
-    if conv_route(mod, x, g, n) == "grouped":
+    if conv_route(mod, x) == "grouped":
         w = conv_weight_grads_grouped(mod, x, g, n, k)
     else:
         u = conv_patches(mod, x, n, k, ho, wo)
