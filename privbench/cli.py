@@ -432,7 +432,8 @@ _EXTERNAL_SHARED = ("target", "ema", "dataset", "preset", "seed", "device", "run
 
 
 def _external_kw(options: dict) -> dict:
-    """The options of ``attack``/``run`` that an outside model's attack takes."""
+    """The options of ``attack``/``run`` that an outside model's attack takes (from the command's context: those
+    only read here are the commands' ``**external``)."""
     return {k: options[k] for k in _EXTERNAL_ONLY + _EXTERNAL_SHARED}
 
 
@@ -473,9 +474,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
 @embedding_option
 @external_options
 @common
-def attack(method, dataset, attack_name, target, model_path, members, nonmembers, arch, scheduler_config, split,
-           ema, claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, reference_recipe,
-           reference_data, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+def attack(method, dataset, attack_name, target, model_path, preset, seed, device, runs_dir, sets, config_file,
+           data_root, download, as_json, **external):  # external: the other --model options (_external_kw)
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
@@ -562,9 +562,8 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @embedding_option
 @external_options
 @common
-def run(method, attack_name, dataset, target, model_path, members, nonmembers, arch, scheduler_config, split, ema,
-        claimed_epsilon, claimed_delta, claim_basis, records_range, lora, caption, reference_recipe, reference_data,
-        preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+def run(method, attack_name, dataset, target, model_path, preset, seed, device, runs_dir, sets, config_file, data_root,
+        download, as_json, **external):  # external: the other --model options (_external_kw)
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its

@@ -222,6 +222,7 @@ class Attack:
     def validate(self, num_timesteps: int, cfg=None) -> None:
         """Raise BadInput for settings that cannot run on a schedule of ``num_timesteps`` steps (called before
         anything is trained or written)."""
+        del num_timesteps, cfg  # the hook's arguments, for subclasses' checks
         if self.batch_size < 1:
             raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
 

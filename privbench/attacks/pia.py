@@ -73,6 +73,7 @@ class PIA(Attack):
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        del env  # part of the Attack.run interface; this attack queries the target on the records alone
         t_fixed, t_sweep = self.timesteps(target.num_timesteps)
         ts = [t_fixed] + [s for s in t_sweep if s != t_fixed]  # ε₀ is computed once and reused for all
         device = target.device

@@ -124,6 +124,7 @@ class SecMI(Attack):
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
+        del env  # part of the Attack.run interface; this attack queries the target on the records alone
         k = int(self.secmi_k)
         offset = self.secmi_offset
         fixed, sweep = self._tsecs(target.num_timesteps)

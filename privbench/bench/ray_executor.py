@@ -79,6 +79,7 @@ def cell_task(c, runs: str, device: str, n_samples: int, fcfg: dict | None, log_
               retries: int, trained: dict | None) -> dict:
     """Run one cell (``trained``: the training task's result; Ray passes it once that task finished; None for an
     external model's cell, which has nothing to train)."""
+    del trained  # read by Ray alone: the task's argument makes the cell wait for the training task
     _in_task(threads)
 
     for attempt in range(1, retries + 2):

@@ -53,6 +53,7 @@ class _Dumper(yaml.SafeDumper):
     """Never writes anchors/aliases (an object referenced twice is written twice), so our own files load back."""
 
     def ignore_aliases(self, data):
+        del data  # part of yaml's Representer hook: no object is aliased
         return True
 
 

@@ -56,7 +56,12 @@ def register_records(path: str) -> str:
     if name not in DATASETS:
         x, y = x.contiguous(), y.contiguous()
         info = DatasetInfo(name, int(x.shape[1]), int(x.shape[-1]), int(y.max()) + 1 if len(y) else 1)
-        DATASETS.add(name, Dataset(info, lambda data_root=None, download=False, _x=x, _y=y: (_x.clone(), _y.clone())),
+
+        def loader(data_root=None, download=False):
+            del data_root, download  # the dataset loader interface (register_dataset); the records are in memory
+            return x.clone(), y.clone()
+
+        DATASETS.add(name, Dataset(info, loader),
                      f"the user's records from {p.name} ({len(x)} records, {x.shape[1]}×{x.shape[2]}×{x.shape[3]}, "
                      f"{info.num_classes} classes)")
     _PATHS.setdefault(name, str(p.resolve()))

@@ -378,4 +378,4 @@ class MemberDPSGD:
 def drop_labels(loss_fn, unconditional: bool):
     if not unconditional:
         return loss_fn
-    return lambda model, x0, y, t, noise: loss_fn(model, x0, None, t, noise)
+    return lambda model, x0, _y, t, noise: loss_fn(model, x0, None, t, noise)

@@ -106,7 +106,7 @@ class StepStrategy(ABC):
 
     def check_resume(self, state: dict, spath: Path) -> None:
         """Refuse (BadInput) a checkpoint this strategy must not continue."""
-        return None  # by default every checkpoint of this name continues
+        del state, spath  # the hook's arguments: by default every checkpoint of this name continues
 
     def optim_state(self, opt: torch.optim.Optimizer) -> dict:
         return opt.state_dict()
@@ -116,7 +116,7 @@ class StepStrategy(ABC):
 
     def prepare(self, run: LoopRun) -> None:
         """Called once before the first step (after any resume): wrap the model, say what does not apply."""
-        return None  # by default the model runs as it is
+        del run  # the hook's argument: by default the model runs as it is
 
     @abstractmethod
     def gradients(self, step: int, run: LoopRun) -> dict:

@@ -196,6 +196,7 @@ class Method:
         """The ``--set`` overrides that make a run of this method private at ``epsilon`` (a suite's ``epsilons``
         axis); None for a non-private method (its cells stand at ε = ∞). DP-SGD methods: ``dp.epsilon`` (σ is then
         calibrated by their accountant when the plan is made); BadInput when the ε cannot be reached."""
+        del cfg  # part of the Method interface (methods that calibrate their ε read it)
         return [("dp.epsilon", float(epsilon))] if cls.private else None
 
     #: the setting that sizes ``public_demand`` (named when the public split does not fit)
@@ -205,16 +206,19 @@ class Method:
     def public_demand(cls, cfg) -> int:
         """Public records the method needs under ``data.public=none`` (0: none); they are allocated by the run's
         partition like ``data.public=pool`` records (docs/methods.md §0)."""
+        del cfg  # part of the Method interface (methods with a public demand size it from the config)
         return 0
 
     @classmethod
     def upload_mechanism(cls, cfg: dict, target: str) -> dict | None:
         """The LDP upload mechanism a target's formal ε is about ({clip, t0, num_timesteps, beta_start, beta_end,
         beta_schedule}) so the report can audit the mechanism itself; None when the target has none."""
+        del cfg, target  # part of the Method interface (methods with an upload mechanism read them)
         return None
 
     def fid_target(self, client: int) -> str:
         """The target whose samples stand for client ``client`` in the per-client FID."""
+        del client  # part of the Method interface (per-client targets depend on it)
         return self.default_target
 
     def validate(self) -> None:
@@ -252,6 +256,7 @@ class Method:
 
     def privacy(self, target: str) -> dict | None:
         """The formal guarantee of ``target`` with its basis, or None for non-private targets."""
+        del target  # part of the Method interface (private methods' guarantees depend on it)
         return None
 
     def attack_split(self, target: str) -> tuple[list[int], list[int]]:

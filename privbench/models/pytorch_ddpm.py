@@ -87,6 +87,7 @@ class _DownSample(nn.Module):
         self.main = nn.Conv2d(ch, ch, 3, stride=2, padding=1)
 
     def forward(self, x, temb):
+        del temb  # the blocks' forward(x, temb) interface: resampling takes no time embedding
         return self.main(x)
 
 
@@ -96,6 +97,7 @@ class _UpSample(nn.Module):
         self.main = nn.Conv2d(ch, ch, 3, stride=1, padding=1)
 
     def forward(self, x, temb):
+        del temb  # the blocks' forward(x, temb) interface: resampling takes no time embedding
         return self.main(F.interpolate(x, scale_factor=2, mode="nearest"))
 
 

@@ -159,6 +159,7 @@ class TextDenoiser(nn.Module):
         self.register_buffer("table", table.detach().clone(), persistent=False)
 
     def forward(self, x, t, y=None, extra=None):
+        del extra  # the denoiser interface net(x_t, t, y, extra); the caption table is the condition here
         if y is None:
             y = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)  # the null caption
         return self.unet(x, t, encoder_hidden_states=self.table[y], return_dict=False)[0]

@@ -113,6 +113,7 @@ class PlainStep(StepStrategy):
         return {"loss": loss.detach()}
 
     def summarize(self, sums, n, step, run):
+        del step, run  # part of the StepStrategy.summarize interface
         # one host sync per log interval, not per step; under torchrun the mean over ranks (each rank's loss is its
         # slice's share, so the sum over ranks / world is the global-batch loss)
         avg = float(distributed.all_reduce_sum([sums["loss"]])[0]) / distributed.world_size() / n

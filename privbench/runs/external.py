@@ -189,6 +189,7 @@ class _NoMethod:
         self.claim = claim
 
     def privacy(self, target):
+        del target  # Method.privacy's interface; the claim is the one model's
         return dict(self.claim) if self.claim else None
 
 

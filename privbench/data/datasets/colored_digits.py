@@ -22,6 +22,7 @@ def record_colors(n: int) -> np.ndarray:
 @register_dataset("colored-digits", 3, 8, 10,
                   "8×8 digits, 3 channels, each record in one of 6 colours fixed by its index (embedded)")
 def load_colored_digits(data_root=None, download=False):
+    del data_root, download  # the dataset loader interface (register_dataset); made from the embedded digits
     x, y = digits_arrays()
     inten = (x + 1.0) / 2.0  # [0, 1], N×1×8×8
     col = _PALETTE[record_colors(len(x))][:, :, None, None]  # N×3×1×1

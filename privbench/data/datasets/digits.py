@@ -21,5 +21,6 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 @register_dataset("digits", 1, 8, 10, "scikit-learn's 8×8 digits, 1797 records, 1 channel, 10 classes (embedded)")
 def load_digits_data(data_root=None, download=False):
+    del data_root, download  # the dataset loader interface (register_dataset); the records ship with scikit-learn
     x, y = digits_arrays()
     return torch.from_numpy(x.copy()), torch.from_numpy(y.copy())

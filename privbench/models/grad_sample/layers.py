@@ -107,6 +107,7 @@ def conv_patches(mod: nn.Conv2d, x: torch.Tensor, n: int, k: int, ho: int, wo: i
 
 @register_grad_sampler(nn.Linear)
 def _linear(mod: nn.Linear, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
+    del k  # the grad-sampler interface; a record's k rows are summed by the reshape to n record-major rows
     a = x.reshape(n, -1, x.shape[-1])
     gg = g.reshape(n, -1, g.shape[-1])
     yield "weight", torch.bmm(gg.transpose(1, 2), a)
@@ -144,6 +145,7 @@ def _group_norm(mod: nn.GroupNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: 
 
 @register_grad_sampler(nn.LayerNorm)
 def _layer_norm(mod: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
+    del k  # the grad-sampler interface; a record's k rows are summed by the reshape to n record-major rows
     xhat = F.layer_norm(x, mod.normalized_shape, eps=mod.eps)
     shp = mod.normalized_shape
     if mod.weight is not None:
@@ -154,6 +156,7 @@ def _layer_norm(mod: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor, n: int, k: 
 
 @register_grad_sampler(nn.Embedding)
 def _embedding(mod: nn.Embedding, x: torch.Tensor, g: torch.Tensor, n: int, k: int):
+    del k  # the grad-sampler interface; a record's k rows are summed by the reshape to n record-major rows
     idx = x.reshape(n, -1)
     gg = g.reshape(n, idx.shape[1], -1)
     out = torch.zeros((n, mod.num_embeddings, gg.shape[-1]), dtype=g.dtype, device=g.device)

@@ -80,7 +80,7 @@ class DPTextToImage(MemberDPSGD, Method):
         loss_fn = multi_draw_loss(ac)
         T, K, p = ac.shape[0], plan.noise_multiplicity, float(cfg.t2i.caption_dropout)
 
-        def step_fn(step, idx, g):
+        def step_fn(_step, idx, g):
             m = idx.shape[0]
             t = torch.randint(0, T, (m, K), generator=g, device=dev)
             noise = torch.randn((m, K, *z.shape[1:]), generator=g, device=dev)

@@ -68,7 +68,7 @@ class DPDM(MemberDPSGD, Method):
         loss_fn = multi_draw_loss(ac)
         T, K = ac.shape[0], plan.noise_multiplicity
 
-        def step_fn(step, idx, g):
+        def step_fn(_step, idx, g):
             m = idx.shape[0]
             t = torch.randint(0, T, (m, K), generator=g, device=dev)
             noise = torch.randn((m, K, *x.shape[1:]), generator=g, device=dev)
