@@ -29,7 +29,7 @@ def memorizing_eps(members: torch.Tensor, ac: torch.Tensor):
     x̂₀ = Σ softmax(−‖x_t − √ᾱ m_i‖²/(2(1−ᾱ))) m_i, ε = (x_t − √ᾱ x̂₀)/√(1−ᾱ)."""
     m = members.flatten(1).double()
 
-    def fn(x_t, t, y=None):
+    def fn(x_t, t, _y=None):
         a = ac.double()[t].view(-1, 1)
         xf = x_t.flatten(1).double()
         d2 = ((xf[:, None, :] - a.sqrt()[:, :, None] * m[None]) ** 2).sum(-1)
@@ -49,7 +49,7 @@ def gaussian_eps(public: torch.Tensor, ac: torch.Tensor):
     cov = torch.cov(p.T) + 1e-4 * torch.eye(p.shape[1], dtype=torch.double)
     eye = torch.eye(p.shape[1], dtype=torch.double)
 
-    def fn(x_t, t, y=None):
+    def fn(x_t, t, _y=None):
         xf = x_t.flatten(1).double()
         out = torch.empty_like(xf)
         for tv in t.unique():

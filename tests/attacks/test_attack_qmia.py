@@ -74,7 +74,7 @@ def test_qmia_attack_fits_on_the_pool_only_and_scores_the_margin():
                    torch.zeros(200, dtype=torch.long), torch.arange(1000, 1200))
     rec = Records(torch.rand((20, 1, 8, 8), generator=g) * 2 - 1, torch.zeros(20, dtype=torch.long),
                   torch.cat([torch.ones(10), torch.zeros(10)]).long(), torch.arange(20))
-    target = fake_target(lambda x_t, t, y=None: 0.5 * x_t)
+    target = fake_target(lambda x_t, *_args: 0.5 * x_t)
     env = AttackEnv(seed=3, references=ReferenceModels([], np.zeros((0, 20), bool), mode="offline", pool=pool))
     q = QMIA(statistic="sima", batch_size=64)
     out = q.run(target, rec, env)

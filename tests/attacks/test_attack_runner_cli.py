@@ -119,7 +119,7 @@ def test_memorization_and_reconstruction_through_the_runner(runs_dir):
     assert "memorized" in text and "re-id" in text
 
 
-def test_make_attack_validates_before_anything(tmp_path):
+def test_make_attack_validates_before_anything():
     from privbench.runs.attack import make_attack
 
     with pytest.raises(BadInput, match="unknown attack"):

@@ -24,7 +24,7 @@ def _records(n_mem=6, n_non=6, seed=0, first_index=100):
 
 
 def _scaled(c):
-    return fake_target(lambda x_t, t, y=None: c * x_t)
+    return fake_target(lambda x_t, *_args: c * x_t)
 
 
 def _sima_stat(rec: Records, c: float) -> np.ndarray:

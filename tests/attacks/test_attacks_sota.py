@@ -43,7 +43,7 @@ def _records(n_mem=10, n_non=10, seed=0, first_index=100):
 
 def _scaled_eps(c: float, log: list | None = None):
     """ε̂(x_t, t) = c·x_t: the loss of a record is then a closed form of its noise."""
-    def fn(x_t, t, y=None):
+    def fn(x_t, _t, _y=None):
         if log is not None:
             log.append(x_t.clone())
         return c * x_t
@@ -243,7 +243,7 @@ def test_sima_is_minus_the_p_norm_of_eps_at_the_unnoised_record():
     rec = _records(5, 5)
     log = CallLog()
 
-    def fn(x, t, y=None):  # a fake ε-predictor whose value is known in closed form
+    def fn(x, t, _y=None):  # a fake ε-predictor whose value is known in closed form
         return x * (t.view(-1, 1, 1, 1).double() + 1).to(x.dtype) / 100 + 0.1
 
     tgt = fake_target(fn, log=log)

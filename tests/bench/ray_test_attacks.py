@@ -15,6 +15,7 @@ class BoomAttack(LossAttack):
     description = "test plug-in: always raises"
 
     def run(self, target, records, env=None):
+        del target, records, env  # part of the Attack.run interface; this test attack fails before reading them
         raise RuntimeError("boom: this test attack always fails")
 
 

@@ -76,6 +76,7 @@ def _reference(tmp, pfdm: bool):
 def reference(tmp_path_factory, plugins):
     """The grid run one cell at a time in this process (retries=1: flaky passes on its second attempt); two
     methods, so ``--jobs 2`` trains two targets at once."""
+    del plugins  # requested for its side effect: the test attacks, registered here and in the workers
     return _reference(tmp_path_factory.mktemp("pool-ref"), pfdm=True)
 
 
@@ -83,6 +84,7 @@ def reference(tmp_path_factory, plugins):
 def reference_one(tmp_path_factory, plugins):
     """The same grid on the centralized target only: each Slurm job is a fresh process (seconds of imports each
     on a loaded machine), and one method exercises every kind of job (training, cell, retry)."""
+    del plugins  # requested for its side effect: the test attacks, registered here and in the workers
     return _reference(tmp_path_factory.mktemp("pool-ref-one"), pfdm=False)
 
 
@@ -151,7 +153,8 @@ def test_slurm_executor_through_submitit_local(tmp_path, reference_one):
 
 @pytest.mark.slow
 @NEEDS_SUBMITIT
-def test_slurm_job_that_dies_is_submitted_again(tmp_path, plugins):
+@pytest.mark.usefixtures("plugins")
+def test_slurm_job_that_dies_is_submitted_again(tmp_path):
     suite = _suite(tmp_path, ["crash"], pfdm=False)
     out = tmp_path / "bench-crash"
     r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--out",
@@ -207,9 +210,9 @@ def test_a_shared_pretraining_is_trained_by_one_job_while_the_others_wait_outsid
     monkeypatch.setattr(pe, "cell_job", lambda *a: None)
     cells = [cell("plain-1"), cell("a1", ["pre-A"]), cell("a2", ["pre-A"]), cell("b1", ["pre-B"]),
              cell("a3", ["pre-A"]), cell("ab", ["pre-A", "pre-B"]), cell("plain-2")]
-    pb = SimpleNamespace(update=lambda n: None, set_postfix_str=lambda s: None)
+    pb = SimpleNamespace(update=lambda *_args: None, set_postfix_str=lambda *_args: None)
     FIFO(retries=0, threads=1).run(cells, runs=".", device="cpu", n_samples=0, fcfg=None, log_path="bench.log",
-                                   write=lambda: None, pb=pb, report_failure=lambda c: None)
+                                   write=lambda: None, pb=pb, report_failure=lambda *_args: None)
     trains = [(e, r) for e, r in events if not r.startswith("cell")]
     # owners of each shared training first, then the runs that share nothing; nothing held is in the pool yet
     assert trains[:4] == [("submit", "a1"), ("submit", "b1"), ("submit", "plain-1"), ("submit", "plain-2")]

@@ -88,7 +88,8 @@ def _by_label(res: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path, ray_cluster):
+@pytest.mark.usefixtures("ray_cluster")
+def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path):
     """The small Ray grid of `make test`: one training task and two cell tasks (one fails), no retries; the
     retries, the flaky cell and the rerun are the slow test below (`make test-all`)."""
     suite = _suite(tmp_path, ("loss", "boom"))
@@ -110,7 +111,8 @@ def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path, ray
 
 
 @pytest.mark.slow
-def test_ray_bench_retries_reports_failures_reuses_the_cache_and_matches_local(tmp_path, ray_cluster):
+@pytest.mark.usefixtures("ray_cluster")
+def test_ray_bench_retries_reports_failures_reuses_the_cache_and_matches_local(tmp_path):
     suite = _suite(tmp_path)
     # the local executor: the reference (retries=1 too, so the flaky cell passes on its second attempt there too)
     local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", retries=1)

@@ -78,7 +78,7 @@ def _ckpt(path, seed_ema=1, seed_net=2, dataparallel=True):
         net = {f"module.{k}": v for k, v in net.items()}
     opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))], lr=2e-4)
     torch.save({"net_model": net, "ema_model": weights(seed_ema), "step": 800000,
-                "sched": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0).state_dict(),
+                "sched": torch.optim.lr_scheduler.LambdaLR(opt, lambda _epoch: 1.0).state_dict(),
                 "optim": opt.state_dict(), "x_T": torch.randn(2, 3, 32, 32)}, path)
     return path
 

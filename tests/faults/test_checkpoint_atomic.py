@@ -73,7 +73,7 @@ def _dp_sgd(tmp_path, name):
         model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
         params = [p for p in model.parameters() if p.requires_grad]
 
-        def step_fn(step, idx, g):  # a privatized-looking gradient drawn from the step's generator
+        def step_fn(_step, _idx, g):  # a privatized-looking gradient drawn from the step's generator
             return [torch.randn(p.shape, generator=g) * 0.1 + p.detach() * 0.01 for p in params], {"loss": 1.0}
 
         dp_sgd_train(model, plan, tcfg, ckpt_dir, name="model", seed=0, device="cpu", step_fn=step_fn)

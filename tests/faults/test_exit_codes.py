@@ -175,7 +175,7 @@ def test_read_only_store_on_a_tmpfs(store, tmp_path):
 def test_unexpected_error_exits_3_with_one_line(tmp_path, monkeypatch):
     from privbench.models.methods.centralized import Centralized
 
-    def boom(self):
+    def boom(_self):
         raise TypeError("boom\nsecond line")
 
     monkeypatch.setattr(Centralized, "train", boom)
@@ -193,7 +193,7 @@ def test_unexpected_error_exits_3_with_one_line(tmp_path, monkeypatch):
 def test_out_of_memory_exits_3(tmp_path, monkeypatch, exc):
     from privbench.models.methods.centralized import Centralized
 
-    def oom(self):
+    def oom(_self):
         raise exc
 
     monkeypatch.setattr(Centralized, "train", oom)
@@ -203,7 +203,7 @@ def test_out_of_memory_exits_3(tmp_path, monkeypatch, exc):
 def test_keyboard_interrupt_exits_130(tmp_path, monkeypatch):
     from privbench.models.methods.centralized import Centralized
 
-    def ctrl_c(self):
+    def ctrl_c(_self):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Centralized, "train", ctrl_c)

@@ -105,7 +105,7 @@ def test_bad_input_found_by_the_attack_leaves_no_run_behind(tmp_path, world, mon
     from privbench.attacks.loss import LossAttack
     from privbench.core.errors import BadInput
 
-    def refuse(self, target, records, env=None):
+    def refuse(*_args, **_kw):  # replaces LossAttack.run
         raise BadInput("loss: found bad by the attack")
     monkeypatch.setattr(LossAttack, "run", refuse)
     runs = tmp_path / "runs"

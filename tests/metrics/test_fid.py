@@ -31,7 +31,7 @@ def test_fid_self_zero_and_grows_with_noise(digits, runs_dir):
     assert noisy["kid"] > same["kid"] and set(noisy) >= {"fid", "kid", "n1", "n2", "extractor"}
 
 
-def test_extractor_is_cached_and_registered(digits, runs_dir):
+def test_extractor_is_cached_and_registered(runs_dir):
     import torch_fidelity.registry as tfr
 
     ex = resolve_extractor("digits", runs_dir)

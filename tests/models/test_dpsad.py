@@ -303,7 +303,7 @@ def test_public_teacher_and_discriminator_never_see_a_member(tmp_path, monkeypat
     from privbench.models.methods import dpsad as mod
     from privbench.runs import train as api
 
-    def zero_update(ps, loss_fn, records, plan, generator, physical_batch=0):
+    def zero_update(ps, _loss_fn, records, _plan, _generator, _physical_batch=0):
         return [torch.zeros_like(p) for p in ps.params], {"batch": records[0].shape[0]}
 
     monkeypatch.setattr(mod, "dp_sgd_gradient", zero_update)

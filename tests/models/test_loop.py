@@ -40,6 +40,7 @@ class _Toy(StepStrategy):
         return {"loss": loss.detach()}
 
     def summarize(self, sums, n, step, run):
+        del step, run  # part of the StepStrategy.summarize interface
         return Summary(float(sums["loss"]) / n)
 
 
@@ -66,6 +67,7 @@ def test_divergence_stops_the_run(tmp_path):
 
     class Nan(_Toy):
         def summarize(self, sums, n, step, run):
+            del sums, n, step, run  # part of the StepStrategy.summarize interface: this step always diverges
             return Summary(float("nan"))
 
     tcfg = SimpleNamespace(lr=1e-2, warmup=0, weight_decay=0.0, ema_decay=0.9, log_every=2, checkpoint_every=5)

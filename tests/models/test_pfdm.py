@@ -79,7 +79,7 @@ def test_upload_statistics_large_sample():
     assert up.x.var(0).mean().item() == pytest.approx(1 - a, rel=0.02)
 
 
-def test_run_uploads_and_clipped_count(pfdm_test_run, capsys):
+def test_run_uploads_and_clipped_count(pfdm_test_run):
     m = pfdm_test_run
     ctx = m.ctx
     up = m.uploads()
@@ -213,7 +213,7 @@ def test_clip_mix_weights(runs_dir, monkeypatch):
 # ------------------------------------------------------------------ sampling (Algorithm 2)
 
 def _count_calls(module, log, tag):
-    def hook(mod, args, kwargs):
+    def hook(_mod, args, kwargs):
         t = args[1]
         extra = args[3] if len(args) > 3 else kwargs.get("extra")
         log.append((tag, int(t[0]), None if extra is None else int(extra[0])))

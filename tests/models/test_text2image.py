@@ -90,7 +90,7 @@ def t2i_run(runs_dir):
     return cfg, method
 
 
-def test_pretraining_never_reads_a_member(runs_dir, tmp_path, monkeypatch):
+def test_pretraining_never_reads_a_member(tmp_path, monkeypatch):
     """The pre-training reads the public records only (a member or non-member index requested → the test fails)."""
     from privbench.models import text2image as T
     from privbench.models.method import RunContext

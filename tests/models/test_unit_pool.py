@@ -18,7 +18,7 @@ def _weights(run_dir):
 
 
 def _train(runs_dir, processes, monkeypatch, method="pfdm"):
-    monkeypatch.setattr(unit_pool, "processes_for", lambda ctx, units: processes if len(units) > 1 else 1)
+    monkeypatch.setattr(unit_pool, "processes_for", lambda _ctx, units: processes if len(units) > 1 else 1)
     cfg = train_cfg(method, "test", seed=3)
     api.train(cfg, runs_dir, "cpu")
     return run_dir_for(cfg, runs_dir)

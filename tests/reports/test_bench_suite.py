@@ -30,7 +30,8 @@ methods:
 """
 
 
-def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir, test_results):
+@pytest.mark.usefixtures("test_results")
+def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir):
     suite = tmp_path / "t.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "bench"
@@ -131,7 +132,7 @@ def test_paper_suite_plans(tmp_path, monkeypatch):
     import privbench.models.method as base
 
     monkeypatch.setattr(base.RunContext, "dataset",
-                        property(lambda self: (torch.zeros(10, 3, 32, 32), torch.zeros(10, dtype=torch.long))))
+                        property(lambda _self: (torch.zeros(10, 3, 32, 32), torch.zeros(10, dtype=torch.long))))
     spec, _ = load_suite("paper")
     cells = plan(spec, preset=None, sets=[], runs_dir=tmp_path / "runs", device="cpu", validate_methods=False)
     assert {(c.method, c.dataset) for c in cells} >= {("pfdm", "cifar10"), ("dpdm", "mnist"), ("dpsad", "celeba")}
@@ -141,7 +142,8 @@ def test_paper_suite_plans(tmp_path, monkeypatch):
     assert sad.cfg.diffusion.num_timesteps == 500 and sad.cfg.data.resolution == 64
 
 
-def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_dir, test_results):
+@pytest.mark.usefixtures("test_results")
+def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_dir):
     """A cached grid or FID drawn with other sampler settings is not reused (their cell ids and files say how
     they were drawn)."""
     suite = tmp_path / "s.yaml"

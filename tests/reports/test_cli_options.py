@@ -106,6 +106,7 @@ def test_sample_steps_need_ddim(tmp_path):
 def test_pfdm_pipeline_ddim_runs_steps_calls_per_stage(tmp_path, report_runs_dir, test_results):
     """`sample --sampler ddim --steps N` on PFDM's pipeline: N calls of the shared model, then N of the client's
     (instead of T + t0 DDPM calls)."""
+    del test_results  # requested for its side effect: the test runs in report_runs_dir
     from privbench.runs import train as api
 
     method = api.train(train_cfg("pfdm", "test"), report_runs_dir, "cpu")
@@ -125,6 +126,7 @@ def test_pfdm_pipeline_ddim_runs_steps_calls_per_stage(tmp_path, report_runs_dir
 
 
 def test_run_prints_the_path_of_its_report(report_runs_dir, test_results):
+    del test_results  # requested for its side effect: the test runs in report_runs_dir
     r = invoke("run", "--method", "centralized", "--attack", "loss", "--preset", "test", "--runs-dir",
                report_runs_dir, "--device", "cpu")
     assert r.exit_code == 0, r.output

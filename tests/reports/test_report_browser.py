@@ -115,7 +115,8 @@ def test_probe_catches_overflow_and_dead_links(tmp_path):
     assert p["rocRows"] == [600]                                     # a row with two thirds left empty
 
 
-def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_runs_dir, test_results):
+@pytest.mark.usefixtures("test_results")
+def test_contents_links_resolve_and_nothing_overflows_1400px(tmp_path, report_runs_dir):
     """The whole test run store (two methods, several attacks, samples): the widest page the tests make."""
     from privbench.reports import render_report
 

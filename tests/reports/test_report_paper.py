@@ -85,7 +85,7 @@ def test_report_writes_every_format_and_figure(tmp_path, paper_dir, rendered):
     assert "side_by_side.csv" in names2 and not any(n.endswith((".tex", ".html", ".md", ".png")) for n in names2)
 
 
-def test_unresolvable_tpr_is_na_with_its_reason(tmp_path, paper_dir, rendered):
+def test_unresolvable_tpr_is_na_with_its_reason(rendered):
     out, _ = rendered
     reason = "needs at least 1000 non-members; this target was attacked with 300"
     html = (out / "index.html").read_text()
@@ -103,7 +103,7 @@ def test_unresolvable_tpr_is_na_with_its_reason(tmp_path, paper_dir, rendered):
     assert res["tpr_0_1pct"].isna().all()           # one rule for every table (reports.cells): result.json keeps it
 
 
-def test_epsilon_basis_is_visible_not_hover_text(tmp_path, paper_dir, rendered):
+def test_epsilon_basis_is_visible_not_hover_text(rendered):
     out, _ = rendered
     html = (out / "index.html").read_text()
     sbs = html[html.index('id="table"'):html.index('id="audit"')]
@@ -114,7 +114,7 @@ def test_epsilon_basis_is_visible_not_hover_text(tmp_path, paper_dir, rendered):
     assert "ε basis: analytic-gaussian" in (out / "tables.md").read_text()
 
 
-def test_test_preset_banner(tmp_path, paper_dir, rendered):
+def test_test_preset_banner(tmp_path, rendered):
     out, _ = rendered
     for f in ("index.html", "tables.md", "tables.tex"):
         assert "results meaningless" in (out / f).read_text(), f
@@ -147,7 +147,7 @@ def test_mean_std_across_seeds_and_per_seed_values(tmp_path, paper_dir, rendered
     assert not (out1 / "seeds.csv").exists() and 'id="seeds"' not in (out1 / "index.html").read_text()
 
 
-def test_table_of_contents_links_resolve(tmp_path, paper_dir, rendered):
+def test_table_of_contents_links_resolve(rendered):
     out, _ = rendered
     html = (out / "index.html").read_text()
     links = re.findall(r'href="#([^"]+)"', html)

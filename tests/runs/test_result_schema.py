@@ -127,7 +127,7 @@ def test_a_current_file_with_a_missing_or_mistyped_key_is_refused(real_result):
         AttackResult.from_json({**d, "seed": "0"})
 
 
-def test_a_version_0_file_is_migrated(real_result, tmp_path):
+def test_a_version_0_file_is_migrated(real_result):
     d = json.loads(real_result[0].read_text())
     old = {k: v for k, v in d.items() if k not in ("schema_version", "label", "kind", "threat_model")}
     old["a_key_of_another_tool"] = 1

@@ -28,6 +28,7 @@ class ToyAttack(Attack):
 
     @torch.no_grad()
     def run(self, target, records, env=None):
+        del env  # part of the Attack.run interface; the toy attack queries the target alone
         ac = target.alphas_cumprod
         out = []
         for b, xb, yb in records.batches(self.batch_size, target.device):
