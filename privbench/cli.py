@@ -431,10 +431,11 @@ _EXTERNAL_ONLY = ("members", "nonmembers", "arch", "scheduler_config", "split", 
 _EXTERNAL_SHARED = ("target", "ema", "dataset", "preset", "seed", "device", "runs_dir", "sets", "data_root")
 
 
-def _external_kw(options: dict) -> dict:
+def _external_kw(options: dict, sets) -> dict:
     """The options of ``attack``/``run`` that an outside model's attack takes (from the command's context: those
-    only read here are the commands' ``**external``)."""
-    return {k: options[k] for k in _EXTERNAL_ONLY + _EXTERNAL_SHARED}
+    only read here are the commands' ``**external``). ``sets``: the command's own ``--set`` list, which
+    ``--embedding`` extends (the context holds the list as typed)."""
+    return {**{k: options[k] for k in _EXTERNAL_ONLY + _EXTERNAL_SHARED}, "sets": sets}
 
 
 def _external_attacks(command, method, model_path, attack_name, config_file, download, **kw) -> list | None:
@@ -484,7 +485,7 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
     from .runs.attack import run_attack
 
     results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params))
+        click.get_current_context().params, sets))
     if results is not None:
         from .reports.text import result_summary
 
@@ -572,7 +573,7 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
     from .runs.attack import run_attack
 
     results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params))
+        click.get_current_context().params, sets))
     if results is None:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)

@@ -102,6 +102,7 @@ def test_overlap_by_dataset_index(world, tmp_path):
     (["--set", "model.dropout=0.2"], "only attack.*, sample.* and metrics.*"),
     (["--set", "attack.t=1000"], "attack.t=1000"),
     (["--scheduler-config", "/nonexistent/sched.json"], "file not found"),
+    (["--attack", "extract", "--embedding", "/nonexistent/sscd.pt"], "attack.extract_embedding="),  # not dropped
 ])
 def test_other_refusals(world, tmp_path, extra, needle):
     assert needle in _run(world, tmp_path, world / "pipe", "m.npz", "n.npz", *extra)
