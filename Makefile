@@ -48,7 +48,7 @@ test-all: install-all lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 # the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 25, unused
-# arguments) and dead code (vulture, 80 % confidence); seconds
+# arguments, blind excepts with their reason, no unused noqa) and dead code (vulture, 80 % confidence); seconds
 lint: install-all
 	$(BIN)/ruff check privbench tests
 	$(BIN)/vulture privbench vulture_whitelist.py --min-confidence 80

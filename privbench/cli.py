@@ -130,7 +130,7 @@ class _RoutedLogger(logging.Logger):
     """A library's root logger whose records reach :class:`_OneLineHandler`: the stderr handler the library adds
     is ignored and it keeps propagating to the root logger."""
 
-    def addHandler(self, _hdlr):  # noqa: N802 - logging's name
+    def addHandler(self, _hdlr):  # logging's method name
         pass
 
     @property

@@ -19,7 +19,7 @@ def to_numpy(a: Any, name: str) -> np.ndarray:
         a = a.detach().cpu().numpy()
     try:
         arr = np.asarray(a)
-    except Exception as exc:  # pragma: no cover - exotic inputs
+    except Exception as exc:  # noqa: BLE001 - whatever numpy raises for an exotic input: one line
         raise BadInput(f"{name}: cannot be read as an array ({exc}); pass a 1-D sequence of numbers") from None
     return arr
 

@@ -112,7 +112,7 @@ def load_mnist(data_root, download: bool = False):
         raise _not_found(root, "MNIST", f"{raw}/{_MNIST_FILES[0]} and {_MNIST_FILES[1]}", "MNIST/", extra)
     try:
         ds = _MNIST(root, download)
-    except Exception as e:  # torchvision raises RuntimeError/URLError/AssertionError/...: one line, no traceback
+    except Exception as e:  # noqa: BLE001 - torchvision raises RuntimeError/URLError/AssertionError/...: one line, no traceback
         if download:
             raise _download_failed(root, "MNIST", e) from None
         raise _unreadable(root, "MNIST", raw, e) from None
@@ -194,14 +194,14 @@ def load_cifar10(data_root, download: bool = False):
     if download:
         try:
             _download_cifar10(root)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure to read the files is one line (BadInput)
             raise _download_failed(root, "CIFAR-10", e) from None
     try:
         batches = [_read_cifar_batch(os.path.join(folder, f)) for f, _ in tvd.CIFAR10.train_list]
         x = np.concatenate([np.asarray(b["data"]) for b in batches])
         y = np.asarray([v for b in batches for v in b.get("labels", b.get("fine_labels"))], dtype=np.int64)
         x = np.ascontiguousarray(x.reshape(-1, 3, 32, 32))  # each row: the R plane, then G, then B
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure to read the files is one line (BadInput)
         raise _unreadable(root, "CIFAR-10", folder, e) from None
     if x.dtype != np.uint8 or len(y) != len(x):
         raise BadInput(f"--data-root {root}: the CIFAR-10 batches in {folder} hold {len(x)} {x.dtype} images "
@@ -267,7 +267,7 @@ def load_celeba(data_root, download: bool = False, chunk: int = 1024):
                            f"(expected {layout}; add --download to fetch)")
     try:
         ds = _CelebA(root, download)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure to read the files is one line (BadInput)
         if download:
             raise _download_failed(root, "CelebA", e) from None
         raise _unreadable(root, "CelebA", folder, e) from None
@@ -290,7 +290,7 @@ def load_celeba(data_root, download: bool = False, chunk: int = 1024):
             part = paths[s : s + chunk]
             try:
                 faces = list(pool.map(_read_face, part))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any failure to read the files is one line (BadInput)
                 raise BadInput(f"--data-root {root}: cannot read a CelebA image in {img_dir} ({_one_line(e)})") \
                     from None
             x = torch.from_numpy(np.stack(faces)).permute(0, 3, 1, 2).to(torch.float32)  # B×3×140×140, 0..255

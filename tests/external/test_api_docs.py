@@ -14,7 +14,7 @@ def test_docs_example_runs(capsys):
     block = re.search(r"<!-- example: tested by tests/external/test_api_docs.py -->\n```python\n(.*?)```", text, re.S)
     assert block, "the example block is missing from docs/external-models.md"
     scope: dict = {}
-    exec(compile(block.group(1), str(DOC), "exec"), scope)  # noqa: S102 - our own documentation
+    exec(compile(block.group(1), str(DOC), "exec"), scope)  # our own documentation
     res = scope["res"]
     assert 0.0 <= res.metrics["auc"] <= 1.0 and len(res.metrics["ci95"]["auc"]) == 2
     assert res.scores.shape == (64,) and list(res.labels) == [1] * 32 + [0] * 32

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from privbench.core.errors import BadInput  # noqa: E402
-from privbench.models import latent  # noqa: E402
+from privbench.core.errors import BadInput
+from privbench.models import latent
 
 
 def test_a_huge_unet_config_is_refused_before_allocation(tmp_path):
