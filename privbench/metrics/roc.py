@@ -31,6 +31,7 @@ import numpy as np
 
 from ..core.errors import BadInput
 from ..core.scores import cumulative_counts, max_false_positives, sorted_groups, stratified_halves, validate_scores
+from ..core.validation import integer_at_least
 
 __all__ = [
     "roc_points",
@@ -199,12 +200,6 @@ def _bootstrap(
     return {k: np.concatenate(v) for k, v in acc.items()}
 
 
-def _check_int(v: Any, name: str, minimum: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise BadInput(f"{name}: expected an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
 def _resolution_warnings(fprs: Iterable[float], n_neg: int, rule: str = "le") -> list[str]:
     out = []
     for f in fprs:
@@ -236,8 +231,8 @@ def membership_metrics(
     All numbers are plain Python floats. ``tpr_rule``: ``le`` (FPR ≤ x) or ``lt`` (FPR < x; module doc).
     """
     s, y = validate_scores(scores, labels)
-    n_boot = _check_int(bootstrap, "bootstrap", 0)
-    seed = _check_int(seed, "seed", 0)
+    n_boot = integer_at_least(bootstrap, "bootstrap", 0)
+    seed = integer_at_least(seed, "seed", 0)
     rule = _check_rule(tpr_rule)
     fprs = DEFAULT_FPRS
     point = _point_metrics(s, y, fprs, rule)
@@ -322,7 +317,7 @@ def calibrated_metrics(
     ``accuracy_threshold``, ``n_calibration``, ``n_evaluation`` and ``warnings``.
     """
     s, y = validate_scores(scores, labels)
-    seed = _check_int(seed, "seed", 0)
+    seed = integer_at_least(seed, "seed", 0)
     rule = _check_rule(tpr_rule)
     fprs = tuple(_check_fpr(f, "fprs") for f in fprs)
     n_pos = int(y.sum())
