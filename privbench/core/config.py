@@ -24,7 +24,7 @@ from typing import Any
 
 from .constants import DEFAULT_DELTA
 from .errors import BadInput
-from .registry import ACCOUNTANTS, METHODS, PRESETS, load_builtins
+from .registry import ACCOUNTANTS, DATASETS, METHODS, PRESETS, load_builtins
 from .yamlio import load_yaml, read_yaml
 
 LOG = logging.getLogger(__name__)
@@ -625,8 +625,6 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
 
     ``dataset``: the dataset the user named (``--dataset``); None lets the preset pick (:data:`PRESET_DATASETS`).
     A named dataset is never replaced: a config file or ``--set`` naming another one is BadInput."""
-    from .registry import DATASETS
-
     METHODS.get(method)
     PRESETS.get(preset)
     seed = check_seed(seed, "--seed")

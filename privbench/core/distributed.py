@@ -21,12 +21,14 @@ Without torchrun (``WORLD_SIZE`` unset or 1) everything here is a no-op: rank 0 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
 
 from .errors import BadInput
+from .mechanisms import SECURE, poisson_sample
 from .threads import env_positive_int
 
 
@@ -164,8 +166,6 @@ def secure_generator_from_main(device) -> torch.Generator:
     """A generator seeded from OS entropy on rank 0 (63 bits from ``secrets``), the same on every rank: the
     step's draws other than the privacy noise (timesteps, diffusion draws) under ``dp.noise_source=secure``, so
     that every rank draws them for the same records. Never stored."""
-    import secrets
-
     seed = torch.tensor([secrets.randbits(63) if is_main() else 0], dtype=torch.int64)
     (seed,) = broadcast_from_main([seed])
     g = torch.Generator(device=device)
@@ -176,8 +176,6 @@ def secure_generator_from_main(device) -> torch.Generator:
 def poisson_sample_from_main(n: int, rate: float, device=None) -> torch.Tensor:
     """The Poisson sample of ``dp.noise_source=secure`` (each of n records joins with probability ``rate``, from
     OS entropy), drawn on rank 0 and broadcast: every rank agrees on who was sampled."""
-    from .mechanisms import SECURE, poisson_sample
-
     mask = torch.zeros(n, dtype=torch.uint8)
     if is_main():
         mask[poisson_sample(n, rate, SECURE)] = 1

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,7 +27,7 @@ def is_writer() -> bool:
     (the other ranks compute the same bytes; privbench.core.distributed)."""
     if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):
         return True
-    from .distributed import is_main
+    from .distributed import is_main  # lazy: core.distributed imports torch; core.io does not
 
     return is_main()
 
@@ -75,7 +77,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def json_default(o):
     """JSON for numpy scalars/arrays and paths (everything else is an error)."""
-    import numpy as np
+    import numpy as np  # lazy: only for numpy values; core.io imports no third-party module
 
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
@@ -117,7 +119,7 @@ def path_lock(folder: Path, what: str, busy: str) -> Iterator[None]:
 def file_lock(lock_file: Path, busy: str) -> Iterator[None]:
     """An exclusive lock on ``lock_file`` (created in its existing folder; no folder is made for it): a second
     process waits, saying ``<folder> <busy>`` on stderr."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # lazy: per call (tests/faults/test_settings_hashed.py patches filelock)
 
     lock = FileLock(str(lock_file))
     try:
@@ -137,8 +139,6 @@ _HASHES: dict[tuple, str] = {}
 def sha256_file(path: str | Path) -> str:
     """The SHA-256 of a file's bytes (hex). Remembered per process by (device, inode, size, mtime, ctime): a file
     rewritten, truncated or replaced gets a new ctime, so a changed file is always hashed again."""
-    import hashlib
-
     path = Path(path)
     st = path.stat()
     key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -174,8 +174,7 @@ def append_log(folder: Path, msg: str) -> None:
 
 def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
     """Tensors to a safetensors file (atomically), with string metadata."""
-    import re
-
+    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
@@ -192,6 +191,7 @@ def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
 
 def load_weights(path: Path, device="cpu") -> dict:
     """A safetensors file's tensors (never runs code); a damaged file is BadInput naming it."""
+    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -5,10 +5,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from .version import __version__
+
 
 def version() -> str:
-    from .version import __version__
-
     return __version__
 
 

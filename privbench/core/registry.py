@@ -145,7 +145,7 @@ def load_builtins() -> None:
 
 
 def _plugins_declared() -> bool:
-    from importlib.metadata import entry_points
+    from importlib.metadata import entry_points  # lazy: not needed by --help/--version (docs/scaling.md §5)
 
     if os.environ.get("PRIVBENCH_PLUGINS", "").strip():
         return True
@@ -162,6 +162,7 @@ def listing(var: str) -> list[tuple[str, str]]:
     global _source_listing
     reg = globals()[var]
     if not _loaded and (_source_listing is not None or not _plugins_declared()):
+        # lazy: looked up per call (tests/core/test_startup.py patches builtin_listing); only `list` needs it
         from .registry_source import Unresolvable, builtin_listing
 
         try:
@@ -174,7 +175,7 @@ def listing(var: str) -> list[tuple[str, str]]:
 
 
 def _load_plugins() -> None:
-    from importlib.metadata import entry_points
+    from importlib.metadata import entry_points  # lazy: not needed by --help/--version (docs/scaling.md §5)
 
     for group, reg in PLUGIN_GROUPS.items():
         for ep in entry_points(group=group):

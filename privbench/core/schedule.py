@@ -17,7 +17,7 @@ from .errors import BadInput
 
 def make_scheduler(num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
                    beta_schedule: str = "linear", variance_type: str = "fixed_small", clip_sample: bool = True):
-    from diffusers import DDPMScheduler
+    from diffusers import DDPMScheduler  # lazy: diffusers (seconds to import) only where a scheduler object is built
 
     return DDPMScheduler(num_train_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                          beta_schedule=beta_schedule, variance_type=variance_type, clip_sample=clip_sample,

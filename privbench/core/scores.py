@@ -112,7 +112,7 @@ def threshold_counts(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def cp_upper(k, n: int, a: float):
     """One-sided (1 − a) Clopper–Pearson upper bound on a rate with k events out of n (1 when k = n); k may be an
     array (then an array is returned)."""
-    from scipy import stats
+    from scipy import stats  # lazy: scipy.stats only for this bound; core.scores needs numpy only
 
     k_arr = np.asarray(k, dtype=np.float64)
     full = k_arr >= n

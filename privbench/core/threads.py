@@ -139,6 +139,7 @@ def retain_freed_memory() -> bool:
     ~10 ms of kernel time per step of the tiny model, ~7% of the step). Large blocks (up to 256 MB) then come
     from the heap and up to 1 GiB of freed heap is kept for reuse — the usual allocator tuning for training
     on CPU (what jemalloc/tcmalloc would otherwise provide)."""
+    # lazy: ctypes only when threads are configured; core.threads loads with `import privbench`
     import ctypes
     import ctypes.util
     import platform
@@ -162,6 +163,7 @@ def configure_threads(n: int | None = None) -> int:
     when that has happened it is left as it is (privbench runs no inter-op parallel work).
     """
     global _configured, _explicit
+    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
     import torch
 
     explicit = n is not None or _user_omp_threads() is not None
@@ -184,6 +186,7 @@ def fit_threads_to_model(model) -> int:
     :func:`configure_threads`'s default (not given); returns the count in use. A no-op elsewhere (a library user
     who never called configure_threads keeps torch's own setting)."""
     global _configured
+    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
     import torch
 
     if _configured is None or _explicit or _configured == 1:
@@ -209,6 +212,7 @@ def configured_threads() -> int:
     """The count set by :func:`configure_threads`, else torch's current intra-op count."""
     if _configured is not None:
         return _configured
+    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
     import torch
 
     return torch.get_num_threads()
@@ -221,12 +225,13 @@ def configure_worker_process(threads: int, workers: int | None = None) -> None:
     The only place besides :func:`passive_wait_by_default` where privbench writes the process environment: the
     OpenMP runtime reads ``OMP_NUM_THREADS`` when torch loads (and the processes this worker starts inherit it),
     so a variable, not a call, is what reaches it."""
-    from . import progress
+    from . import progress  # lazy: tqdm stays out of `import privbench`
 
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     if workers is not None:
         os.environ["PRIVBENCH_WORKERS"] = str(workers)
     progress.silence_process()
+    # lazy: after OMP_NUM_THREADS is set above, which OpenMP reads when torch loads
     import torch  # a reused worker (Ray) may run tasks of other thread counts: the pool is set each time
 
     torch.set_num_threads(threads)

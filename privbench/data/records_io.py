@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from ..core.errors import BadInput
 from ..core.jsonio import regular_file
+from .base import load_dataset
 from .captions import folder_captions, npz_captions
 from .image_range import dataset_range, decode_images, eight_bit_range, grid_digests
 
@@ -86,7 +87,7 @@ def _read_npz(path: Path, records_range: str = "auto", want_channels: int | None
 
 
 def _pil_to_array(path: Path, want_channels: int | None) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # lazy: PIL only for image files
 
     try:
         with Image.open(path) as im:
@@ -179,8 +180,6 @@ def _read_npy(path: Path, dataset: str | None, data_root, records_range: str, wa
 def dataset_records(idx, dataset: str, data_root, where: str, data=None):
     """(x, y, provenance) of the given indices of a registered dataset (native size; fitted later).
     ``data``: the dataset's (images, labels) when already loaded."""
-    from .base import load_dataset
-
     idx = np.asarray(idx)
     if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
         raise BadInput(f"{where}: expected a 1-D array of integer dataset indices, got {idx.dtype} {idx.shape}")

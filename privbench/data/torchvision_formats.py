@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from torchvision import datasets as tvd
 from torchvision.datasets import cifar as tv_cifar
 from torchvision.datasets.utils import check_integrity
@@ -239,8 +240,6 @@ def _center_crop(a: np.ndarray, size: int) -> np.ndarray:
 
 
 def _read_face(path: str) -> np.ndarray:
-    from PIL import Image
-
     with Image.open(path) as im:
         a = np.asarray(im.convert("RGB"))
     return _center_crop(a, CELEBA_CROP)

@@ -17,6 +17,8 @@ import torch
 
 from ..core.errors import BadInput
 from ..core.registry import DATASETS
+from .base import Dataset, DatasetInfo
+from .records_io import load_records, records_sha256
 
 PREFIX = "records-"
 _PATHS: dict[str, str] = {}  # dataset name -> the path it was registered from, in this process
@@ -38,9 +40,6 @@ def is_records_path(value: str | None) -> bool:
 
 def register_records(path: str) -> str:
     """Read ``path``, register its records as a dataset of this process; returns the dataset's name."""
-    from .base import Dataset, DatasetInfo
-    from .records_io import load_records, records_sha256
-
     p = Path(path)
     if p.suffix == ".npy":
         raise BadInput(f"--dataset {path}: an .npy of indices needs a dataset to index; give an .npz of images "

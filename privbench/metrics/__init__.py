@@ -39,6 +39,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # lazy: at the top, `importlib` would be listed by this package's __dir__
         import importlib
 
         value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -20,7 +20,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from safetensors import safe_open
+
+from ..core.errors import BadInput
+from ..core.extras import require
+from ..core.io import path_lock, save_weights
 from ..core.registry import FEATURE_EXTRACTORS
+from ..data.splits import member_split
 
 TF_CNN_NAME = "privbench-cnn"
 EXTRACTOR_VERSION = 1
@@ -40,6 +47,7 @@ class Extractor:
 # ------------------------------------------------------------------ the CNN
 
 def _build_cnn(channels: int, size: int, num_classes: int, width: int = 32):
+    # lazy: torch only when the CNN is built; this module loads with the registry, without torch
     import torch
     from torch import nn
 
@@ -74,13 +82,11 @@ def cnn_path(runs_dir, dataset: str, size: int) -> Path:
 def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: str | None = None,
                         download: bool = False, steps: int = 1500, seed: int = 0) -> Path:
     """Train (once; cached, under a lock) the CNN feature extractor of ``dataset`` at ``resolution``."""
-    import numpy as np
+    # lazy: torch (and data.base, which imports it) only when the CNN is trained
     import torch
     from torch.nn import functional as F
 
-    from ..core.io import path_lock, save_weights
     from ..data.base import load_dataset
-    from ..data.splits import member_split
 
     x, y = load_dataset(dataset, data_root or None, download, resolution)
     n, c, size = len(y), x.shape[1], x.shape[-1]
@@ -126,8 +132,6 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
 
 
 def _read_meta(path) -> dict:
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as f:
         return json.loads((f.metadata() or {})["privbench"])
 
@@ -142,11 +146,11 @@ def register_torch_fidelity() -> None:
     global _TF_REGISTERED
     if _TF_REGISTERED:
         return
+    # lazy: torch only when FID runs; this module loads with the registry, without torch
     import torch
 
-    from ..core.extras import require
-
     torch_fidelity = require("torch_fidelity", "FID")
+    # lazy: the [fid] extra (torch-fidelity) is optional: require() above names it
     from torch_fidelity.feature_extractor_base import FeatureExtractorBase
     from torch_fidelity.registry import FEATURE_EXTRACTORS_REGISTRY
 
@@ -157,7 +161,7 @@ def register_torch_fidelity() -> None:
             super().__init__(name, features_list)
             if not feature_extractor_weights_path:
                 raise ValueError("privbench-cnn needs feature_extractor_weights_path (train_cnn_extractor)")
-            from safetensors.torch import load_file
+            from safetensors.torch import load_file  # lazy: safetensors.torch imports torch
 
             meta = _read_meta(feature_extractor_weights_path)
             self.meta = meta
@@ -205,8 +209,6 @@ def _cnn_factory(dataset: str, runs_dir, resolution: int = 0, data_root=None, do
 
 
 def _inception_factory(weights: str | None = None, **_) -> Extractor:
-    from ..core.errors import BadInput
-
     if not weights:
         raise BadInput("inception-v3-compat needs --inception-weights FILE (it cannot be downloaded here)")
     if not os.path.isfile(weights):

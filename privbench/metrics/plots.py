@@ -17,6 +17,8 @@ import numpy as np
 
 from ..core.errors import BadInput
 from ..core.io import atomic_path
+from .roc import auc as _auc
+from .roc import roc_points
 
 __all__ = ["plot_roc", "plot_roc_panels", "roc_figure", "roc_panels_figure", "save_figure", "plot_image_grid"]
 
@@ -41,9 +43,6 @@ def _atomic_write(path: str | os.PathLike, write) -> Path:
 
 def _prepare(curves: Mapping[str, tuple[Any, Any]], what: str = "curves") -> tuple[list, int]:
     """(name, fpr, tpr, auc) per curve and the largest class size among them."""
-    from privbench.metrics.roc import auc as _auc
-    from privbench.metrics.roc import roc_points
-
     if not isinstance(curves, Mapping) or len(curves) == 0:
         raise BadInput(f"{what}: expected a non-empty mapping name -> (scores, labels)")
     prepared = []
@@ -96,7 +95,7 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
 def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None):
     """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve).
     ``order``: the names whose place sets each curve's style (see :func:`roc_panels_figure`)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
@@ -115,7 +114,7 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
     A curve name keeps its colour, line style and marker in every panel (and in every single-panel figure drawn
     with the same ``order``); one legend for all panels sits below them (each curve's AUC per panel is in the
     single-panel figures and the tables). Panels fill rows of ``ncols``; an incomplete last row is centred."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     if not isinstance(panels, Mapping) or not panels:
         raise BadInput("panels: expected a non-empty mapping panel -> {name: (scores, labels)}")
@@ -153,6 +152,7 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
 
 def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",)) -> list[Path]:
     """Write ``fig`` as ``path`` with each suffix of ``formats`` (png, svg, pdf); returns the paths written."""
+    # lazy: matplotlib only when a figure is drawn (module docstring)
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -206,7 +206,7 @@ def plot_image_grid(
     small images such as 8×8 digits are visible. ``labels`` (one per image, any printable value) are written
     above their cells. Returns the path of the PNG.
     """
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # lazy: PIL only for image grids
 
     if hasattr(images, "detach"):
         images = images.detach().cpu().float().numpy()

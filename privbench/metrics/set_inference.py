@@ -33,6 +33,7 @@ METHOD = ("CDI-style dataset inference: logistic regression on per-record member
 
 
 def _fit_score(xf: np.ndarray, yf: np.ndarray, xs: np.ndarray, seed: int) -> np.ndarray:
+    # lazy: scikit-learn loads only when a test is fitted
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 

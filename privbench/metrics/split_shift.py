@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import BadInput
+from .roc import membership_metrics
 
 SHIFT_AUC_BOUND = 0.6
 FEATURE_SEED = 0
@@ -98,6 +99,7 @@ def _subsample(x: torch.Tensor, k: int, rng: np.random.Generator) -> torch.Tenso
 
 def out_of_fold_scores(features: np.ndarray, labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """Scores of each record by a classifier that never saw it (stratified k-fold, shuffled by ``seed``)."""
+    # lazy: scikit-learn only when the split check runs (runs.external imports this module)
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
@@ -126,8 +128,6 @@ def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int =
     if min(len(members), len(nonmembers)) < folds:
         raise BadInput(f"the shift check needs at least {folds} members and {folds} non-members ({folds}-fold "
                        f"cross-validation); got {len(members)} and {len(nonmembers)}")
-    from .roc import membership_metrics
-
     rng = np.random.default_rng(seed)
     m, n = _subsample(members, max_per_set, rng), _subsample(nonmembers, max_per_set, rng)
     feats = split_features(torch.cat([m, n]))

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..core.io import load_weights
 from .extractor import _build_cnn, _read_meta
 
 
@@ -42,8 +43,6 @@ class ReadOnce:
 
 def load_classifier(path) -> tuple[torch.nn.Module, dict]:
     """privbench's digits CNN (the FID extractor, a held-out classifier) from its weights file, with its meta."""
-    from ..core.io import load_weights
-
     meta = _read_meta(path)
     net = _build_cnn(meta["channels"], meta["size"], meta["num_classes"], meta["width"])
     net.load_state_dict(load_weights(path, "cpu"))

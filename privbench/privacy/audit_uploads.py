@@ -49,6 +49,8 @@ from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
 from ..core.schedule import alphas_cumprod, t0_to_model_t
 from ..core.scores import cp_upper, stratified_halves, threshold_counts, validate_scores
 from ..core.seeding import sub_seed
+from .compare import REPLACE_ONE, UPLOAD_GAME, bound_confidence, comparable_claim
+from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
 _GDP_ASSUMPTION = ("the mechanism's trade-off curve is that of a Gaussian (μ-GDP); true for PFDM's Gaussian upload, "
                    "so this is an estimate of its actual ε for the candidate pair, at the stated confidence")
@@ -63,8 +65,6 @@ def gdp_epsilon(scores: Any, labels: Any, *, delta: float = DEFAULT_DELTA, confi
     bounds on FPR and FNR (α/2 each); the best threshold is applied once to the other half, whose μ_lb is
     converted to ε at ``delta`` through the exact μ-GDP (ε, δ) curve.
     """
-    from .ldp import epsilon_analytic_gaussian
-
     s, y = validate_scores(scores, labels)
     alpha = 1.0 - float(confidence)
     sel, ev = stratified_halves(y, seed)
@@ -135,9 +135,8 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA
     pair's distance), ``exceeds_analytic`` (from the flag bounds, see the module doc), ``flag_bounds``,
     ``flag_bound_confidence``, ``flag_confidence``, ``neighbouring_relation`` and the settings.
     """
+    # lazy: privacy.audit loads scipy.optimize/stats; only when uploads are audited
     from .audit import clopper_pearson_epsilon
-    from .compare import REPLACE_ONE, UPLOAD_GAME, bound_confidence, comparable_claim
-    from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
     if not isinstance(n_trials, int) or n_trials < 10:
         raise BadInput(f"n_trials={n_trials!r}: must be an integer >= 10")

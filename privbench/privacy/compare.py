@@ -103,6 +103,7 @@ def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence
     """The two bounds of one membership result that enter a flag decision, at ``confidence`` each: the
     Clopper–Pearson bound (split threshold selection, both directions) and the one-run bound (default guess
     counts, Bonferroni-corrected inside), the same procedures as the reported numbers."""
+    # lazy: privacy.audit loads scipy.optimize/stats; only for a flag decision
     from .audit import clopper_pearson_epsilon, one_run_epsilon
 
     s, y = np.asarray(scores), np.asarray(labels)

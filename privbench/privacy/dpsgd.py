@@ -112,7 +112,7 @@ def _check_tol(tol) -> float:
 def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """opacus PRV accountant (upper end of the estimate, eps_error 0.01). No fallback; may raise or return inf."""
     require("opacus", "the PRV accountant")
-    from opacus.accountants import PRVAccountant
+    from opacus.accountants import PRVAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
 
     acc = PRVAccountant()
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
@@ -121,6 +121,7 @@ def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
 
 def _pld_at(noise_multiplier: float, sample_rate: float, steps: int, delta: float, interval: float) -> float:
     require("dp_accounting", "the PLD accountant")
+    # lazy: the [dp] extra (dp-accounting) is optional: require() above names it
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -183,7 +184,7 @@ def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: 
     """opacus' RDP analysis (improved RDP → DP conversion) over ``orders``: None or "privbench" =
     :data:`RDP_ORDERS` (up to 1024), "opacus" = opacus' default grid (up to 63), or a list of orders > 1."""
     require("opacus", "the RDP accountant")
-    from opacus.accountants import RDPAccountant
+    from opacus.accountants import RDPAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
 
     acc = RDPAccountant()
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]

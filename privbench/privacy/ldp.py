@@ -108,7 +108,7 @@ def _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule) -> tuple
 @lru_cache(maxsize=32)
 def _alpha_bars(num_timesteps: int, beta_start: float, beta_end: float, beta_schedule: str) -> np.ndarray:
     """ᾱ for 0-indexed model timesteps (float64), from the project's one schedule helper."""
-    from ..core.schedule import alphas_cumprod
+    from ..core.schedule import alphas_cumprod  # lazy: core.schedule imports torch; privacy.ldp does not
 
     ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule).double().cpu().numpy()
     if ac.shape != (num_timesteps,) or not np.all(np.isfinite(ac)) or np.any(ac < 0) or np.any(ac >= 1) \
@@ -126,7 +126,7 @@ def _sigma_from_alpha_bar(ab: float) -> float:
 def alpha_bar(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
               beta_schedule: str = "linear") -> float:
     """ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) for the paper's 1-indexed t0 (= ``alphas_cumprod[t0 - 1]``)."""
-    from ..core.schedule import t0_to_model_t
+    from ..core.schedule import t0_to_model_t  # lazy: core.schedule imports torch; privacy.ldp does not
 
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     t0 = _check_t0(t0, T)

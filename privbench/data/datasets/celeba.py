@@ -7,6 +7,6 @@ from ..base import need_root, register_dataset
 
 @register_dataset("celeba", 3, 64, 2, "CelebA aligned faces from torchvision files under --data-root; label = Male")
 def load(data_root=None, download=False):
-    from .. import torchvision_formats
+    from .. import torchvision_formats  # lazy: torchvision only when celeba is read, not with the registry
 
     return torchvision_formats.load_celeba(need_root("celeba", data_root), download)

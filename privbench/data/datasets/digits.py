@@ -12,7 +12,7 @@ from ..base import register_dataset
 @lru_cache(maxsize=4)
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """(images N×1×8×8 float32 in [−1, 1], labels N int64), cached; callers copy before changing them."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # lazy: scikit-learn only when digits is read, not with the registry
 
     d = load_digits()
     x = d.images.astype(np.float32) / 8.0 - 1.0  # pixel values 0..16 → [−1, 1]
