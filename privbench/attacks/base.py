@@ -20,6 +20,7 @@ model; for the other methods this is the stronger, label-aware attacker).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
@@ -302,8 +303,6 @@ class Attack:
 
 def _at_precision(run):
     """``run`` with the target queried at the attack's ``precision`` (:meth:`Target.query_precision`)."""
-    import functools
-
     @functools.wraps(run)
     def wrapper(self, target, records, env=None):
         precision = self.settings.get("precision", "fp32")

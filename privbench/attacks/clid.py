@@ -156,6 +156,7 @@ class CLiD(Attack):
         return res
 
     def _vec_scores(self, feats: np.ndarray, records: Records, seed: int) -> np.ndarray:
+        # lazy: scikit-learn only for clid@vec; every attack module loads with the registry
         from sklearn.ensemble import HistGradientBoostingClassifier
 
         labels = records.labels.numpy()

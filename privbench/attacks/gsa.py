@@ -141,9 +141,10 @@ def make_classifier(kind: str, seed: int):
         xgb = require("xgboost", "attack.gsa_classifier=xgboost")
         return xgb.XGBClassifier(n_estimators=200, random_state=seed, n_jobs=1)
     if kind == "logistic":
-        from sklearn.linear_model import LogisticRegression
+        from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn only when GSA fits
 
         return LogisticRegression(max_iter=2000)
+    # lazy: scikit-learn only when GSA fits; every attack module loads with the registry
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(max_iter=200, learning_rate=0.3, max_depth=6, early_stopping=False,

@@ -104,7 +104,7 @@ class QuantileModel:
             self.w_sd = _ridge(a, np.log(np.abs(resid) + 1e-12) + _E_LOG_ABS_NORMAL_NEG)
             self.z = float(stats.norm.ppf(self.alpha))
         elif self.kind == "gbdt":
-            from sklearn.ensemble import HistGradientBoostingRegressor
+            from sklearn.ensemble import HistGradientBoostingRegressor  # lazy: sklearn only for qmia_model=gbdt
 
             self.gb = HistGradientBoostingRegressor(loss="quantile", quantile=self.alpha, max_iter=100,
                                                     random_state=self.seed).fit(feat, stat)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core.config import setting
+from ..core.config import config_hash, setting
 from ..core.errors import BadInput
 from ..core.mechanisms import clip_l2 as clip_with_mask
 from ..core.mechanisms import ldp_upload
@@ -55,6 +55,8 @@ from ..core.registry import ATTACKS
 from ..core.schedule import t0_to_model_t
 from ..core.seeding import seeded_generator
 from ..metrics.image import psnr, ssim
+from ..models.target import Target
+from ..models.training import TrainData, train_denoiser
 from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, CommonSettings, Records, cond, tvec
 
 _UPLOAD_STREAM = 0x0B10AD
@@ -185,10 +187,6 @@ class Reconstruction(Attack):
                           "enable it with attack.recon_public_steps=N")
         if method is None:
             return None, "attacker 'public' needs the run's method (dataset and split); skipped"
-        from ..core.config import config_hash
-        from ..models.target import Target
-        from ..models.training import TrainData, train_denoiser
-
         ctx = method.ctx
         x, y = ctx.dataset
         used = set(ctx.split.members) | set(ctx.split.nonmembers)

@@ -45,6 +45,7 @@ import numpy as np
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
+from ..metrics.roc import auc
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
 from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, require_references
 from .statistics import StatisticSetting
@@ -86,8 +87,6 @@ def rmia_scores(p_x: np.ndarray, p_refs_x: np.ndarray, in_masks: np.ndarray, p_z
 def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: float) -> tuple[float, dict]:
     """The official ``tune_offline_a``: reference 0 is attacked with references 1.. on the pool records that
     have at least one OUT reference among them; the a of the best AUC (first on ties)."""
-    from ..metrics.roc import auc
-
     p_pool, pool_in = np.asarray(p_pool), np.asarray(pool_in, dtype=bool)
     usable = (~pool_in[1:]).any(axis=0)
     labels = pool_in[0, usable].astype(int)

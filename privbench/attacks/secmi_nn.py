@@ -78,7 +78,7 @@ def small_cnn(channels: int) -> nn.Module:
 def cifar_resnet18(channels: int) -> nn.Module:
     """ResNet-18 with the CIFAR stem (3×3 conv, stride 1, no max-pool) and one output, as the official
     ``resnet.ResNet18(num_channels, num_classes=1)``."""
-    from torchvision.models import resnet18
+    from torchvision.models import resnet18  # lazy: torchvision only for secmi_nn_arch=resnet18
 
     m = resnet18(num_classes=1)
     m.conv1 = nn.Conv2d(channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

@@ -31,6 +31,7 @@ import numpy as np
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import MEMBERSHIP, AttackEnv, Records
+from .references import fixed_noise_losses
 
 #: LiRA's and RMIA's own statistic (fixed-noise diffusion loss)
 LOSS_STATISTIC = "loss"
@@ -104,8 +105,6 @@ class StatisticSetting:
 
     def statistic_values(self, model, records: Records, seed: int) -> np.ndarray:
         """(n_records, draws) statistic of ``records`` under ``model`` (lower = member)."""
-        from .references import fixed_noise_losses
-
         sub = self.statistic_attack(model.num_timesteps)
         if sub is None:
             return fixed_noise_losses(model, records, int(self.t), int(self.lira_draws), seed, self.batch_size)

@@ -112,6 +112,7 @@ def check_dp_config(cfg) -> None:
 def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
               noise_multiplicity: int | None = None) -> DPPlan:
     """Resolve q and δ and calibrate σ (or check a given σ against the budget). Raises BadInput."""
+    # lazy: privacy.dpsgd imports scipy; only when ε is accounted
     from ..privacy.dpsgd import dpsgd_epsilon, noise_multiplier_for_epsilon
 
     check_dp_config(cfg)
@@ -136,7 +137,7 @@ def make_plan(cfg, n_records: int, steps: int, *, accountant: str | None = None,
 
 def account(plan: DPPlan, accountant: str | None = None) -> dict:
     """The accounted ε of a plan: dpsgd_epsilon(σ, q, steps, δ)."""
-    from ..privacy.dpsgd import dpsgd_epsilon
+    from ..privacy.dpsgd import dpsgd_epsilon  # lazy: privacy.dpsgd imports scipy; only when ε is accounted
 
     return dpsgd_epsilon(plan.noise_multiplier, plan.sample_rate, plan.steps, plan.delta,
                          accountant or plan.accountant)
@@ -320,7 +321,7 @@ def read_privacy(path: Path) -> dict | None:
 def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
     """The ``privacy`` object of a DP-SGD target from its stored accounting. Every basis ends with the noise
     source; seeded noise adds ``noise_label`` (docs/methods.md §0)."""
-    from ..privacy.dpsgd import dpsgd_basis
+    from ..privacy.dpsgd import dpsgd_basis  # lazy: privacy.dpsgd imports scipy; only when ε is accounted
 
     d = read_privacy(path)
     if d is None:

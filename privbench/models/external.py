@@ -58,6 +58,8 @@ from .external_base import (
     to_epsilon,
 )
 from .latent import load_sd_pipeline
+from .pytorch_ddpm import PytorchDDPMUNet, load_ckpt
+from .safe_load import load_strict
 from .target import Target
 
 
@@ -168,9 +170,7 @@ def load_unet_folder(folder: Path, where: str):
             raise BadInput(f"{where}: holds only pickled weights ({other[0].name}); privbench loads safetensors only "
                            f"(a pickle can run code): re-save with save_pretrained(safe_serialization=True)")
         raise BadInput(f"{where}: no .safetensors weights next to {cfg_path.name}")
-    from diffusers import UNet2DModel
-
-    from .safe_load import load_strict
+    from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs
 
     files = _unet_weight_files(folder, safe, where)
     unet = load_strict(lambda: UNet2DModel.from_config(cfg), files, where)
@@ -289,8 +289,6 @@ def _finish(unet, kind, sched, facts, root: Path, files, fmt, device, name, **ex
 
 
 def _load_pytorch_ddpm(p: Path, where, override, override_src, use_ema, device, name):
-    from .pytorch_ddpm import load_ckpt
-
     if p.is_dir():
         if not (p / "ckpt.pt").is_file():
             raise BadInput(f"{where}: --arch pytorch-ddpm expects a ckpt.pt (or a folder holding one)")
@@ -334,9 +332,7 @@ def wrap(model, scheduler=None, *, device=None, name: str = "model") -> Target:
     schedule. ``device``: default the model's own."""
     if isinstance(model, Target):
         return model
-    from diffusers import UNet2DModel
-
-    from .pytorch_ddpm import PytorchDDPMUNet
+    from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs
 
     if not isinstance(model, torch.nn.Module) and hasattr(model, "unet"):
         if scheduler is None:

@@ -14,6 +14,7 @@ from ..core.config import MAX_TIMESTEPS
 from ..core.errors import BadInput
 from ..core.jsonio import read_json_object
 from ..core.schedule import Schedule
+from .method import resolve_device
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
 #: schedulers whose config is a discrete β schedule over num_train_timesteps (all share DDPM's ᾱ)
@@ -52,7 +53,7 @@ class ExternalSchedule(Schedule):
         return self.scheduler().alphas_cumprod.to(torch.float32).to(device)
 
     def scheduler(self, clip_sample: bool = True):
-        from diffusers import DDPMScheduler
+        from diffusers import DDPMScheduler  # lazy: diffusers (seconds to import) only when this runs
 
         allowed = set(inspect.signature(DDPMScheduler.__init__).parameters) - {"self"}
         kw = {k: v for k, v in self.config.items() if k in allowed}
@@ -155,8 +156,6 @@ def state_dict_sha256(module: torch.nn.Module) -> str:
 # ---------------------------------------------------------------------- the target
 
 def _device(device):
-    from .method import resolve_device
-
     return device if isinstance(device, torch.device) else resolve_device(device)
 
 

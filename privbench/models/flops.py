@@ -7,16 +7,17 @@ same run (benchmarks/attack_throughput.py, benchmarks/gpu_check.py; docs/scaling
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
 
+from .pytorch_ddpm import PytorchDDPMConfig, PytorchDDPMUNet
+
 
 def forward_flops(fn, *inputs, autocast: torch.dtype | None = None) -> int:
     """FLOPs of one call ``fn(*inputs)`` without gradients (``autocast``: under that autocast dtype)."""
-    import contextlib
-
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode  # lazy: torch.utils.flop_counter only when FLOPs are counted
 
     device = next((x.device for x in inputs if torch.is_tensor(x)), torch.device("cpu"))
     cast = torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
@@ -28,8 +29,6 @@ def forward_flops(fn, *inputs, autocast: torch.dtype | None = None) -> int:
 def pytorch_ddpm_forward_flops(batch: int = 1, **config) -> int:
     """FLOPs of one forward of pytorch-ddpm's UNet (``config``: PytorchDDPMConfig fields; default: the CIFAR-10
     victim, 35.7M parameters, 32×32) on ``batch`` images — built on the meta device: no memory, no arithmetic."""
-    from .pytorch_ddpm import PytorchDDPMConfig, PytorchDDPMUNet
-
     cfg = PytorchDDPMConfig(**config)
     with torch.device("meta"):
         net = PytorchDDPMUNet(cfg).eval()

@@ -37,8 +37,11 @@ import re
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 from ..core.errors import BadInput
+from ..core.extras import require
 from .external_base import (
     CONVERSIONS,
     DISCRETE_SCHEDULERS,
@@ -49,6 +52,7 @@ from .external_base import (
     schedule_from_config,
     to_epsilon,
 )
+from .safe_load import check_size, meta_build
 from .target import Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
@@ -90,9 +94,6 @@ def component_files(folder: Path, where: str) -> list[Path]:
 def strict_load(module: torch.nn.Module, files: list[Path], where: str) -> torch.nn.Module:
     """Load ``files`` (safetensors) into ``module``: every tensor present with its shape, none left over (a
     non-persistent buffer of the module may be in the file). Float weights are cast to float32."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     state: dict = {}
     for f in files:
         try:
@@ -119,8 +120,6 @@ def strict_load(module: torch.nn.Module, files: list[Path], where: str) -> torch
 def _bounded(factory, where: str) -> None:
     """The component ``factory`` builds, counted on the meta device against privbench's size bound
     (:mod:`privbench.models.safe_load`): a config that describes a huge network is exit 2 before allocation."""
-    from .safe_load import check_size, meta_build
-
     try:
         meta = meta_build(factory, where)
     except BadInput:
@@ -131,7 +130,7 @@ def _bounded(factory, where: str) -> None:
 
 
 def _diffusers_component(folder: Path, cls_name: str, where: str):
-    import diffusers
+    import diffusers  # lazy: diffusers (seconds to import) only when this runs
 
     cfg = read_json(folder / "config.json", where)
     if cfg.get("_class_name") != cls_name:
@@ -147,7 +146,7 @@ def _diffusers_component(folder: Path, cls_name: str, where: str):
 
 
 def _text_encoder(folder: Path, where: str):
-    from transformers import CLIPTextConfig, CLIPTextModel
+    from transformers import CLIPTextConfig, CLIPTextModel  # lazy: the [t2i] extra (transformers) is optional
 
     cfg = read_json(folder / "config.json", where)
     arch = cfg.get("architectures") or ["CLIPTextModel"]
@@ -163,7 +162,7 @@ def _text_encoder(folder: Path, where: str):
 
 
 def _tokenizer(folder: Path, where: str):
-    from transformers import CLIPTokenizer
+    from transformers import CLIPTokenizer  # lazy: the [t2i] extra (transformers) is optional
 
     if not folder.is_dir():
         raise BadInput(f"{where}: missing (the pipeline's model_index.json names it)")
@@ -185,9 +184,6 @@ def _tokenizer(folder: Path, where: str):
 
 def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
     """(UNet LoRA tensors with their ``unet.`` prefix, the file) of a diffusers LoRA file or folder."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     p = Path(path).expanduser()
     if p.is_dir():
         cand = p / LORA_FILE
@@ -236,6 +232,7 @@ def peft_keys(state: dict) -> dict:
 def apply_lora(unet, state: dict, where: str) -> int:
     """Apply a UNet LoRA (``unet.*`` keys) with diffusers' loader; returns the number of LoRA tensors set.
     Refuses an adapter whose tensors do not all land in the UNet."""
+    # lazy: diffusers (seconds to import) only when this runs
     from diffusers.loaders import StableDiffusionLoraLoaderMixin
 
     try:
@@ -408,8 +405,6 @@ def _index_entry(index: dict, key: str, where: str, allowed) -> bool:
 
 def load_sd_pipeline(p: Path, where: str, override, override_src, device, name, lora=None, cls=None):
     """(LatentTarget, provenance) of a StableDiffusionPipeline-layout folder (see the module doc)."""
-    from ..core.extras import require
-
     require("transformers", "a text-to-image pipeline (CLIP text encoder)")
     if lora is not None:
         require("peft", "--lora")

@@ -134,6 +134,7 @@ def run_dir_of(ckpt_dir: Path) -> Path:
 
 def warmup_schedule(opt: torch.optim.Optimizer, tcfg, start: int):
     """diffusers' constant-with-warm-up schedule, one epoch ahead: step s (from 0) gets lr·min(1, (s+1)/W)."""
+    # lazy: diffusers (seconds to import) only with a warm-up
     from diffusers.optimization import get_constant_schedule_with_warmup
 
     for group in opt.param_groups:

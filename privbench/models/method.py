@@ -19,6 +19,7 @@ from ..core.registry import METHODS
 from ..core.schedule import Schedule
 from ..data.base import dataset_info, load_dataset
 from ..data.splits import ClientSplit, MemberSplit, class_matched, config_client_split, partition
+from .public_init import load_into, pretrain_dir, pretrain_settings, pretrained_denoiser, public_hash
 from .target import Target
 from .unet import Denoiser, build_denoiser
 
@@ -135,8 +136,6 @@ class RunContext:
         model = self.new_denoiser(num_extra)
         if self.cfg.train.init != "public":
             return model
-        from .public_init import load_into, pretrained_denoiser
-
         fresh = load_into(model, pretrained_denoiser(self))
         self.log(f"[init] from the public pre-training ({len(self.split.public)} public records)"
                  + (f"; {', '.join(fresh)} keep their seeded initialisation" if fresh else ""))
@@ -147,8 +146,6 @@ class RunContext:
         pre-training (its public split's mode, size and content hash, steps, folder)."""
         if self.cfg.train.init != "public":
             return {"init": "scratch"}
-        from .public_init import pretrain_dir, pretrain_settings, public_hash
-
         return {"init": "public", "public_mode": self.split.public_mode, "n_public": len(self.split.public),
                 "public_sha256": public_hash(self.split.public), "pretrain_steps": pretrain_settings(self.cfg)["steps"],
                 "pretrain_dir": pretrain_dir(self).name}
@@ -237,8 +234,6 @@ class Method:
         and holds back the others until it is cached, instead of letting them wait on its lock."""
         if self.cfg.train.init != "public":
             return []
-        from .public_init import pretrain_dir
-
         return [pretrain_dir(self.ctx).name]
 
     def target_names(self) -> list[str]:

@@ -32,6 +32,7 @@ Loading (:func:`load_ckpt`) uses ``torch.load(weights_only=True)``: no code in t
 from __future__ import annotations
 
 import math
+import pickletools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..core.config import MAX_TIMESTEPS
 from ..core.errors import BadInput
+from .safe_load import check_state_dict, meta_build, state_dict_info
 
 
 @dataclass
@@ -279,8 +282,6 @@ def _blocked_globals(path: Path) -> list[str]:
         return sorted(set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))))
     except Exception:  # noqa: BLE001 - not torch's zip format (or an older torch): scan the plain pickle
         pass
-    import pickletools
-
     found, strings = [], []
     try:
         with open(path, "rb") as fh:
@@ -335,9 +336,6 @@ def _bounded_net(sd: dict, base: PytorchDDPMConfig | None, where: str) -> Pytorc
     """The network ``sd`` was saved from, built only after its tensors' storage, its time table's T (at most
     MAX_TIMESTEPS) and its size (parameters + buffers, at most MAX_PARAMETERS, counted on the meta device) were
     checked and its keys, shapes and dtypes matched (:mod:`privbench.models.safe_load`)."""
-    from ..core.config import MAX_TIMESTEPS
-    from .safe_load import check_state_dict, meta_build, state_dict_info
-
     state_dict_info(sd, where)  # before any shape is believed: no zero or overlapping strides
     try:
         cfg = infer_config(sd, base)

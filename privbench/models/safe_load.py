@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import torch
+from safetensors import safe_open
 
 from ..core.config import MAX_PARAMETERS
 from ..core.errors import BadInput
@@ -88,8 +89,6 @@ def check_size(module: torch.nn.Module, where: str, max_elements: int = MAX_PARA
 def safetensors_tensors(files: Iterable[Path], where: str) -> dict[str, TensorInfo]:
     """name → :class:`TensorInfo` of every tensor in the safetensors ``files`` (headers only); a tensor in two
     files, or a file that is not safetensors, is BadInput."""
-    from safetensors import safe_open
-
     out: dict[str, TensorInfo] = {}
     for f in files:
         try:
@@ -163,8 +162,6 @@ def load_strict(factory: Callable[[], torch.nn.Module], files: list[Path], where
                 dtype: torch.dtype = torch.float32, max_elements: int = MAX_PARAMETERS) -> torch.nn.Module:
     """The network ``factory`` builds, filled from the safetensors ``files`` after every check of the module doc
     passed; float tensors are cast to ``dtype``. Returns it in eval mode on the CPU."""
-    from safetensors import safe_open
-
     meta = meta_build(factory, where)
     check_size(meta, where, max_elements)
     expected = meta.state_dict()

@@ -40,6 +40,7 @@ import copy
 import dataclasses
 import json
 import math
+import shutil
 from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
@@ -47,12 +48,17 @@ from statistics import NormalDist
 import torch
 from torch import nn
 
+from ..core import progress
 from ..core.config import config_hash, register_section, setting
 from ..core.errors import BadInput
+from ..core.extras import require
 from ..core.io import atomic_write_json, path_lock, read_json_or_none
 from ..core.seeding import step_generator
+from ..data.captions import check_template, template_captions
 from .latent import CaptionTable, LatentTarget, load_sd_pipeline, vae_latents
-from .training import TrainData, is_trained, train_denoiser
+from .public_init import public_hash
+from .trainable import apply_trainable
+from .training import TrainData, diffusion_loss, is_trained, train_denoiser
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "t2i_tokenizer"
 #: bump when the pre-training changes (a new store folder)
@@ -93,13 +99,11 @@ register_section("t2i", T2IConfig, presets={
 # ---------------------------------------------------------------------- components
 
 def require_t2i() -> None:
-    from ..core.extras import require
-
     require("transformers", "the text-to-image methods (CLIP text encoder)")
 
 
 def tokenizer(max_tokens: int):
-    from transformers import CLIPTokenizer
+    from transformers import CLIPTokenizer  # lazy: the [t2i] extra (transformers) is optional
 
     return CLIPTokenizer.from_pretrained(str(TOKENIZER_DIR), model_max_length=int(max_tokens))
 
@@ -110,6 +114,7 @@ def _groups(channels) -> int:
 
 def build_components(cfg, channels: int, size: int, seed: int):
     """(vae, tokenizer, text encoder, unet) of the config, seeded."""
+    # lazy: diffusers (seconds to import) and the optional [t2i] extra (transformers)
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
@@ -180,8 +185,6 @@ def dropped(rows: torch.Tensor, noise: torch.Tensor, p: float) -> torch.Tensor:
 
 def dropout_loss(p: float):
     """The diffusion loss of the plain loop with caption dropout (:func:`dropped`)."""
-    from .training import diffusion_loss
-
     def loss(model, x0, y, extra, t, noise, ac):
         return diffusion_loss(model, x0, dropped(y, noise, p), extra, t, noise, ac)
 
@@ -190,8 +193,6 @@ def dropout_loss(p: float):
 
 def class_captions(cfg, num_classes: int) -> list[str]:
     """The caption of each class, in label order (``t2i.caption`` filled from the label)."""
-    from ..data.captions import check_template, template_captions
-
     check_template(cfg.t2i.caption)
     return list(template_captions(cfg.t2i.caption, torch.arange(num_classes), None, "t2i.caption"))
 
@@ -200,7 +201,7 @@ def class_captions(cfg, num_classes: int) -> list[str]:
 
 def save_pipeline(root: Path, unet, vae, tok, te, schedule) -> Path:
     """``StableDiffusionPipeline``'s folder layout (safetensors), written with each component's save_pretrained."""
-    from diffusers import DDPMScheduler
+    from diffusers import DDPMScheduler  # lazy: diffusers (seconds to import) only when this runs
 
     root.mkdir(parents=True, exist_ok=True)
     unet.save_pretrained(str(root / "unet"), safe_serialization=True)
@@ -211,7 +212,7 @@ def save_pipeline(root: Path, unet, vae, tok, te, schedule) -> Path:
                   beta_end=schedule.beta_end, beta_schedule=schedule.beta_schedule,
                   variance_type=schedule.variance_type, clip_sample=False,
                   prediction_type="epsilon").save_pretrained(str(root / "scheduler"))
-    import diffusers
+    import diffusers  # lazy: diffusers (seconds to import) only when this runs
 
     index = {"_class_name": "StableDiffusionPipeline", "_diffusers_version": diffusers.__version__,
              "scheduler": ["diffusers", "DDPMScheduler"], "text_encoder": ["transformers", "CLIPTextModel"],
@@ -248,8 +249,6 @@ def pretrain_settings(cfg) -> dict:
 
 
 def pretrain_dir(ctx) -> Path:
-    from .public_init import public_hash
-
     key = config_hash({"public": public_hash(ctx.split.public), **pretrain_settings(ctx.cfg)})
     return Path(ctx.store_root) / f"t2i-pretrain-{ctx.cfg.dataset}-{key}"
 
@@ -270,8 +269,6 @@ def pretrained_pipeline(ctx) -> Path:
 
 
 def _train_vae(vae, x: torch.Tensor, cfg, seed: int, device, log) -> None:
-    from ..core import progress
-
     steps, kl = int(cfg.t2i.vae_steps), float(cfg.t2i.vae_kl)
     vae.to(device).train()
     opt = torch.optim.Adam(vae.parameters(), lr=1e-3)
@@ -317,8 +314,6 @@ def _pretrain(ctx, public: list[int], out: Path) -> None:
                          steps=int(cfg.t2i.pretrain_steps), desc="pre-train text-to-image UNet on public records",
                          loss_fn=dropout_loss(float(cfg.t2i.caption_dropout)))
     save_pipeline(out / PIPELINE, ema.unet.cpu(), vae.cpu(), tok, te.cpu(), ctx.schedule)
-    from .public_init import public_hash
-
     atomic_write_json(out / "pretrain.json", {"n_public": len(public), "public_sha256": public_hash(public),
                                               "public_mode": ctx.split.public_mode,
                                               "scaling_factor": vae.config.scaling_factor, **pretrain_settings(cfg),
@@ -346,8 +341,6 @@ class NativeLatentTarget(LatentTarget):
 def finetune_network(ctx, pretrained: Path) -> tuple[TextDenoiser, dict, object]:
     """(the pre-trained UNet wrapped as a TextDenoiser with ``t2i.trainable`` applied, the trainable record, the
     pre-trained target) — the fine-tuning starts here."""
-    from .trainable import apply_trainable
-
     base, _ = load_pipeline(pretrained, ctx.device, class_captions(ctx.cfg, ctx.info.num_classes))
     unet = copy.deepcopy(base.model).train()
     for p in unet.parameters():
@@ -366,8 +359,6 @@ def member_latents(ctx, base) -> tuple[torch.Tensor, torch.Tensor]:
 def export_finetuned(run_dir: Path, model: TextDenoiser, pretrained: Path) -> Path:
     """The fine-tuned pipeline in SD's layout: the pre-trained VAE, tokenizer and text encoder, the fine-tuned UNet
     (LoRA adapters merged into a copy), for auditing it as an outside model."""
-    import shutil
-
     out = run_dir / PIPELINE
     tmp = run_dir / f".{PIPELINE}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -384,12 +375,12 @@ def export_finetuned(run_dir: Path, model: TextDenoiser, pretrained: Path) -> Pa
 
 def _merged(unet):
     """A UNet with peft adapters (injected by inject_adapter_in_model) folded into its base weights."""
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # lazy: peft (the [t2i] or [dp] extra) is optional
 
     for mod in unet.modules():
         if isinstance(mod, LoraLayer):
             mod.merge()
-    from diffusers import UNet2DConditionModel
+    from diffusers import UNet2DConditionModel  # lazy: diffusers (seconds to import) only when this runs
 
     plain = UNet2DConditionModel.from_config(unet.config)
     state = {}

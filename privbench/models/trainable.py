@@ -19,12 +19,13 @@ import torch
 from torch import nn
 
 from ..core.errors import BadInput
+from ..core.extras import require
 
 MODES = ("all", "lora", "attention")
 
 
 def _attention_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    from diffusers.models.attention_processor import Attention
+    from diffusers.models.attention_processor import Attention  # lazy: diffusers (seconds to import) only when called
 
     return [(n, m) for n, m in model.named_modules() if isinstance(m, Attention)]
 
@@ -52,8 +53,6 @@ def apply_trainable(model: nn.Module, mode: str, rank: int = 4, seed: int = 0) -
         raise BadInput(f"dp.trainable={mode!r}: choose {', '.join(MODES)}")
     n_base = sum(p.numel() for p in model.parameters())
     if mode == "lora":
-        from ..core.extras import require
-
         peft = require("peft", "dp.trainable=lora")
         LoraConfig, inject_adapter_in_model = peft.LoraConfig, peft.inject_adapter_in_model
 

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from ..core import distributed
 from ..core.errors import BadInput
@@ -65,8 +66,6 @@ class PlainStep(StepStrategy):
     def prepare(self, run):
         net = run.model
         if distributed.is_distributed():
-            from torch.nn.parallel import DistributedDataParallel
-
             device = run.device
             net = DistributedDataParallel(net, device_ids=[device.index if device.index is not None
                                                            else torch.cuda.current_device()]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core.errors import BadInput
+from ..core.threads import fit_threads_to_model
+
 
 class Denoiser(nn.Module):
     """ε-prediction network ``forward(x_t, t, y=None, extra=None)``."""
@@ -16,7 +19,7 @@ class Denoiser(nn.Module):
                  attention_levels=(), dropout: float = 0.0, norm_num_groups: int = 8, num_classes: int | None = 10,
                  num_extra: int = 0):
         super().__init__()
-        from diffusers import UNet2DModel
+        from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs
 
         levels = len(block_out_channels)
         attn = set(attention_levels)
@@ -55,12 +58,8 @@ class Denoiser(nn.Module):
 def build_denoiser(model_cfg, channels: int, size: int, num_classes: int | None, num_extra: int = 0) -> Denoiser:
     n_levels = len(model_cfg.block_out_channels)
     if size % (2 ** (n_levels - 1)) != 0:
-        from ..core.errors import BadInput
-
         raise BadInput(f"model.block_out_channels has {n_levels} levels; image size {size} must be divisible "
                        f"by {2 ** (n_levels - 1)}")
-    from ..core.threads import fit_threads_to_model
-
     net = Denoiser(channels, size, tuple(model_cfg.block_out_channels), model_cfg.layers_per_block,
                    tuple(model_cfg.attention_levels), model_cfg.dropout, model_cfg.norm_num_groups,
                    num_classes if model_cfg.class_conditional else None, num_extra)

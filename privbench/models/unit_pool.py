@@ -25,6 +25,8 @@ import torch
 
 from ..core import distributed, progress, threads
 from ..core.registry import METHODS
+from .method import RunContext
+from .public_init import ensure_pretrained
 
 LOG = logging.getLogger(__name__)
 
@@ -50,8 +52,6 @@ def train_units(method, units: list[TrainUnit]) -> None:
     A ``train.init=public`` pre-training the units start from is trained first, once, here (not by each unit)."""
     remaining = list(units)
     if remaining and method.cfg.train.init == "public":
-        from .public_init import ensure_pretrained
-
         ensure_pretrained(method.ctx)
     n = processes_for(method.ctx, remaining)
     if n > 1:
@@ -93,8 +93,6 @@ def _in_processes(method, units: list[TrainUnit], n: int) -> list[TrainUnit]:
 def _train_unit_in_process(cfg, run_dir: str, runs_root, split_override, unit: TrainUnit) -> str:
     """A pool process: the method rebuilt from the run's config and directory (the split, client split and uploads
     are already on disk), then one unit trained on one thread."""
-    from .method import RunContext
-
     ctx = RunContext(cfg, Path(run_dir), torch.device("cpu"), split_override=split_override, runs_root=runs_root)
     METHODS.create(cfg.method, ctx).train_unit(unit)
     return unit.name

@@ -39,6 +39,7 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torch.func import functional_call, grad, vmap
 
 from ...core.mechanisms import clipped_sum
 from .ghost import ghost_clipped_sum
@@ -111,8 +112,6 @@ class PerSampleGrads:
 
     # ---------------------------------------------------------------------------------------- vmap
     def _grads_vmap(self, loss_fn, records):
-        from torch.func import functional_call, grad, vmap
-
         model = self.model
         names = self.names
         frozen = {k: v.detach() for k, v in model.named_parameters() if not v.requires_grad}

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from torch import nn
 
 from ...core import distributed
@@ -47,6 +48,7 @@ from ...core.schedule import t0_to_model_t
 from ...core.seeding import sub_seed
 from ..debug import debug_log
 from ..federated import FederatedMethod, ema_capped, parse_client_target
+from ..public_init import load_into, pretrained_denoiser
 from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unet import build_denoiser
@@ -108,8 +110,6 @@ def save_uploads(path: Path, up: Uploads, extra_meta: dict | None = None) -> Non
 
 
 def load_uploads(path: Path) -> Uploads:
-    from safetensors import safe_open
-
     t = load_weights(path, "cpu")
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
@@ -184,7 +184,7 @@ class PFDM(FederatedMethod):
     def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]]:
         """Per-upload ε = ``epsilon`` through the analytic LDP accountant's inverse (``pfdm.calibrate``): the
         smallest t0 at fixed C (ε ≤ target) or the largest C at fixed t0 (ε = target within 1e-9 relative)."""
-        from ...privacy.ldp import max_clip, min_t0
+        from ...privacy.ldp import max_clip, min_t0  # lazy: privacy.ldp imports scipy; only when ε is accounted
 
         d, p, delta = cfg.diffusion, cfg.pfdm, cfg.dp.delta
         sched = dict(num_timesteps=d.num_timesteps, beta_start=d.beta_start, beta_end=d.beta_end,
@@ -319,8 +319,6 @@ class PFDM(FederatedMethod):
         torch.manual_seed(self.cfg.seed)
         model = build_denoiser(self.cfg.model, shape[0], shape[1], self.ctx.info.num_classes)
         if self.cfg.train.init == "public":  # the public pre-training: a function of public records only
-            from ..public_init import load_into, pretrained_denoiser
-
             load_into(model, pretrained_denoiser(self.ctx))
         return model
 
@@ -419,7 +417,7 @@ class PFDM(FederatedMethod):
         target = target or self.default_target
         if target != "shared":
             return None  # client:K / pipeline:K expose client K's local model, trained without DP
-        from ...privacy.ldp import pfdm_privacy
+        from ...privacy.ldp import pfdm_privacy  # lazy: privacy.ldp imports scipy; only when ε is accounted
 
         d, p = self.cfg.diffusion, self.cfg.pfdm
         return pfdm_privacy(p.clip, p.t0, self.cfg.dp.delta, num_timesteps=d.num_timesteps,
