@@ -12,6 +12,10 @@ from ..core.errors import BadInput
 from ..core.io import atomic_write_json, safe_name
 from ..metrics.extractor import resolve_extractor
 from ..metrics.fid import fid_with
+from ..runs import train as api
+from ..runs.attack import cached_result, run_attack
+from ..runs.external import attack_external
+from ..runs.utility import measure_utility
 from .plan import Cell, fid_record_path
 
 
@@ -27,16 +31,12 @@ def summary(res: dict) -> dict:
 
 
 def run_attack_cell(c: Cell, runs_dir, device) -> None:
-    from ..runs.attack import cached_result, run_attack
-
     res = cached_result(Path(c.run_dir), Path(c.result_path).parent) if c.result_path else None
     if res is not None:  # intact, and computed from the run's current training artefacts
         c.summary = summary(res)
         c.status, c.reason = "done", "cached"
         return
     if c.external is not None:  # a model privbench did not train: privbench attack --model's run
-        from ..runs.external import attack_external
-
         res = attack_external(attack=c.attack, seed=c.seed, runs_dir=runs_dir, device=device, strict=False,
                               **c.external)
     else:
@@ -50,8 +50,6 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
 def run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
     """The grid keeps its plain name (the report finds samples-<target>.png); a sidecar JSON records what drew it,
     so a grid drawn with other settings is redrawn rather than reused."""
-    from ..runs import train as api
-
     path = Path(c.run_dir) / f"samples-{safe_name(c.target)}.png"
     side = path.with_suffix(".json")
     try:
@@ -69,8 +67,6 @@ def run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
 
 def run_utility_cell(c: Cell, runs_dir, device) -> None:
     """Downstream accuracy, precision/recall and class fidelity of the run's target (runs/utility.py; cached)."""
-    from ..runs.utility import measure_utility
-
     cached = Path(c.result_path).is_file()
     rec = measure_utility(c.cfg, runs_dir, device, target=c.target, **c.utility)
     d = rec["downstream"]
@@ -83,8 +79,6 @@ def run_utility_cell(c: Cell, runs_dir, device) -> None:
 def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     """FID of the method's FID target: client K's majority/minority classes (the PFDM paper's Table 1) and, with
     ``n_overall`` > 0, samples with the members' class proportions against all member records."""
-    from ..runs import train as api
-
     path = fid_record_path(c, fcfg)
     if path.is_file():
         c.status, c.reason, c.result_path = "done", "cached", str(path)

@@ -7,11 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import PRESET_DATASETS, check_seed, config_hash
+from ..core.config import PRESET_DATASETS, build_config, check_seed, config_hash
 from ..core.errors import BadInput
 from ..core.io import safe_name
+from ..core.registry import ATTACKS, METHODS
+from ..data.user_records import is_records_path, register_records
+from ..privacy.claims import user_claim
+from ..runs.attack import attack_dir, attack_hash, make_attack
+from ..runs.external import SETTING_SECTIONS, external_reference_inputs, load_external_target
+from ..runs.store import run_dir_for
+from ..runs.train import make_method
+from ..runs.utility import utility_path
 from .cell_schema import BenchCell
-from .suite import as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
+from .suite import CLAIM_KEYS, as_list, as_sets, epsilon_axis, fid_settings, samples_n, utility_settings
 
 
 @dataclass
@@ -30,8 +38,6 @@ class Cell(BenchCell):
 def _datasets(spec_ds, default) -> list[tuple[str, list]]:
     """(dataset name, its --set overrides) per entry; a path (the user's records, resolved by load_suite) is
     registered as ``--dataset PATH`` registers it."""
-    from ..data.user_records import is_records_path, register_records
-
     out = []
     for item in as_list(spec_ds if spec_ds is not None else default, "datasets"):
         if isinstance(item, str):
@@ -65,10 +71,6 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     seconds each); trained runs are not re-validated. A suite's default attacks (``attacks:``, default: every
     registered attack) are planned for the targets they apply to; attacks listed for a target explicitly must
     apply to it."""
-    from ..core.registry import ATTACKS, METHODS
-    from ..runs.store import run_dir_for
-    from ..runs.train import make_method
-
     preset = preset or suite.get("preset") or "tiny"
     seeds = as_list(suite.get("seeds", [0]), "seeds")
     seeds = [check_seed(s, "seeds") for s in seeds]  # the rule of every run's seed
@@ -138,8 +140,6 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
 def _run_config(entry: str, factory, ds: str, preset: str, seed: int, eps, overrides: list):
     """(config, overrides) of one method entry on one dataset, seed and ε (the ε adds the method's settings for
     it, e.g. dp.epsilon or pfdm.t0)."""
-    from ..core.config import build_config
-
     mname = factory.name
     if eps is not None:
         try:
@@ -156,9 +156,6 @@ def _run_config(entry: str, factory, ds: str, preset: str, seed: int, eps, overr
 def _attack_cells(cells: list, spec: dict, default_attacks: list[str], explicit_default: bool, t: str, cfg, rd,
                   common: dict) -> list:
     """The attack cells of one target: the entry's attacks (or the suite's defaults that apply to it), each once."""
-    from ..core.registry import ATTACKS
-    from ..runs.attack import attack_dir, attack_hash, make_attack
-
     mname, listed, out = cfg.method, spec.get("attacks") is not None, []
     for a in _attacks_for(spec.get("attacks"), default_attacks, t, mname):
         if split_label(a)[0] not in ATTACKS:
@@ -183,10 +180,6 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     model and its records are loaded and checked now (on the CPU), and each cell's run directory is the one
     ``privbench attack --model`` would write (``<runs-dir>/external-<hash>``), so its cache is shared with it.
     The suite's and the command line's ``attack.*``/``sample.*`` settings apply; its other keys concern training."""
-    from ..privacy.claims import user_claim
-    from ..runs.external import SETTING_SECTIONS, external_reference_inputs, load_external_target
-    from .suite import CLAIM_KEYS
-
     where = f"suite, external target {name}"
     shared = [(k, v) for k, v in as_sets(suite.get("set"), "set") + list(sets)
               if k.split(".", 1)[0] in SETTING_SECTIONS]
@@ -227,8 +220,6 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
 
 def _utility_cell(common: dict, method, ucfg: dict) -> Cell:
     """The utility cell of a run (downstream accuracy, precision/recall, class fidelity of its default target)."""
-    from ..runs.utility import utility_path
-
     target = method.check_target(ucfg["target"]) if ucfg["target"] != "auto" else method.default_target
     path = utility_path(common["run_dir"], common["cfg"], target, ucfg["n_per_class"], ucfg["epochs"])
     return Cell("utility", target=target, settings_hash=path.stem.rsplit("-", 1)[1], result_path=str(path),

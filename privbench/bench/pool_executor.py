@@ -28,6 +28,12 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from ..core.threads import available_cores, configure_worker_process
+from ..data.user_records import register_records
+from ..models.method import resolve_device
+from ..runs import train as api
+from ..runs.attack import make_attack
+from ..runs.references import plan_pool, store_dir, train_reference
 from .ray_executor import CellFailed, _in_task, cell_task, train_task
 
 
@@ -43,11 +49,6 @@ def reference_job(cfg, attack: str, runs: str, device: str, threads: int, retrie
     """Train (or find cached) reference model ``i`` of the pool ``attack`` uses in ``cfg``'s run (one pool for all
     the run's targets)."""
     _in_task(threads)
-    from ..models.method import resolve_device
-    from ..runs import train as api
-    from ..runs.attack import make_attack
-    from ..runs.references import plan_pool, store_dir, train_reference
-
     reason = None
     for attempt in range(1, retries + 2):
         try:
@@ -79,8 +80,6 @@ def reference_pool(c) -> tuple[str, int, int] | None:
     if c.kind != "attack" or c.external is not None or c.cfg is None:
         return None
     try:
-        from ..runs.attack import make_attack
-
         att = make_attack(c.cfg, c.attack, strict=False)
         if not att.needs_references:
             return None
@@ -239,9 +238,6 @@ class PoolExecutor:
 def _worker_init(jobs: int, threads: int, records: tuple[str, ...] = ()) -> None:
     """Each pool worker: one of ``jobs`` privbench workers on this machine, ``threads`` threads, and the user's
     records the suite names (``datasets:`` paths) registered as in the driver."""
-    from ..core.threads import configure_worker_process
-    from ..data.user_records import register_records
-
     configure_worker_process(threads, workers=jobs)
     for path in records:
         register_records(path)
@@ -253,8 +249,6 @@ class LocalPool(PoolExecutor):
     name = "local"
 
     def __init__(self, jobs: int, retries: int, threads: int | None = None, records: tuple[str, ...] = ()):
-        from ..core.threads import available_cores
-
         threads = threads or max(1, available_cores() // jobs)
         super().__init__(retries, threads)
         self.jobs, self.records = jobs, records  # records: the user's records (paths) each worker registers

@@ -26,6 +26,9 @@ from pathlib import Path
 
 from ..core.errors import BadInput
 from ..core.extras import require
+from ..core.threads import configure_worker_process
+from ..runs import train as api
+from ..runs.store import run_dir_for, verified_done
 from .cell_run import cell_log, run_cell
 
 LOG = logging.getLogger(__name__)
@@ -47,17 +50,12 @@ class CellFailed(Exception):
 
 def _in_task(threads: int) -> None:
     """What every task sets first: its thread count (the CPUs it reserved) and no progress bars of its own."""
-    from ..core.threads import configure_worker_process
-
     configure_worker_process(threads)
 
 
 def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path: str) -> dict:
     """Train (or find cached) the run of ``cfg``; raises :class:`CellFailed` once every attempt failed."""
     _in_task(threads)
-    from ..runs import train as api
-    from ..runs.store import run_dir_for, verified_done
-
     run_dir = run_dir_for(cfg, Path(runs))
     reason = None
     for attempt in range(1, retries + 2):

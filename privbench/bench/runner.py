@@ -53,10 +53,14 @@ from ..core.io import atomic_write_json
 from ..core.progress import bar, enabled, outer_only
 from ..core.provenance import git_commit, version
 from ..data.user_records import registered_paths
+from ..runs.attack import cached_result
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
 from .cell_schema import BenchCell, cells_of
 from .plan import plan
+from .pool_executor import LocalPool
+from .ray_executor import RayExecutor
+from .slurm_executor import SlurmPool
 from .suite import fid_settings, load_suite, samples_n
 
 LOG = logging.getLogger(__name__)
@@ -67,8 +71,6 @@ def _still_valid(c, result_path: Path) -> bool:
     intact and computed from the run's current training artefacts (runs/attack.py ``cached_result``)."""
     if c.kind != "attack":
         return result_path.is_file()
-    from ..runs.attack import cached_result
-
     return result_path.resolve() == Path(c.result_path).resolve() and \
         cached_result(Path(c.run_dir), result_path.parent, say=False) is not None
 
@@ -226,18 +228,12 @@ def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address
                        f"--executor {executor}; register them as a dataset plug-in to run there")
     ray_exec = pool = None
     if executor == "ray":
-        from .ray_executor import RayExecutor
-
         ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
         if pending:
             device = ray_exec.connect(device)
     elif pending and executor == "slurm":  # trainings and cells as jobs (bench/pool_executor.py)
-        from .slurm_executor import SlurmPool
-
         pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=cpus_per_task, **(slurm or {}))
     elif pending and jobs > 1:
-        from .pool_executor import LocalPool
-
         pool = LocalPool(jobs, retries, records=records)
     return ray_exec, pool, device
 

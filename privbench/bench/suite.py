@@ -132,7 +132,7 @@ def load_suite(suite: str) -> tuple[dict, Path]:
 def _record_paths(datasets, path: Path):
     """``datasets:`` entries that name the user's records (an .npz or an image folder, as ``--dataset PATH``) with
     their paths resolved against the suite's folder; registered names are kept."""
-    from ..data.user_records import is_records_path
+    from ..data.user_records import is_records_path  # lazy: data.user_records imports torch; bench.suite does not
 
     def resolve(name):
         name = str(name)

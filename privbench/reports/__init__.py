@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import BadInput
+from ..core.io import atomic_path
 
 FORMATS = ("html", "csv", "latex", "markdown")
 
@@ -36,6 +37,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders).
     ``latex_style``: "single" or "twocolumn" (reports.latex); ``attacks`` / ``targets``: only these attacks and
     targets, by name (reports.layout) — in every table, figure and CSV of the report."""
+    # lazy: torch and pandas only when a report is rendered; this __init__ runs for every reports module
     from .collect import load_results, read_bench
     from .layout import select_results
     from .tables import Tables
@@ -51,7 +53,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
-    from .present import paper_tables, test_preset_banner
+    from .present import paper_tables, test_preset_banner  # lazy: imports torch and pandas (see render_report)
 
     tables = Tables.build(results, bench, base=d)
     targets = tables.targets()
@@ -65,16 +67,17 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     written += pu_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):
-        from .figures import write_roc_figures
+        from .figures import write_roc_figures  # lazy: imports torch (see render_report)
 
         figures = write_roc_figures(targets, out)
         written += [f for group in figures.values() for fig in group for f in fig["files"]]
     if "latex" in formats:
-        from .latex import write_latex
+        from .latex import write_latex  # lazy: imports torch and pandas (see render_report)
 
         written += write_latex(paper_tables(tables, targets, by_family=latex_style == "twocolumn"), out,
                                title=title, banner=banner, style=latex_style)
     if "markdown" in formats:
+        # lazy: imports torch and pandas (see render_report)
         from .layout import drop_empty_columns
         from .markdown import write_markdown
 
@@ -83,7 +86,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                 for f in figures[group]]
         written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
-        from .html import render_html
+        from .html import render_html  # lazy: imports torch and pandas (see render_report)
 
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
@@ -94,7 +97,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
 
 def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
-    from .latex import LATEX_STYLES
+    from .latex import LATEX_STYLES  # lazy: imports torch and pandas (see render_report)
 
     formats = list(formats or FORMATS)
     bad = [f for f in formats if f not in FORMATS]
@@ -107,8 +110,7 @@ def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
 
 def _write_csvs(tables, targets, out: Path) -> list[Path]:
     """side_by_side, results, audit, accountant, provenance (+ fid, seeds and split_check when they have rows)."""
-    from ..core.io import atomic_path
-    from .present import seeds_frame, several_seeds
+    from .present import seeds_frame, several_seeds  # lazy: imports torch and pandas (see render_report)
 
     frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
               "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),

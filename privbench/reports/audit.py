@@ -36,11 +36,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
+
 from ..attacks.base import MEMBERSHIP
 from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from ..core.errors import BadInput
+from ..core.registry import METHODS
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
+from ..data.base import dataset_info
+from ..privacy.audit_uploads import audit_upload_mechanism
+from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
+from ..privacy.compare import (
+    bound_confidence,
+    comparable_claim,
+    exceeds,
+    flag_delta,
+    formal_relation,
+    membership_flag_bounds,
+)
 from .cells import NONE_TEXT, num
 from .collect import Result, load_results, read_result
 from .order import attack_rank, method_rank, target_rank
@@ -63,8 +77,8 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
     flag family; :func:`audit_results` passes it). The bounds are compared with the result's claim when it is
     formal or claimed (by a paper or the user: ``exceeds_claim``); ``exceeds_formal`` is that flag for a formal ε
     only (privbench.privacy.claims)."""
+    # lazy: privacy.audit loads scipy.optimize/stats; reports.audit does not
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
-    from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
 
     scores, labels = res.load_scores()
     p = res.privacy or {}
@@ -124,16 +138,6 @@ def _nothing_to_compare(res: Result, claim: dict | None, p: dict) -> str:
 def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confidence: float, seed: int,
           upload_audit: bool, n_attacks: int) -> list[str]:
     """The family-wise flag of ``claim`` (module doc): fills ``out``'s flag keys, returns the notes."""
-    from ..privacy.claims import FORMAL, KIND_LABEL
-    from ..privacy.compare import (
-        bound_confidence,
-        comparable_claim,
-        exceeds,
-        flag_delta,
-        formal_relation,
-        membership_flag_bounds,
-    )
-
     notes: list[str] = []
     formal = claim["kind"] == FORMAL
     ua_cfg = formal and upload_audit and upload_mechanism_of(res) is not None  # ε of an LDP upload
@@ -206,8 +210,6 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
     key = (mech["clip"], mech["t0"], delta, confidence, seed, n_trials, shape, mech["num_timesteps"],
            mech["beta_start"], mech["beta_end"], mech["beta_schedule"], flag_bound_confidence)
     if key not in _UPLOAD_CACHE:
-        from ..privacy.audit_uploads import audit_upload_mechanism
-
         _UPLOAD_CACHE[key] = audit_upload_mechanism(
             mech["clip"], mech["t0"], delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
             num_timesteps=mech["num_timesteps"], beta_start=mech["beta_start"], beta_end=mech["beta_end"],
@@ -217,8 +219,6 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
 
 def upload_mechanism_of(res: Result) -> dict | None:
     """The LDP upload mechanism behind a result's formal ε, as its method declares it (None: no such mechanism)."""
-    from ..core.registry import METHODS
-
     if res.method not in METHODS or not res.config:
         return None
     return METHODS.get(res.method).factory.upload_mechanism(res.config, res.target)
@@ -229,14 +229,10 @@ def _image_shape(res: Result) -> tuple[int, ...]:
     up = res.run_dir / "uploads.safetensors"
     if up.is_file():
         try:
-            from safetensors import safe_open
-
             with safe_open(str(up), framework="pt") as f:
                 return tuple(f.get_slice("x").get_shape()[1:])
         except Exception:  # noqa: BLE001
             pass
-    from ..data.base import dataset_info
-
     try:
         info = dataset_info(res.dataset)
         res_px = int((res.config.get("data") or {}).get("resolution") or 0)
@@ -282,8 +278,6 @@ def _target_key(r: Result) -> tuple:
 
 def _flag_text(a: dict) -> str:
     """The audit row's verdict: only a formal ε is ever "ok"; a claim that is not exceeded is only not refuted."""
-    from ..privacy.claims import FORMAL
-
     kind = (a.get("claim") or {}).get("kind")
     if a.get("exceeds_claim") is None:
         return "-"
@@ -342,8 +336,6 @@ def format_audit(audits: list[dict]) -> str:
 def _bases(audits: list[dict]) -> str:
     """One line per run (its result's run directory and target): the ε it carries, of which kind, on what basis.
     Runs of one method/target may differ (DP-SAD paper mode next to a sound run), so a basis is never shared."""
-    from ..privacy.claims import KIND_LABEL
-
     out = io.StringIO()
     seen: set = set()
     for a in audits:

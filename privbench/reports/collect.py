@@ -23,6 +23,9 @@ from ..attacks.base import MEMBERSHIP
 from ..bench.cell_schema import BenchCell, cells_of
 from ..core.config import config_from_dict, migrate_config_dict
 from ..core.errors import BadInput
+from ..core.io import sha256_file
+from ..core.yamlio import read_yaml
+from ..metrics.roc import membership_metrics
 from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
 from .order import is_private
@@ -97,14 +100,14 @@ class Result:
     @property
     def formal_epsilon(self) -> float | None:
         """The formal ε (a guarantee) only: a conditional or claimed ε is not one (privbench.privacy.claims)."""
-        from ..privacy.claims import formal_epsilon
+        from ..privacy.claims import formal_epsilon  # lazy: privacy.claims loads scipy; reports.collect does not
 
         return formal_epsilon(self.privacy)
 
     @property
     def claim(self) -> dict | None:
         """The result's ε claim ``{kind, epsilon, delta, basis}`` (formal, conditional or claimed), or None."""
-        from ..privacy.claims import claim_of
+        from ..privacy.claims import claim_of  # lazy: privacy.claims loads scipy; reports.collect does not
 
         return claim_of(self.privacy)
 
@@ -209,10 +212,8 @@ class Result:
         p = self.run_dir / "config.yaml"
         if not p.is_file():
             return {}
-        from ..core.yamlio import read_yaml  # no anchors/aliases: a results folder is user input
-
         try:
-            d = read_yaml(p, str(p))
+            d = read_yaml(p, str(p))  # no anchors/aliases: a results folder is user input
         except BadInput:
             return {}
         return migrate_config_dict(d) if isinstance(d, dict) else {}
@@ -251,8 +252,6 @@ def verify_result(r: Result) -> None:
         if not f.is_file():
             raise BadInput(f"{f}: missing, but {r.path} records its SHA-256; the result cannot be verified (re-run "
                            f"the attack)")
-        from ..core.io import sha256_file
-
         if sha256_file(f) != digest:
             raise BadInput(f"{f}: its SHA-256 differs from the one {r.path} records: the file was changed after "
                            f"the attack wrote it (re-run the attack)")
@@ -268,8 +267,6 @@ _VERIFIED: set[tuple] = set()
 
 def _check_metrics(r: Result) -> None:
     """The recorded membership metrics against the ones recomputed from scores.npz (BadInput on a mismatch)."""
-    from ..metrics.roc import membership_metrics
-
     scores, labels = r.load_scores()
     boot = r.res.attack_config.get("bootstrap")
     boot = boot if isinstance(boot, int) and not isinstance(boot, bool) and 0 < boot <= 100_000 else 0

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 from ..core.io import safe_name
+from ..metrics.plots import plot_roc, plot_roc_panels
 from .collect import Result
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
@@ -40,8 +41,6 @@ def _scores(r: Result, cache: dict) -> tuple | None:
 def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) -> dict:
     """Every ROC figure of the report; returns {"per_target": [...], "by_attack": [...]}, each entry with its
     ``title``, ``png`` (path) and ``files`` (every format written)."""
-    from ..metrics.plots import plot_roc, plot_roc_panels
-
     fig_dir = out / "figures"
     cache: dict = {}
     used: set[str] = set()

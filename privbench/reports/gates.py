@@ -34,9 +34,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ..attacks.base import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
-from .collect import Result, load_results
+from .collect import Result, load_results, role_of
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
 MATCH_KEYS = ("method", "target", "attack", "dataset", "preset", "seed")
@@ -45,7 +46,7 @@ _CI_SUFFIXES = {"_ci95_low": 0, "_ci95_high": 1}
 
 def load_gates(path: str | Path) -> list[dict]:
     """A gates file: a YAML path, or the NAME of a shipped one (``tiny``: privbench/bench/gates/tiny.yaml)."""
-    from ..bench.suite import find_gates
+    from ..bench.suite import find_gates  # lazy: bench.suite loads scipy; reports.gates does not
 
     data = read_yaml(find_gates(str(path)), f"--gates {path}")  # no anchors/aliases, size-capped (core/yamlio.py)
     if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
@@ -102,7 +103,7 @@ def _matches(g: dict, r: Result) -> bool:
 
 def _tpr_metric(metric: str) -> str | None:
     """The TPR-at-fixed-FPR key a gate metric reads (``tpr_at_1pct_fpr`` or one of its CI ends), else None."""
-    from .present import FPR_OF
+    from .present import FPR_OF  # lazy: reports.present loads pandas and scipy; reports.gates does not
 
     for suf in ("", *_CI_SUFFIXES):
         base = metric[: len(metric) - len(suf)] if suf else metric
@@ -114,7 +115,7 @@ def _tpr_metric(metric: str) -> str | None:
 def _check_resolvable(g: dict, r: Result) -> None:
     """A gate on a TPR at an FPR the result's non-member count cannot resolve checks a number every report shows
     as n/a (the TPR at zero false positives, whatever the FPR): bad input, naming the smallest resolvable FPR."""
-    from .present import FPR_LABEL, resolvable
+    from .present import FPR_LABEL, resolvable  # lazy: reports.present loads pandas and scipy; reports.gates does not
 
     base = _tpr_metric(g["metric"])
     n = r.get("n_nonmembers")
@@ -127,7 +128,7 @@ def _check_resolvable(g: dict, r: Result) -> None:
 
 
 def _fpr(metric: str) -> float:
-    from .present import FPR_OF
+    from .present import FPR_OF  # lazy: reports.present loads pandas and scipy; reports.gates does not
 
     return FPR_OF[metric]
 
@@ -140,7 +141,7 @@ def audit_exceeds(g: dict, r: Result, results: list[Result]) -> tuple[float, str
     over the target's membership results given, exceeds its formal or claimed ε), else 0; with the audit's reason.
     A result with nothing to compare with (no ε, or only a conditional one) is bad input: the gate could never
     breach."""
-    from ..attacks.base import MEMBERSHIP
+    # lazy: privacy.claims and reports.audit load scipy; reports.gates does not
     from ..privacy.claims import KIND_LABEL, compared_claim
     from .audit import audit_result
 
@@ -184,8 +185,7 @@ def metric_value(r: Result, metric: str) -> tuple[float | None, bool]:
 
 
 def _why_infinite(r: Result) -> str:
-    from ..privacy.claims import no_formal_reason
-    from .collect import role_of
+    from ..privacy.claims import no_formal_reason  # lazy: privacy.claims loads scipy; reports.gates does not
 
     return no_formal_reason(r.privacy, role_of(r.method))
 

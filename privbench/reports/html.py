@@ -12,12 +12,20 @@ import re
 import tempfile
 from pathlib import Path
 
+import jinja2
+import numpy as np
+import pandas as pd
+import torch
+
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from ..core.constants import DEFAULT_DELTA
-from ..core.io import safe_name
+from ..core.io import atomic_write_text, safe_name
 from ..core.provenance import git_info, version
+from ..core.registry import METHODS
+from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
 from .collect import Result
+from .figures import grid_columns, write_roc_figures
 from .order import target_rank
 from .present import (
     FPR_OF,
@@ -30,7 +38,7 @@ from .present import (
     tpr_header,
     unresolvable_reason,
 )
-from .tables import Tables, fmt, fmt_ci
+from .tables import Tables, fmt, fmt_ci, rel
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: what a target is, in the side-by-side table's pill (collect.role_of): a model privbench did not train is never
@@ -127,8 +135,6 @@ def _attack_grids(tables: Tables, kind: str) -> list[dict]:
 
 
 def _upload_audits(tables: Tables) -> list[dict]:
-    from .audit import upload_audit_for, upload_mechanism_of
-
     out, seen = [], set()
     for r in tables.results:
         if r.formal_epsilon is not None and upload_mechanism_of(r) is not None:
@@ -146,12 +152,6 @@ def _upload_audits(tables: Tables) -> list[dict]:
 def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None,
                 targets: list[dict] | None = None, figures: dict | None = None, banner: str | None = None,
                 files: list[str] = (), extra_sections=()) -> Path:
-    import jinja2
-    import numpy as np
-    import torch
-
-    from ..core.io import atomic_write_text
-
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = fmt
@@ -159,15 +159,11 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     env.filters["v"] = cell_text  # names, hashes, counts: "–" when missing, never "None"
     targets = tables.targets() if targets is None else targets
     if figures is None:
-        from .figures import write_roc_figures
-
         with tempfile.TemporaryDirectory() as tmp:
             figures = write_roc_figures(targets, Path(tmp), formats=("svg",))
             rocs, rocs_by_attack, rocs_per_attack = _roc_entries(figures)
     else:
         rocs, rocs_by_attack, rocs_per_attack = _roc_entries(figures)
-    from .figures import grid_columns
-
     sbs_notes = _annotate(targets)
     show = side_by_side_columns(targets)
     seeds = seeds_table(targets)
@@ -229,8 +225,6 @@ _ABSOLUTE = re.compile(r"(?<![\w.])/[^\s:;,()'\"]+")
 def portable(text, base) -> str:
     """A note or warning with every absolute path that exists on this machine rewritten relative to ``base`` (an
     outside model's notes name its weights and scheduler files): a report holds no absolute path."""
-    from .tables import rel
-
     def sub(m):
         return rel(m.group(0), base) if Path(m.group(0)).exists() else m.group(0)
 
@@ -239,8 +233,6 @@ def portable(text, base) -> str:
 
 def _records(df) -> list[dict]:
     """DataFrame rows as dicts with NaN → None (so the template shows "–", not "nan")."""
-    import pandas as pd
-
     if df is None or not len(df):
         return []
     return df.astype(object).where(pd.notna(df), None).to_dict("records")
@@ -263,8 +255,6 @@ def _runs(tables: Tables) -> list[dict]:
 
 def _provenance_settings(method: str, cfg: dict) -> dict | None:
     """The config keys a method asks to show beside its runs (``provenance_keys``)."""
-    from ..core.registry import METHODS
-
     if method not in METHODS:
         return None
     keys = METHODS.get(method).factory.provenance_keys

@@ -18,6 +18,8 @@ import unicodedata
 from pathlib import Path
 
 from ..core.errors import BadInput
+from ..core.io import atomic_write_text
+from .layout import drop_empty_columns, split_rows
 from .present import Cell, PaperTable
 
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -143,8 +145,6 @@ def document_tex(tables: list[PaperTable], title: str, banner: str | None, style
 
 def layout_tables(tables: list[PaperTable], style: str) -> list[PaperTable]:
     """The tables as ``style`` sets them: empty columns dropped; in twocolumn, long ones cut into parts."""
-    from .layout import drop_empty_columns, split_rows
-
     tables = [drop_empty_columns(t) for t in tables]
     if style == "twocolumn":
         tables = [part for t in tables for part in split_rows(t, _row_budget(t))]
@@ -168,8 +168,6 @@ def write_latex(tables: list[PaperTable], out: Path, *, title: str, banner: str 
     """``out/tex/<key>.tex`` per table and ``out/tables.tex``; returns the paths written. Files of an earlier
     rendering that this one no longer writes (``tex/membership-2.tex`` of a longer report) are removed, so
     ``tex/`` holds exactly the tables ``tables.tex`` inputs."""
-    from ..core.io import atomic_write_text
-
     if style not in LATEX_STYLES:
         raise BadInput(f"--latex-style {style}: choose from {', '.join(LATEX_STYLES)}")
     tables = layout_tables(tables, style)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.io import atomic_write_text
 from .present import Cell, PaperTable
 
 
@@ -35,8 +36,6 @@ def table_md(t: PaperTable) -> str:
 def write_markdown(tables: list[PaperTable], path: Path, *, title: str, banner: str | None,
                    figures: list[tuple[str, Path]] = ()) -> Path:
     """``tables.md``: the banner, every table, then links to the figures (paths relative to the file)."""
-    from ..core.io import atomic_write_text
-
     parts = [f"# {_md(title)}", ""]
     if banner:
         parts += [f"> **{_md(banner)}**", ""]

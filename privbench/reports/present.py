@@ -13,10 +13,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from ..attacks.base import MEMORIZATION, RECONSTRUCTION
+from ..core.registry import PRESETS
+from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
 from .cells import ci as _ci
 from .cells import num as _f
 from .cells import text as _t
+from .order import FAMILIES, attack_family
 from .tables import Tables
 
 TEST_PRESET = "test"
@@ -60,8 +67,6 @@ def _letters(i: int) -> str:
 
 def basis_text(privacy: dict | None, role: str) -> str:
     """The footnote of a formal ε cell: what it covers (or that there is none, and what the result has instead)."""
-    from ..privacy.claims import KIND_LABEL, claim_of
-
     c = claim_of(privacy)
     if c and c["kind"] == "formal":
         return f"ε basis: {c['basis']}"
@@ -80,8 +85,6 @@ def basis_text(privacy: dict | None, role: str) -> str:
 
 def other_epsilon(privacy: dict | None) -> Cell:
     """The "claimed / conditional ε" cell: a number that is no guarantee, with its kind (never in a formal column)."""
-    from ..privacy.claims import claim_of
-
     c = claim_of(privacy)
     if not c or c["kind"] == "formal":
         return Cell()
@@ -95,8 +98,6 @@ def test_preset_banner(tables: Tables) -> str | None:
     runs = sorted({r.run_dir.name for r in tables.results if r.preset == TEST_PRESET})
     if not runs:
         return None
-    from ..core.registry import PRESETS
-
     desc = PRESETS.get(TEST_PRESET).description if TEST_PRESET in PRESETS else "for unit tests only"
     return (f"Results of the `{TEST_PRESET}` preset ({desc.split('(')[0].strip(' ;,')}): results meaningless. "
             f"{len(runs)} run(s) here were trained for seconds on tiny models; do not cite these numbers.")
@@ -124,8 +125,6 @@ class PaperTable:
 
 
 def _eps_cell(b: dict, notes: Footnotes) -> Cell:
-    from ..privacy.claims import formal_epsilon
-
     e = formal_epsilon(b.get("privacy"))
     text = _f(e, 2) if e is not None else "none"
     return Cell(text, marks=[notes.mark(basis_text(b.get("privacy"), b["role"]))])
@@ -149,8 +148,6 @@ def _where_columns(targets: list[dict]) -> list[str]:
 def membership_table(targets: list[dict], family: str | None = None) -> PaperTable:
     """Every target's membership attacks; with ``family`` (reports.order.FAMILIES) only that family's attacks
     (the empirical ε column stays the target's bound over all its attacks)."""
-    from .order import attack_family
-
     where = _where_columns(targets)
     t = PaperTable(
         "membership" if family is None else "membership-" + family.split()[0],
@@ -182,8 +179,6 @@ def membership_table(targets: list[dict], family: str | None = None) -> PaperTab
 
 def target_table(targets: list[dict]) -> PaperTable | None:
     """Memorization, reconstruction and FID per target (when any target has one of them)."""
-    from ..attacks.base import MEMORIZATION, RECONSTRUCTION
-
     t = PaperTable("per-target", "Memorization, reconstruction and FID",
                    "Per target: the fraction of generated samples that copy a training record (memorization), the "
                    "re-identification rate of records reconstructed from uploads (chance in brackets), and FID "
@@ -321,9 +316,6 @@ def several_seeds(targets: list[dict]) -> bool:
 def seeds_frame(targets: list[dict]):
     """Per (dataset, method, target, attack): mean, sample std and every seed's value of each membership metric
     (unresolvable TPRs count as missing), with the empirical ε lower bound of the target."""
-    import numpy as np
-    import pandas as pd
-
     groups: dict[tuple, list[tuple[dict, dict]]] = {}
     for b in targets:
         for a in b["attacks"]:
@@ -397,8 +389,6 @@ def seeds_table(targets: list[dict]) -> PaperTable | None:
 def paper_tables(tables: Tables, targets: list[dict] | None = None, by_family: bool = False) -> list[PaperTable]:
     """The report's tables in page order (those with no rows are left out); ``by_family``: one membership table
     per attack family (reports.order.FAMILIES) instead of one for all attacks."""
-    from .order import FAMILIES
-
     targets = tables.targets() if targets is None else targets
     membership = ([membership_table(targets, f) for f in FAMILIES] if by_family
                   else [membership_table(targets)])

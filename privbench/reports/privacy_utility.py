@@ -12,6 +12,7 @@ baseline a horizontal line at ε = ∞).
 """
 from __future__ import annotations
 
+import base64
 import html as _html
 import json
 import math
@@ -21,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench.cell_schema import cells_of
+from ..core.io import atomic_path, atomic_write_text
 from .cells import ci as interval
 from .cells import num
 
@@ -135,10 +137,10 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
-    import matplotlib
+    import matplotlib  # lazy: matplotlib only when the figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib only when the figure is drawn
 
     ref = summary["epsilon"].map(_reference).astype(bool)
     private, base = summary[~ref], summary[ref]
@@ -208,8 +210,6 @@ def latex_table(summary: pd.DataFrame) -> str:
 
 
 def html_section(summary: pd.DataFrame, png: Path) -> str:
-    import base64
-
     img = base64.b64encode(png.read_bytes()).decode()
     head = "".join(f"<th>{_html.escape(h)}</th>" for h in ["method", "ε", "seeds"] + [p[1] for p in PANELS])
     body = ""
@@ -226,8 +226,6 @@ def html_section(summary: pd.DataFrame, png: Path) -> str:
 def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, formats: list[str],
                           latex_style: str = "single") -> tuple[list[Path], str | None]:
     """Write the CSV / LaTeX / figure of an ε-axis bench; returns (files, HTML section or None)."""
-    from ..core.io import atomic_path, atomic_write_text
-
     df = privacy_utility_frame(results, bench)
     if df is None or not len(df):
         return [], None

@@ -19,6 +19,7 @@ reproducible benchmark noise, not a deployable release.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,16 @@ from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.constants import DEFAULT_DELTA
 from ..core.mechanisms import SEEDED_NOISE_LABEL
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
+from ..privacy.compare import (
+    bound_confidence,
+    comparable_claim,
+    exceeds,
+    flag_delta,
+    formal_relation,
+    membership_flag_bounds,
+)
+from .cells import ci, num, resolvable
 from .cells import metric_value as cell_value
-from .cells import resolvable
 from .collect import Result, role_of
 from .order import attack_rank, method_rank, target_rank
 
@@ -42,8 +51,6 @@ def rel(p, base=None) -> str:
     """``p`` relative to ``base`` (the directory the report was made from: a bench, a run or a runs folder; else
     the working directory), with ``..`` where it lies beside it: a report never holds an absolute path, so a
     committed report does not carry a developer's home directory and stays valid when the folders move together."""
-    import os
-
     p = Path(p).resolve()
     b = Path(base).resolve() if base is not None else Path.cwd().resolve()
     try:
@@ -60,8 +67,6 @@ def conditional_columns(p: dict | None) -> dict:
     """The columns a conditional or claimed ε and the noise source get (never ``formal_epsilon``: neither is a
     guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a private result
     written before ``dp.noise_source`` existed had seeded noise."""
-    from ..privacy.claims import claim_of
-
     p = p or {}
     claim = claim_of(p)
     cond = p.get("conditional_on")
@@ -107,14 +112,8 @@ def load_fids(run_dirs: list[Path]) -> dict[tuple, dict]:
 def _audits(results: list[Result]) -> dict[int, dict]:
     """Per membership result: CP and one-run bounds at 95 % and at the Bonferroni level of its target, and the
     flag's bounds (2k per target at 1 − α/(2k), at the δ of the comparable claim)."""
+    # lazy: privacy.audit loads scipy.optimize/stats; only for audits
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
-    from ..privacy.compare import (
-        bound_confidence,
-        comparable_claim,
-        flag_delta,
-        formal_relation,
-        membership_flag_bounds,
-    )
 
     groups: dict[tuple, list[Result]] = {}
     for r in results:
@@ -154,8 +153,6 @@ def _audits(results: list[Result]) -> dict[int, dict]:
 
 def _exceeds(audit: dict) -> bool:
     """The family-wise flag's part for one result: any of its flag bounds above the comparable formal ε."""
-    from ..privacy.compare import exceeds
-
     return bool(audit["claim"] is not None and exceeds(audit["flag_bounds"], audit["claim"]))
 
 
@@ -458,12 +455,8 @@ class Tables:
 
 def fmt(v, nd: int = 3) -> str:
     """The one cell rule (:mod:`.cells`), as the HTML template's ``f`` filter."""
-    from .cells import num
-
     return num(v, nd)
 
 
 def fmt_ci(c, nd: int = 2) -> str:
-    from .cells import ci
-
     return ci(c, nd)

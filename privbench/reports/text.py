@@ -11,7 +11,9 @@ from ..bench.cell_schema import cells_of
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from ..runs.result_schema import AttackResult, Provenance
+from . import render_report
 from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
+from .collect import read_cell_result
 
 ORACLE = "oracle (chosen on evaluation labels)"
 
@@ -20,8 +22,6 @@ def write_run_report(result: dict) -> dict:
     """``privbench run``'s per-run report: report.md beside the result and in the run directory, and the full
     HTML/CSV report of the run under ``<run_dir>/report``. Returns the paths written (and a rendering error, if
     any: the attack result stands either way)."""
-    from . import render_report
-
     run_dir = Path(result["run_dir"])
     out_dir = Path(result["scores_path"]).parent
     text = report_markdown(result)
@@ -201,7 +201,7 @@ def _details(r: dict) -> str:
 
 def format_bench(res: dict) -> str:
     """The side-by-side table in text, then the cell counts and where everything was written."""
-    from .tables import fmt
+    from .tables import fmt  # lazy: reports.tables loads pandas; reports.text (privbench attack) does not
 
     lines = []
     rows = res.get("_rows") or []
@@ -252,8 +252,7 @@ def write_bench_tables(res: dict) -> dict:
     """The bench's ``side_by_side.csv`` and ``results.csv`` from its finished attack cells; their paths are added
     to ``bench.json`` (key ``tables``) and to ``res``; ``res["_rows"]`` gets the side-by-side rows for
     :func:`format_bench`."""
-    from .collect import read_cell_result
-    from .tables import Tables
+    from .tables import Tables  # lazy: reports.tables loads pandas; reports.text (privbench attack) does not
 
     out_dir = Path(res["out"])
     results = [read_cell_result(c, c.result_path) for c in cells_of(res) if c.kind == "attack" and c.status == "done"]

@@ -37,8 +37,12 @@ from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
+from ..metrics.plots import plot_image_grid, plot_roc
+from ..metrics.roc import calibrated_metrics, membership_metrics
+from .references import build_references, check_pool
 from .result_schema import AttackResult, ThreatModel, Timing
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
+from .train import make_method, train
 
 LOG = logging.getLogger(__name__)
 
@@ -156,8 +160,6 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> AttackRe
 def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, np.ndarray], *, bootstrap: int,
                        seed: int, tpr_rule: str = "le") -> dict[str, Any]:
     """metrics (+ci95), calibrated, sweep (oracle), warnings for one membership attack's scores."""
-    from ..metrics.roc import calibrated_metrics, membership_metrics
-
     m = membership_metrics(scores, labels, bootstrap=bootstrap, seed=seed, tpr_rule=tpr_rule)
     warnings = list(m.pop("warnings", []))
     cal = calibrated_metrics(scores, labels, seed=seed, tpr_rule=tpr_rule)
@@ -190,8 +192,6 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
 
     ``strict=False`` (a bench cell): ``attack.*`` keys of other attacks in the config are ignored (see
     :func:`make_attack`)."""
-    from .train import make_method, train
-
     attack = make_attack(cfg, attack_name, strict=strict)  # unknown attack / bad settings → BadInput
     run_dir = run_dir_for(cfg, runs_dir)
     method = make_method(cfg, run_dir, device)
@@ -203,8 +203,6 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
         raise BadInput(f"--attack {attack_name}: trains reference models, which method {method.name} does not "
                        f"support (docs/methods.md)")
     if attack.needs_references:                            # a pool the dataset cannot give → BadInput
-        from .references import check_pool
-
         check_pool(cfg, method, attack.reference_pool, _population_size(attack))
     out_dir = attack_dir(run_dir, attack, cfg, target_name)
     cached = cached_result(run_dir, out_dir)
@@ -240,8 +238,6 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
             env.train_data, env.train_index = method.ctx.records(mem), mem
             refs_s = None
             if attack.needs_references:
-                from .references import build_references
-
                 t_ref = time.time()
                 env.references = build_references(cfg, method, target_name, records, n=int(attack.n_reference),
                                                    mode=attack.reference_pool,
@@ -324,8 +320,6 @@ def assemble_result(cfg, attack: Attack, method, target_name, records: Records, 
     else:
         arrays = {k: np.asarray(v) for k, v in out.arrays.items()}
     if out.images:
-        from ..metrics.plots import plot_image_grid
-
         for name, (images, labels_, nrow) in out.images.items():
             p = plot_image_grid(images, out_dir / f"{name}.png", nrow=nrow, labels=labels_)
             result.artifacts[name] = str(p)
@@ -350,8 +344,6 @@ def _membership_arrays(result: AttackResult, cfg, attack: Attack, target_name, r
         arrays[f"sweep_t{int(t)}"] = np.asarray(s, dtype=np.float64)
     for k, v in out.arrays.items():  # attack-specific aligned arrays (e.g. the raw statistic)
         arrays.setdefault(k, np.asarray(v))
-    from ..metrics.plots import plot_roc
-
     fixed = out.figures.get("t", out.figures.get("t_sec"))
     curves = {f"{attack.name}{'' if fixed is None else f' t={fixed}'} (fixed)": (scores, labels)}
     if result.sweep:

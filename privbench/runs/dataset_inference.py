@@ -19,6 +19,7 @@ from ..attacks.references import fixed_noise_losses
 from ..attacks.statistics import LOSS_STATISTIC, attack_distance, statistic_attack
 from ..core.errors import BadInput
 from ..metrics.set_inference import set_inference_test
+from .external import load_external_target
 
 DEFAULT_STATISTICS = ("loss", "pia", "sima")
 SHIFT_ALPHA = 0.05
@@ -39,8 +40,6 @@ def record_statistics(tgt, records, names, seed: int, batch_size: int = 256) -> 
 def infer_dataset(model_path, suspect, reference, *, statistics=DEFAULT_STATISTICS, seed: int = 0,
                   device="auto", arch=None, scheduler_config=None, use_ema: bool = True, dataset=None,
                   data_root=None) -> dict:
-    from .external import load_external_target
-
     names = [s.strip() for s in statistics if s.strip()]
     if not names:
         raise BadInput("--statistics: name at least one per-record statistic")

@@ -32,15 +32,16 @@ import torch
 
 from ..core.errors import BadInput, WorkFailed
 from ..core.io import atomic_write_json
+from ..models.unet import Denoiser
+from . import train as api
+from .store import read_config
 
 EXPORT_TOLERANCE = 1e-6
 
 
 def to_diffusers_unet(den):
     """A diffusers ``UNet2DModel`` computing exactly what privbench's Denoiser ``den`` computes (no extra input)."""
-    from diffusers import UNet2DModel
-
-    from ..models.unet import Denoiser
+    from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs
 
     if not isinstance(den, Denoiser):
         raise BadInput(f"export: the target's network is a {type(den).__name__}, not privbench's Denoiser")
@@ -58,7 +59,7 @@ def to_diffusers_unet(den):
 
 
 def _scheduler_of(tgt):
-    from diffusers import DDPMScheduler
+    from diffusers import DDPMScheduler  # lazy: diffusers (seconds to import) only when this runs
 
     s = tgt.schedule
     return DDPMScheduler(num_train_timesteps=int(s.num_timesteps), beta_start=float(s.beta_start),
@@ -81,9 +82,6 @@ def max_prediction_gap(tgt, unet, n: int = 8, seed: int = 0) -> float:
 
 def export_target(run_dir, target: str | None = None, out=None) -> dict:
     """Write ``target`` of a trained run to ``out`` in diffusers format; returns what was written."""
-    from . import train as api
-    from .store import read_config
-
     if out is None:
         raise BadInput("export: --out DIR is required")
     out = Path(out)
@@ -126,7 +124,7 @@ def export_target(run_dir, target: str | None = None, out=None) -> dict:
             unet.save_pretrained(str(tmp), safe_serialization=True)
             sched.save_pretrained(str(tmp))
         else:
-            from diffusers import DDPMPipeline
+            from diffusers import DDPMPipeline  # lazy: diffusers (seconds to import) only when this runs
 
             DDPMPipeline(unet=unet, scheduler=sched).save_pretrained(str(tmp), safe_serialization=True)
         atomic_write_json(tmp / "privbench_export.json", meta)

@@ -16,6 +16,7 @@ objects in memory; it writes nothing.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import time
@@ -30,10 +31,15 @@ from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split
 from ..core.config import Config, apply_preset, check_seed, config_hash, parse_set_args, set_key
 from ..core.errors import BadInput
 from ..core.io import atomic_write_json
-from ..core.registry import ATTACKS, PRESETS
+from ..core.registry import ATTACKS, DATASETS, PRESETS
+from ..data.base import load_dataset
+from ..data.captions import check_template, template_captions
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
-from .attack import assemble_result, make_attack, metrics_hash_dict, new_result
+from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
+from ..models.external import load_external, wrap
+from .attack import assemble_result, cached_result, make_attack, metrics_hash_dict, new_result
+from .external_references import build_external_references, load_recipe
 from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir, run_lock
 
@@ -124,8 +130,6 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
             raise BadInput(f"--split {split}: selects privbench's own [-1, 1] dataset records; --records-range "
                            f"{records_range} does not apply")
         mem_idx, non_idx = read_split(split)
-        from ..data.base import load_dataset
-
         data = load_dataset(dataset, data_root or None)  # once for both sets
         sets = []
         for what, idx in (("members", mem_idx), ("non-members", non_idx)):
@@ -265,8 +269,6 @@ class ExternalTarget:
 def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
     """The member/non-member shift check of the records (the blind baseline: do the records alone tell the two
     sets apart?); fewer folds for a handful of records, None below 2 of either."""
-    from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
-
     folds = min(DEFAULT_FOLDS, len(mem.x), len(non.x))
     if folds < 2:
         return None
@@ -287,17 +289,11 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
     A text-to-image target (:class:`~privbench.models.latent.LatentTarget`) takes records in pixel space with one
     caption each (given with the records, or ``caption`` — a template filled from their labels); they are
     encoded once by its VAE and conditioned on their caption's row (:func:`latent_records`)."""
-    from ..models.external import load_external
-
     external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
     check_range_name(records_range)
     if dataset:
-        from ..core.registry import DATASETS
-
         DATASETS.get(dataset)
     if caption is not None:
-        from ..data.captions import check_template
-
         check_template(caption)
     tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
                               device=device, name=target_name, lora=lora)
@@ -318,8 +314,6 @@ def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: s
 
 
 def captions_sha256(captions) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     for c in captions:
         h.update(str(c).encode("utf-8") + b"\0")
@@ -329,8 +323,6 @@ def captions_sha256(captions) -> str:
 def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> tuple[Records, list[str], Records]:
     """(latent records, captions, pixel records) of a text-to-image target: latents encoded once, each record's
     caption row as its ``y``; the target samples from the members' captions (memorization, in pixel space)."""
-    from ..data.captions import template_captions
-
     pixels = build_external_records(mem, non, None)  # overlap checks in pixel space
     caps = []
     for what, s in (("--members", mem), ("--nonmembers", non)):
@@ -353,8 +345,6 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
 def cached_external(run_dir: Path, *, say: bool = True) -> AttackResult | None:
     """The finished result of an external run directory, or None (not finished, unreadable, or its scores.npz
     missing or changed: :func:`privbench.runs.attack.cached_result`)."""
-    from .attack import cached_result
-
     return cached_result(Path(run_dir), Path(run_dir), say=say)
 
 
@@ -394,8 +384,6 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
                     train_index=records.index[records.labels == 1].tolist())
     ref_note = None
     if att.needs_references:
-        from .external_references import build_external_references
-
         env.references, provenance.references = build_external_references(
             ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
             runs_dir=runs_dir, device=tgt.device, dataset=ext.references.get("dataset"),
@@ -451,8 +439,6 @@ def external_reference_inputs(recipe_path, data_spec, records: Records | None = 
         return None
     if data_spec is None:
         raise BadInput("--reference-recipe needs --reference-data SPEC (the public records references train on)")
-    from .external_references import load_recipe
-
     x, y, _ = load_records(data_spec, dataset=dataset, data_root=data_root)
     if records is not None and shared_count(x, records.x):  # checked before any run directory is created
         raise BadInput(f"--reference-data {data_spec}: {shared_count(x, records.x)} records are also evaluation "
@@ -536,8 +522,6 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     folder for :func:`~privbench.models.external.load_external`) with
     members / non-members given as tensors, (images, labels) pairs or SPEC paths; ``settings`` are attack
     settings (``t=100``, ``p=2``, ``bootstrap=200``, ``batch_size=64`` ...). Writes nothing."""
-    from ..models.external import load_external, wrap
-
     tgt = load_external(target)[0] if isinstance(target, (str, Path)) else wrap(target)
     if tgt.capabilities.text_conditioned:
         raise BadInput("privbench.attack: text-to-image pipelines need captions with the records; use "

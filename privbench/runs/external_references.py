@@ -38,6 +38,7 @@ from ..core.errors import BadInput
 from ..core.io import atomic_write_json, sha256_file
 from ..core.yamlio import read_yaml
 from ..data.records_io import load_records, records_sha256, shared_count
+from ..models.external import load_external
 from .store import default_runs_dir, run_lock
 
 LOG = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def load_recipe(path) -> dict:
 
 def train_shipped(spec: dict, x: torch.Tensor, y: torch.Tensor | None, seed: int, out: Path, target) -> Path:
     """The shipped recipe: a diffusers UNet2DModel trained with the DDPM ε-loss on the target's schedule."""
+    # lazy: diffusers (seconds to import) only when this runs
     from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
 
     c, h, _ = x.shape[1:]
@@ -154,8 +156,6 @@ def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, se
                               device="cpu", dataset: str | None = None, data_root=None) -> tuple[ReferenceModels, dict]:
     """(ReferenceModels over ``ext.records``, provenance) — trains (or reuses) ``n`` references. ``dataset``,
     ``data_root``: where an ``.npy`` of dataset indices reads its records (the target's own)."""
-    from ..models.external import load_external
-
     tgt = ext.tgt
     x, y, prov = load_records(data_spec, image_shape=tgt.meta.get("shape"), dataset=dataset, data_root=data_root)
     y = y.long() if y is not None else torch.zeros(len(x), dtype=torch.long)

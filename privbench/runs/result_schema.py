@@ -109,7 +109,7 @@ class PrivacyClaim:
     @property
     def kind(self) -> str | None:
         """formal, conditional, claimed_by_paper or claimed_by_user (None: no ε at all)."""
-        from ..privacy.claims import claim_of
+        from ..privacy.claims import claim_of  # lazy: privacy.claims loads scipy; runs.result_schema does not
 
         c = claim_of(self.to_json())
         return c["kind"] if c else None

@@ -6,6 +6,7 @@ ranges), and runs the model-free shift check (:func:`privbench.metrics.split_shi
 from __future__ import annotations
 
 from ..core.errors import BadInput
+from ..core.registry import DATASETS
 from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
 from .external import build_external_records, load_member_sets
 
@@ -19,8 +20,6 @@ def check_split(members=None, nonmembers=None, *, split=None, dataset: str | Non
     if split is None and (members is None or nonmembers is None):
         raise BadInput("check-split needs --members SPEC and --nonmembers SPEC (or --split FILE with --dataset)")
     if dataset:
-        from ..core.registry import DATASETS
-
         DATASETS.get(dataset)
     mem, non = load_member_sets(members, nonmembers, None, dataset=dataset, data_root=data_root, split=split,
                                 records_range=records_range)

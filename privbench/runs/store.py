@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -157,8 +158,6 @@ def damaged_artefacts(run_dir: Path, done: dict | None = None) -> list[str]:
 
 def done_digest(done: dict) -> str:
     """One hash of a finished training's artefact record: results computed from the run carry it (``trained_from``)."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(done.get("sha256"), sort_keys=True).encode()).hexdigest()[:16]
 
 

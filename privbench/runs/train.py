@@ -19,6 +19,7 @@ from ..core.io import atomic_path, safe_name
 from ..core.registry import METHODS
 from ..data.base import load_dataset as _load_dataset
 from ..data.splits import config_client_split
+from ..metrics.plots import plot_image_grid
 from ..models import checkpoint as ckpt
 from ..models.method import Method, RunContext, resolve_device, run_partition
 from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
@@ -230,8 +231,6 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     images, labels = tgt.sample(n, y, seed=cfg.seed, sampler=cfg.sample.sampler, ddim_steps=cfg.sample.ddim_steps,
                                 batch_size=cfg.sample.batch_size)
     images = images.float().clamp(-1, 1) if tgt.clip_sample else images.float()
-    from ..metrics.plots import plot_image_grid
-
     out_path = Path(out) if out else run_dir / f"samples-{safe_name(tgt.name)}.png"
     plot_image_grid(images.clamp(-1, 1), out_path, labels=labels.tolist() if labels is not None else None)
     if npz:

@@ -17,7 +17,10 @@ from ..core.errors import BadInput
 from ..core.io import atomic_write_json, read_json_or_none, safe_name
 from ..core.seeding import sub_seed
 from ..data.splits import public_classes
-from ..metrics.utility import ReadOnce, class_fidelity, downstream_accuracy, precision_recall
+from ..metrics.extractor import train_cnn_extractor
+from ..metrics.utility import ReadOnce, class_fidelity, downstream_accuracy, load_classifier, precision_recall
+from .store import run_dir_for
+from .train import train
 
 UTILITY_VERSION = 1
 _TAG_SAMPLES = 0x0071
@@ -39,18 +42,12 @@ def private_classes(cfg, num_classes: int) -> list[int]:
 
 
 def _cnn(runs_dir, cfg):
-    from ..metrics.extractor import train_cnn_extractor
-    from ..metrics.utility import load_classifier
-
     return load_classifier(train_cnn_extractor(cfg.dataset, runs_dir, cfg.data.resolution, cfg.data.data_root or None))
 
 
 def measure_utility(cfg, runs_dir, device="auto", *, target: str | None = None, n_per_class: int = 50,
                     epochs: int = 30) -> dict:
     """Train (or load) the run, sample, measure, write and return the utility record (cached)."""
-    from .store import run_dir_for
-    from .train import train
-
     method = train(cfg, runs_dir, device)
     target = method.check_target(target)
     path = utility_path(run_dir_for(cfg, runs_dir), cfg, target, n_per_class, epochs)
