@@ -12,6 +12,7 @@ _install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
     """(images N×C×H×W float in [−1, 1], labels N long) in the dataset's fixed order."""
+    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_dataset as _ld
 
     return _ld(name, data_root, download)
@@ -19,6 +20,7 @@ def load_dataset(name: str, data_root: str | None = None, download: bool = False
 
 def load_target(run_dir, target: str | None = None, device: str = "auto"):
     """A trained run's Target: ``predict_noise(x_t, t, y=None)``, ``alphas_cumprod``, ``num_classes``."""
+    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_target as _lt
 
     return _lt(run_dir, target, device)
@@ -28,6 +30,7 @@ def wrap(unet_or_pipeline, scheduler=None, *, device=None, name: str = "model"):
     """A Target from a diffusers pipeline / ``UNet2DModel`` (or a pytorch-ddpm UNet) already in memory;
     ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM);
     ``device``: where the attacks run it (default: the model's own); ``name``: the target's name in results."""
+    # lazy: models.external imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .models.external import wrap as _wrap
 
     return _wrap(unet_or_pipeline, scheduler, device=device, name=name)
@@ -38,6 +41,7 @@ def attack(target, members, nonmembers, attack: str = "pia", **settings):
 
     ``members`` / ``nonmembers``: images N×C×H×W in [−1, 1], (images, labels), or a SPEC path; ``settings``:
     attack settings such as ``t=200``, ``bootstrap=1000``, ``seed=0``. Writes nothing."""
+    # lazy: runs.external imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.external import attack_in_memory
 
     return attack_in_memory(target, members, nonmembers, attack, **settings)
@@ -47,6 +51,7 @@ def __getattr__(name: str):
     """What a plug-in author needs, imported on first use (``import privbench`` stays light): the base classes
     ``Attack``, ``Method``, ``DPSGDAccountant``, ``LDPAccountant``, the registries and ``register_dataset``."""
     if name in _PLUGIN_API:
+        # lazy: at the top, `importlib` would be an attribute of the package (dir(privbench))
         import importlib
 
         return getattr(importlib.import_module(_PLUGIN_API[name], __name__), name)

@@ -14,13 +14,16 @@ import logging
 import os
 import re
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
-from .core.config import MAX_SEED, MAX_TIMESTEPS
+from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, build_config, config_hash, parse_set_args
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
+from .core.registry import ATTACKS, listing
+from .core.threads import configure_threads
 from .core.version import __version__
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
@@ -61,8 +64,8 @@ def common(f):
 
     @functools.wraps(f)
     def with_threads(*args, threads=None, **kwargs):
+        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
         from .core.distributed import env_world_size
-        from .core.threads import configure_threads
 
         if env_world_size() > 1 and f.__name__ != "train":
             raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
@@ -76,9 +79,8 @@ def common(f):
 
 
 def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
-    from .core.config import build_config, parse_set_args
-
     overrides = parse_set_args(sets)
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .data.user_records import is_records_path, register_records
 
     if is_records_path(dataset):  # --dataset PATH: the user's records (data/user_records.py)
@@ -219,8 +221,6 @@ class _Group(click.Group):
             if _is_out_of_memory(e):
                 _exit(EXIT_FAILED, "failed", f"out of memory ({_one_line(e)[:200]}); lower the batch or model sizes")
             if os.environ.get("PRIVBENCH_DEBUG") == "1":
-                import traceback
-
                 traceback.print_exc()
                 hint = ""
             else:
@@ -231,6 +231,7 @@ class _Group(click.Group):
 def _print_version(ctx, _param, value):
     if not value or ctx.resilient_parsing:
         return
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .core.provenance import version_line
 
     click.echo(version_line())
@@ -252,14 +253,10 @@ def main():
 def list_cmd(what, as_json):
     """What the registries hold, one line each (`keys`: every --set key; `list attacks` marks [text] the attacks
     that run on text-to-image targets, conditioned on each record's caption)."""
-    from .core.registry import listing
-
     # read from the registering files' source, not imported: `list` stays under a second (core/registry_source.py)
     regs = {"methods": "METHODS", "attacks": "ATTACKS", "datasets": "DATASETS", "presets": "PRESETS",
             "extractors": "FEATURE_EXTRACTORS", "accountants": "ACCOUNTANTS"}
     if what == "keys":
-        from .core.config import all_keys
-
         keys = all_keys()
         if as_json:
             _emit({"keys": [{"name": k, "type": t.__name__, "default": d, "description": h} for k, t, d, h in keys]},
@@ -272,8 +269,6 @@ def list_cmd(what, as_json):
     entries = {name: listing(regs[name]) for name in kinds}
     flags = {}
     if what == "attacks":  # the text-conditioning flag is the class's: import the attacks (only for `list attacks`)
-        from .core.registry import ATTACKS
-
         flags = {e.name: bool(e.factory.text_conditioning) for e in ATTACKS}
     if as_json:
         _emit({name: [{"name": n, "description": d,
@@ -298,6 +293,7 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 
     Under ``torchrun --nproc-per-node N -m privbench train …`` the N processes train one model with DDP (global
     batch and schedule as in the config; rank 0 writes the run and prints the result)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .core import distributed
     from .runs import train as api
 
@@ -333,6 +329,7 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, seed, device, runs_dir, sets,
            config_file, data_root, download, as_json):
     """Draw N samples from a trained target and write an image grid."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs import train as api
 
     sets = list(sets)
@@ -454,6 +451,7 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
                   dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
                   strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .privacy.claims import user_claim
     from .runs.external import attack_external
 
@@ -481,12 +479,14 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
     RUNS_DIR/external-<hash>/ that audit, report and check read)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table
     from .runs.attack import run_attack
 
     results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
         click.get_current_context().params, sets))
     if results is not None:
+        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
         from .reports.text import result_summary
 
         if len(results) == 1:
@@ -503,8 +503,8 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
 
 def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
     """``--attack pia,sima,lira`` → the labels, each checked before any attack runs (one line, exit 2)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .attacks.base import split_label
-    from .core.registry import ATTACKS
 
     names = [a.strip() for a in str(attack_name).split(",")]
     if not all(names):
@@ -518,11 +518,10 @@ def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
         cls.variant_overrides(values)
         used.update(cls.setting_names())
         if cfg is not None:
+            # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
             from .runs.attack import make_attack
 
             make_attack(cfg, a, strict=False)
-    from .core.config import parse_set_args
-
     explicit = getattr(cfg, "explicit", ()) if cfg is not None else [k for k, _ in parse_set_args(list(sets or ()))]
     unused = sorted(k for k in explicit if k.startswith("attack.") and k.split(".", 1)[1] not in used)
     if unused:  # with several attacks, a key must be a setting of at least one of them
@@ -532,7 +531,7 @@ def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
 
 def _combined_report(results: list[dict], runs_dir) -> dict:
     """The report of several attacks run by one command: every result in one table, one HTML/CSV report."""
-    from .core.config import config_hash
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .core.io import atomic_write_text
     from .reports import render_report
     from .reports.text import format_table
@@ -569,6 +568,7 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
     RUNS_DIR/external-<hash>/ run."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
@@ -613,7 +613,7 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, scheduler_config, ema, seed, device,
                   data_root, as_json):
     """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
-    from .core.threads import configure_threads
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.dataset_inference import infer_dataset as run
 
     configure_threads(None)
@@ -641,6 +641,7 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
 
     Exit 0 when no shift is detected, 1 when the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these
     records is then not evidence of leakage), 2 for bad input."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.split_check import check_split
 
     res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
@@ -662,6 +663,7 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
 @click.option("--json", "as_json", is_flag=True)
 def export_cmd(run_dir, target, out, as_json):
     """Write a trained target in diffusers format (pipeline folder; UNet + scheduler config if class-conditional)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.export import export_target
 
     res = export_target(run_dir, target, out)
@@ -685,6 +687,7 @@ def account():
 @click.option("--json", "as_json", is_flag=True)
 def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_json):
     """ε of one PFDM upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z under each analysis."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .privacy.ldp import account_ldp
 
     res = account_ldp(clip, t0, delta, epsilon=epsilon, steps=steps, beta_start=beta_start, beta_end=beta_end)
@@ -708,6 +711,7 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--json", "as_json", is_flag=True)
 def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
     """DP-SGD (Poisson-subsampled Gaussian) accounting."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .privacy.dpsgd import account_dpsgd
 
     if noise_multiplier is None and epsilon is None:
@@ -731,6 +735,7 @@ def audit(results, delta, confidence, as_json):
 
     Clopper–Pearson (threshold chosen on a split half) and one-run bounds, each with its assumption; a target
     whose lower bound exceeds its formal ε is flagged. RESULTS: run dirs, bench dirs or result.json files."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.audit import audit_results, format_audit
 
     res = audit_results(list(results), delta=delta, confidence=confidence)
@@ -780,8 +785,8 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
     if a cell failed (the others are kept)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .bench.runner import run_suite
-    from .core.threads import configure_threads
     from .reports.text import format_bench, write_bench_tables
 
     configure_threads(threads)
@@ -813,6 +818,7 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 @click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
 def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports import render_report
     from .reports.layout import parse_names
 
@@ -832,6 +838,7 @@ def check(gates, results, as_json):
 
     Exit 0 when every gate holds, 1 on a breach (each listed on stderr), 2 for bad input: a missing file,
     malformed YAML, an unknown metric, or a gate that matches no result (unless it says optional: true)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.gates import check_gates, skipped_optional
 
     breaches, n_checked = check_gates(gates, list(results))
