@@ -3,8 +3,11 @@ registries as the only source of method and attack names."""
 from __future__ import annotations
 
 import ast
+import io
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -81,6 +84,76 @@ def test_no_private_name_is_imported_from_another_package():
                     if alias.name.startswith("_") and not alias.name.startswith("__") and theirs != mine:
                         bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from {src}")
     assert not bad, "\n".join(bad)
+
+
+#: a comment that is only a linter directive gives no reason
+_DIRECTIVE = re.compile(r"#\s*(noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^\]]*\])?|pragma:.*)\s*")
+
+
+def _reasons(source: str) -> dict[int, bool]:
+    """Line number → True for a line that is only a comment, False for code with a trailing comment (linter
+    directives alone do not count)."""
+    out = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and not _DIRECTIVE.fullmatch(tok.string.strip()):
+            out[tok.start[0]] = tok.line[:tok.start[1]].strip() == ""
+    return out
+
+
+def _function_level_imports(tree: ast.AST):
+    """(import, first import of its block) for every import statement inside a function; a block is a run of
+    consecutive import statements in one body (blank lines between them allowed)."""
+
+    def walk(node: ast.AST, in_function: bool):
+        for _field, value in ast.iter_fields(node):
+            first = None
+            for child in value if isinstance(value, list) else [value]:
+                if not isinstance(child, ast.AST):
+                    continue
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    first = first or child
+                    if in_function:
+                        yield child, first
+                else:
+                    first = None
+                yield from walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    yield from walk(tree, False)
+
+
+def _imports_without_reason(source: str, filename: str = "<string>") -> list[ast.stmt]:
+    """The function-level imports of ``source`` with no comment on their own line(s), on the line directly above,
+    or directly above the block of consecutive imports they belong to."""
+    comments = _reasons(source)
+    return [node for node, first in _function_level_imports(ast.parse(source, filename=filename))
+            if not any(line in comments for line in range(node.lineno, node.end_lineno + 1))
+            and comments.get(node.lineno - 1) is not True and comments.get(first.lineno - 1) is not True]
+
+
+@pytest.mark.parametrize("source, unexplained", [
+    ("import os\ndef f():\n    import torch\n", ["import torch"]),
+    ("def f():\n    import torch  # lazy: torch\n", []),
+    ("def f():\n    # lazy: torch and sklearn\n    import torch\n\n    import sklearn\n    x = 1\n    import os\n",
+     ["import os"]),
+    ("def f():\n    x = 1  # a comment about x\n    import torch\n", ["import torch"]),
+    ("def f():\n    import torch  # noqa: F401\n", ["import torch"]),
+    ("class A:\n    def f(self):\n        if x:\n            from a import (b,  # lazy: b\n                c)\n", []),
+    ("class A:\n    import os\n", []),
+])
+def test_the_reason_check_reads_comments_as_documented(source, unexplained):
+    assert [ast.unparse(n) for n in _imports_without_reason(source)] == unexplained
+
+
+def test_function_level_imports_say_why():
+    """An import inside a function (lazy: torch, diffusers, sklearn, an optional extra, a name tests patch, ...)
+    carries its reason in a comment: on its own line(s), on the line directly above, or directly above the block of
+    consecutive imports it belongs to. Anything that need not be lazy is imported at the top of its module
+    (issue 23)."""
+    bad = [f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}"
+           for path in sorted(PKG.rglob("*.py"))
+           for node in _imports_without_reason(path.read_text(), str(path))]
+    assert not bad, ("function-level imports without a reason (import them at the top of the module, or say in a "
+                     "comment why they are lazy):\n" + "\n".join(bad))
 
 
 def _registered():
