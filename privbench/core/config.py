@@ -382,6 +382,7 @@ def _hash_layout(d: dict) -> dict:
 def moved_key(key: str, where: str) -> str:
     """``key`` under its current name: a moved key's new name, with a deprecation line once per key (``where``: the
     input that named it, e.g. ``--set``)."""
+    load_builtins()  # the moves are declared by the registering modules (data/splits.py)
     new = MOVED_KEYS.get(key)
     if new is None:
         return key
@@ -395,6 +396,7 @@ def moved_key(key: str, where: str) -> str:
 def migrate_config_dict(d: dict) -> dict:
     """A stored config (a run's config.yaml) in the current layout: each moved key's value under its new name
     (a value already under the new name wins). ``d`` itself is not changed."""
+    load_builtins()  # the moves are declared by the registering modules (data/splits.py)
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
     for old, new in MOVED_KEYS.items():
         old_sec, _, old_name = old.partition(".")

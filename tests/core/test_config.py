@@ -172,3 +172,16 @@ def test_old_client_keys_read_from_a_config_file_and_a_stored_config(tmp_path, p
     # an explicit new key wins over the old one in the same stored file
     stored["clients"] = {"n_clients": 3}
     assert C.config_from_dict(stored).clients.n_clients == 3
+
+
+def test_a_fresh_process_reads_old_client_keys_before_any_registry_is_loaded():
+    # the moves are declared by data/splits.py: a reader that runs first (a report over an old run store) must still
+    # see them
+    import subprocess
+    import sys
+
+    code = ("from privbench.core.config import migrate_config_dict, moved_key\n"
+            "d = migrate_config_dict({'method': 'pfdm', 'dataset': 'digits', 'pfdm': {'n_clients': 3}})\n"
+            "print(d['clients']['n_clients'], moved_key('pfdm.imbalance', '--set'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["3", "clients.imbalance"]
