@@ -69,9 +69,9 @@ _GRAD_BUDGET = 50_000_000
 def gradient_features(target, records: Records, timesteps: list[int], *, variant: int, seed: int,
                       batch_size: int) -> np.ndarray:
     """(n_records, n_parameter_tensors) GSA features of ``records`` under ``target``'s network."""
-    if not target.capabilities.white_box:
-        raise BadInput(f"gsa needs white-box access to one network; target {target.name!r} composes several "
-                       f"(its predictions are not one model's)")
+    reason = GSA.refusal(target.capabilities)  # the runners ask it of the target; reference models come here only
+    if reason:
+        raise BadInput(f"gsa {reason} (target {target.name!r})")
     model = target.model
     device = target.device
     ac = target.alphas_cumprod.to(device)
