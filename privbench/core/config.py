@@ -115,6 +115,13 @@ class TrainConfig:
     warmup: int = setting(100, lo=0, help="linear LR warm-up steps")
     grad_clip: float = setting(1.0, lo=0.0, help="global grad-norm clip (0 = off)")
     ema_decay: float = setting(0.999, lo=0.0, hi=1.0, hi_open=True)
+    # a fine-tune or a DP-SGD run is short (hundreds of steps): at decay 0.999 its released EMA would still be
+    # mostly the network it started from. The methods that cap their EMA (models/loop.ema_capped) name this key in
+    # their config_keys, so it is in their hash at every value; for the others only when set off the default
+    ema_start_weight: float = setting(0.01, lo=0.0, hi=1.0, lo_open=True, hashed_at_default=False,
+                                      help="largest weight the released EMA keeps on the network a capped run "
+                                           "starts from (DP-SGD runs, fine-tunes, federated clients): decay <= "
+                                           "w^(1/steps); 1 = no cap")
     checkpoint_every: int = setting(1000, lo=1)
     log_every: int = setting(100, lo=1)
     # precision changes the numbers, so it enters the config hash, but only when set off its default (runs
@@ -331,6 +338,11 @@ class Config:
         (``config_keys``: "section" or "section.key"), minus every ``training=False`` field. So attack or
         sampling settings never force a retrain, and e.g. a pfdm default change never re-keys a dpdm run."""
         d = self.to_dict()
+        keys = _method_config_keys(self.method)
+        # a key a method names explicitly is hashed at every value, its default included
+        hashed = {k for k in keys or () if "." in k}
+        if self.train.init != "scratch":  # a fine-tune caps its EMA (models/loop.ema_capped)
+            hashed.add("train.ema_start_weight")
         for name in list(d):
             if name in TOP_LEVEL:
                 continue
@@ -340,12 +352,12 @@ class Config:
             for f in fields(_section_cls(name)):
                 if not f.metadata.get("training", True):
                     d[name].pop(f.name, None)
-                elif not f.metadata.get("hashed_at_default", True) and d[name].get(f.name) == _default(f):
+                elif (not f.metadata.get("hashed_at_default", True) and d[name].get(f.name) == _default(f)
+                      and f"{name}.{f.name}" not in hashed):
                     d[name].pop(f.name, None)
         d.pop("preset")
         if d.get("train", {}).get("precision") == "fp32":  # the default: runs from before the setting keep their hash
             d["train"].pop("precision")
-        keys = _method_config_keys(self.method)
         if keys is None:  # a method that does not say what it reads: every training section counts
             return _hash_layout(d)
         out = {k: d[k] for k in ("method", "dataset", "seed", *BASE_SECTIONS)}

@@ -52,7 +52,7 @@ from ..core.mechanisms import (
 from ..core.seeding import step_generator
 from .debug import debug_log, debug_path
 from .grad_sample import PerSampleGrads
-from .loop import StepStrategy, Summary, train_loop
+from .loop import StepStrategy, Summary, ema_capped, train_loop
 
 # --------------------------------------------------------------------------------------------- the plan
 
@@ -246,13 +246,14 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
     Each step draws the Poisson sample (indices into the N records) from the step's generator and calls
     ``step_fn(step, idx, generator)``, which returns the gradient to apply to each trainable parameter of
     ``model`` (already privatized) and a dict of statistics (``loss``, ``clipped``…: data-dependent, written to
-    ``debug/<name>.log`` only). The loop then does the Adam step and the EMA update, logs, checkpoints
+    ``debug/<name>.log`` only). The loop then does the Adam step and the EMA update (decay capped by
+:func:`~privbench.models.loop.ema_capped`: the released model is not its starting point), logs, checkpoints
     ``<name>.*`` (with ``extra_modules`` and ``extra_optims``, e.g. a discriminator) and resumes from an existing
     checkpoint. Under ``plan.noise_source == "secure"`` the step's generator is seeded from OS entropy and the
     Poisson sample is drawn from OS entropy (the subsampling analysis assumes nobody knows who was sampled).
     """
     strategy = DPSGDStep(plan, step_fn, extra_modules=extra_modules, extra_optims=extra_optims, meta=meta)
-    return train_loop(model, strategy, tcfg, ckpt_dir, name=name, seed=seed, device=device, steps=plan.steps,
+    return train_loop(model, strategy, ema_capped(tcfg, plan.steps), ckpt_dir, name=name, seed=seed, device=device, steps=plan.steps,
                       desc=desc)
 
 

@@ -1,8 +1,6 @@
-"""What the federated methods share: the ``fed`` config section, the client-split checks, client targets and the
-EMA cap of short client runs."""
+"""What the federated methods share: the ``fed`` config section, the client-split checks and client targets."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ..core.config import register_section, setting
@@ -23,15 +21,6 @@ register_section("fed", FedConfig, presets={
     "test": {"rounds": 2, "local_steps": 5, "local_only_steps": 10},
     "small": {"rounds": 25, "local_steps": 400, "local_only_steps": 10000},
     "paper": {"rounds": 100, "local_steps": 1000, "local_only_steps": 100_000}})
-
-
-def ema_capped(tcfg, total_steps: int, init_weight: float = 0.01):
-    """``tcfg`` with the EMA decay capped so that after ``total_steps`` steps the initial (random) weights keep
-    at most ``init_weight`` of the average: decay ≤ init_weight^(1/steps). Runs long enough for
-    ``train.ema_decay`` (e.g. 0.999 over ≥ 4600 steps) are unchanged. Without the cap, a 800-step client run
-    with decay 0.999 would sample from an EMA that is still 45 % random initialisation."""
-    cap = init_weight ** (1.0 / max(1, int(total_steps)))
-    return dataclasses.replace(tcfg, ema_decay=min(tcfg.ema_decay, cap))
 
 
 def parse_client_target(name: str, prefix: str) -> int | None:

@@ -56,6 +56,7 @@ from ..core.io import atomic_write_json, path_lock, read_json_or_none
 from ..core.seeding import step_generator
 from ..data.captions import check_template, template_captions
 from .latent import CaptionTable, LatentTarget, load_sd_pipeline, vae_latents
+from .loop import ema_capped
 from .public_init import public_hash
 from .trainable import apply_trainable
 from .training import TrainData, diffusion_loss, is_trained, train_denoiser
@@ -401,7 +402,8 @@ def finetune_plain(ctx, name: str = "model") -> dict:
     z, rows = member_latents(ctx, base)
     ctx.log(f"[{name}] fine-tuning the text-to-image UNet on {len(z)} members: trains {trained['trainable']} "
             f"({trained['n_trainable']:,} of {trained['n_total']:,} parameters), {cfg.train.steps} steps")
-    ema = train_denoiser(net, TrainData(z, rows), ctx.schedule.alphas_cumprod(), cfg.train, ctx.ckpt_dir, name=name,
+    ema = train_denoiser(net, TrainData(z, rows), ctx.schedule.alphas_cumprod(), ema_capped(cfg.train, cfg.train.steps),
+                         ctx.ckpt_dir, name=name,
                          seed=cfg.seed, device=ctx.device, desc=f"fine-tune {cfg.method}",
                          loss_fn=dropout_loss(float(cfg.t2i.caption_dropout)))
     export_finetuned(ctx.run_dir, ema, pre)

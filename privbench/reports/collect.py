@@ -236,6 +236,20 @@ _VERIFIED_METRICS = ("auc", "asr", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr")
 _TOL = 1e-9
 
 
+def released_start_weight(run_dir: Path) -> float | None:
+    """The largest weight a network of the run keeps on the network it started from (its checkpoints' manifests,
+    written by the training loop: ``ema_decay ** steps``); None when no manifest records it."""
+    weights = []
+    for path in sorted((Path(run_dir) / "checkpoints").glob("*.state.json")):
+        try:
+            w = json.loads(path.read_text()).get("ema_start_weight")
+        except (OSError, ValueError, AttributeError):  # an unreadable manifest records nothing
+            continue
+        if isinstance(w, (int, float)) and not isinstance(w, bool):
+            weights.append(float(w))
+    return max(weights) if weights else None
+
+
 def verify_result(r: Result) -> None:
     """Believe a result only once its files agree with it (``check``, ``report`` and ``audit`` call this).
 

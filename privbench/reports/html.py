@@ -24,7 +24,7 @@ from ..core.provenance import git_info, version
 from ..core.registry import METHODS
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
-from .collect import Result
+from .collect import Result, released_start_weight
 from .figures import grid_columns, write_roc_figures
 from .order import target_rank
 from .present import (
@@ -249,6 +249,7 @@ def _runs(tables: Tables) -> list[dict]:
         out.append({"run": r.run_dir.name, "method": r.method_label, "dataset": r.dataset, "preset": r.preset,
                     "seed": r.seed, "config_hash": r.config_hash, "train_steps": tr.get("steps"),
                     "n_members": (cfg.get("data") or {}).get("n_members"),
+                    "ema_start_weight": released_start_weight(r.run_dir),
                     "settings": _provenance_settings(r.method, cfg)})
     return out
 

@@ -40,7 +40,7 @@ from ..privacy.compare import (
 )
 from .cells import ci, num, resolvable
 from .cells import metric_value as cell_value
-from .collect import Result, role_of
+from .collect import Result, released_start_weight, role_of
 from .order import attack_rank, method_rank, target_rank
 
 CONFIDENCE = 0.95
@@ -436,6 +436,7 @@ class Tables:
             rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                          "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
                          "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
+                         "ema_start_weight": released_start_weight(r.run_dir),
                          "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),
                          "device": (r.get("timing") or {}).get("device"),
                          "attack_s": (r.get("timing") or {}).get("attack_s")})

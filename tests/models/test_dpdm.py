@@ -176,3 +176,29 @@ def test_attack_result_carries_privacy(dpdm_run, runs_dir):
     p = res["privacy"]
     assert res["target"] == "model" and p["epsilon"] <= 10 and "DP-SGD" in p["basis"]
     assert 0 <= res["metrics"]["auc"] <= 1
+
+
+def test_a_short_dp_run_releases_a_model_that_moved_from_its_start(runs_dir):
+    """A 200-step DP-SGD run at the default train.ema_decay (0.999) would release an EMA that keeps 0.999^200 = 82 %
+    of its starting weights; the capped EMA (models/loop.ema_capped) keeps ≤ train.ema_start_weight of it, so the
+    released weights move from the start by about what the raw iterate moves, and the checkpoint records the weight."""
+    from privbench.models import checkpoint as ckpt
+    from privbench.runs import train as api
+
+    cfg = train_cfg("dpdm", "test", train__steps=200, train__checkpoint_every=200, train__log_every=100)
+    m = api.train(cfg, runs_dir, "cpu")
+    start = m.ctx.initial_denoiser()
+    raw, ema = m.ctx.new_denoiser(), m.ctx.new_denoiser()
+    ckpt.load_checkpoint_modules(m.ctx.ckpt_dir, "model", {"model": raw, "ema": ema}, "cpu")
+
+    @torch.no_grad()
+    def moved(net):
+        num = sum(float((p - q).pow(2).sum()) for p, q in zip(net.parameters(), start.parameters()))
+        den = sum(float(q.pow(2).sum()) for q in start.parameters())
+        return (num / den) ** 0.5
+
+    assert moved(raw) > 0.05
+    assert moved(ema) > 0.5 * moved(raw), (moved(ema), moved(raw))  # uncapped: ≈ 0.08 of the raw iterate's move
+    state = json.loads((m.ctx.ckpt_dir / "model.state.json").read_text())
+    assert state["ema_start_weight"] == pytest.approx(0.01, rel=1e-6)
+    assert state["ema_decay"] == pytest.approx(0.01 ** (1 / 200))

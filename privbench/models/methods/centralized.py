@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...core.registry import METHODS
+from ..loop import ema_capped
 from ..method import Method
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 
@@ -21,7 +22,10 @@ class Centralized(Method):
         x, y = self.training_data()
         data = TrainData(x.to(ctx.device), y.to(ctx.device) if ctx.num_classes else None)
         ctx.log(f"[model] training on {len(x)} member records, {self.cfg.train.steps} steps")
-        train_denoiser(ctx.initial_denoiser(), data, ctx.schedule.alphas_cumprod(), self.cfg.train, ctx.ckpt_dir,
+        tcfg = self.cfg.train
+        if tcfg.init != "scratch":  # a fine-tune of the public pre-training: its EMA must not release the start
+            tcfg = ema_capped(tcfg, tcfg.steps)
+        train_denoiser(ctx.initial_denoiser(), data, ctx.schedule.alphas_cumprod(), tcfg, ctx.ckpt_dir,
                        name="model", seed=self.cfg.seed, device=ctx.device, desc="train centralized")
 
     def load_target(self, name=None):

@@ -45,7 +45,7 @@ class DPTextToImage(MemberDPSGD, Method):
     default_target = "model"
     private = True
     report_order = 25
-    config_keys = ("t2i", "dp")
+    config_keys = ("t2i", "dp", "train.ema_start_weight")
     provenance_keys = ("t2i.trainable", "t2i.caption")
     reference_models = False  # its references would need the latent query path (not implemented)
     text_conditional = True

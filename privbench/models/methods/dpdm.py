@@ -47,7 +47,7 @@ class DPDM(MemberDPSGD, Method):
     default_target = "model"
     private = True
     report_order = 20
-    config_keys = ("dp",)
+    config_keys = ("dp", "train.ema_start_weight")
 
     def train(self) -> None:
         ctx, cfg = self.ctx, self.cfg

@@ -71,7 +71,7 @@ from ..dp_sgd import (
     write_privacy,
 )
 from ..grad_sample import PerSampleGrads, frozen
-from ..loop import train_loop
+from ..loop import ema_capped, train_loop
 from ..method import Method, run_partition
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 
@@ -184,7 +184,7 @@ class DPSAD(Method):
     private = True
     report_order = 30
     target_order = ("student", "teacher")
-    config_keys = ("dp", "dpsad")
+    config_keys = ("dp", "dpsad", "train.ema_start_weight")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -302,8 +302,8 @@ class DPSAD(Method):
         ctx.log(f"[student] DP-SAD ({self.mode} mode, teacher_data={self.teacher_data}) on {plan.n_records} members: "
                 f"q={plan.sample_rate:g}, {plan.steps} steps, sigma={plan.noise_multiplier:.4f} ({plan.accountant}), "
                 f"C={plan.max_grad_norm:g}, lambda={step.lam:g}, delta={plan.delta:g}, noise {plan.noise_source}")
-        train_loop(student, step, cfg.train, ctx.ckpt_dir, name="student", seed=cfg.seed, device=dev,
-                   steps=plan.steps, desc=f"train dpsad student ({self.mode})")
+        train_loop(student, step, ema_capped(cfg.train, plan.steps), ctx.ckpt_dir, name="student", seed=cfg.seed,
+                   device=dev, steps=plan.steps, desc=f"train dpsad student ({self.mode})")
         write_privacy(ppath, plan, mode=self.mode, teacher_data=self.teacher_data,
                       n_public=self.n_public() if xp is not None else 0)
 

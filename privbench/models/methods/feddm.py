@@ -6,7 +6,7 @@ weights by the average of the clients' weights, weighted by client size n_m / Σ
 local loss gets the FedProx term μ/2·‖w − w_global‖².
 
 The target ``global`` uses a server-side EMA of the averaged weights, updated once per round with decay
-``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`privbench.models.federated.ema_capped` over the rounds × local_steps.
+``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`privbench.models.loop.ema_capped` over the rounds × local_steps.
 The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``); the per-client
 checkpoints of a round are removed once its average is saved, so an interrupted run resumes at the last
 finished round (or inside the interrupted round, client by client).
@@ -21,7 +21,8 @@ import torch
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
 from .. import checkpoint as ckpt
-from ..federated import FederatedMethod, ema_capped
+from ..federated import FederatedMethod
+from ..loop import ema_capped
 from ..training import TrainData, diffusion_loss, load_ema, train_denoiser
 
 _TAG_FED = 0xFEDA

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ...core.registry import METHODS
 from ...core.seeding import sub_seed
-from ..federated import FederatedMethod, ema_capped
+from ..federated import FederatedMethod
+from ..loop import ema_capped
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unit_pool import TrainUnit, train_units
 

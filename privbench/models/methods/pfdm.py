@@ -47,7 +47,8 @@ from ...core.registry import METHODS
 from ...core.schedule import t0_to_model_t
 from ...core.seeding import sub_seed
 from ..debug import debug_log
-from ..federated import FederatedMethod, ema_capped, parse_client_target
+from ..federated import FederatedMethod, parse_client_target
+from ..loop import ema_capped
 from ..public_init import load_into, pretrained_denoiser
 from ..target import Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser

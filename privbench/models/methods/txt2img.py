@@ -15,7 +15,7 @@ class TextToImage(Method):
                    "pre-training, non-private fine-tuning on the members (target: model)")
     default_target = "model"
     report_order = 45
-    config_keys = ("t2i",)
+    config_keys = ("t2i", "train.ema_start_weight")
     provenance_keys = ("t2i.trainable", "t2i.caption")
     reference_models = False  # its references would need the latent query path (not implemented)
     text_conditional = True
