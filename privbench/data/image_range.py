@@ -8,8 +8,9 @@ declare or reveal their range (``--records-range``):
 * ``0:1`` — mapped by 2x − 1;
 * ``-1:1`` — used as they are;
 * ``auto`` (default) — uint8 → ``0:255``; float values with a negative one (beyond −1e-4) inside [−1, 1] →
-  ``-1:1``; float values in [0, 255] with one above 1 → ``0:255``; float values all inside [0, 1] cannot be told
-  apart (a [0, 1] set, or a [−1, 1] set without a negative pixel) and are refused, as is anything else.
+  ``-1:1``; float values in [0, 255] with a maximum ≥ 128 → ``0:255``; float values all inside [0, 1] cannot be
+  told apart (a [0, 1] set, or a [−1, 1] set without a negative pixel) and are refused, as are floats above 1 whose
+  maximum stays below 128 (sklearn's raw 0..16 digits: read as 8-bit they would all be near black) and anything else.
 
 A declared range is checked against the values (tolerance 1e-4). Members and non-members must share their encoding
 (uint8 / float) and range (:func:`check_same_encoding`): a set scaled differently from the other is separable
@@ -27,6 +28,10 @@ from ..core.errors import BadInput
 RANGES = ("auto", "-1:1", "0:1", "0:255")
 #: slack on the range bounds (float rounding of a rescaled image)
 TOLERANCE = 1e-4
+#: under ``auto``, float records whose maximum is below this are not taken for 8-bit values: a set of real 8-bit
+#: images with no pixel brighter than half-white is rare, while a 0..16 (sklearn's raw digits) or 0..100 scale read
+#: as 0..255 squeezes every record into the dark end and hides a memorising model's leak
+EIGHT_BIT_MIN_MAX = 128.0
 #: the channel counts an image array may have (gray, RGB, RGBA)
 CHANNEL_COUNTS = (1, 3, 4)
 
@@ -76,6 +81,11 @@ def infer_float_range(lo: float, hi: float, spec) -> str:
         raise BadInput(f"{spec}: float images all lie in [0, 1] (found [{lo:.3g}, {hi:.3g}]): [0, 1] records (as "
                        f"torchvision's ToTensor gives) or [-1, 1] records without a negative pixel cannot be told "
                        f"apart; give --records-range 0:1 or -1:1")
+    elif hi < EIGHT_BIT_MIN_MAX:
+        raise BadInput(f"{spec}: float images span [{lo:.3g}, {hi:.3g}]: above [0, 1] but with no value near 8-bit "
+                       f"white (max < {EIGHT_BIT_MIN_MAX:g}), so not read as 0..255 (sklearn's raw digits are 0..16: "
+                       f"divide by 16 and give --records-range 0:1); if they are 8-bit values, give --records-range "
+                       f"0:255")
     elif hi <= 255 + TOLERANCE:
         return "0:255"
     raise BadInput(f"{spec}: float images span [{lo:.3g}, {hi:.3g}], inside none of [-1, 1], [0, 1], [0, 255]; "

@@ -54,6 +54,31 @@ _CHUNK_CELLS = 2_000_000
 # ----------------------------------------------------------------------------------------------------------
 # validation and naming
 
+# the membership metrics that are a TPR at a fixed FPR, with that FPR
+FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
+FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
+
+
+def resolvable(metric: str, n_nonmembers: Any) -> bool:
+    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n): with n non-members the smallest
+    non-zero FPR is 1/n, so "TPR at FPR ≤ x" for x < 1/n is the TPR at zero false positives. Unknown counts are
+    not refused."""
+    if metric not in FPR_OF or n_nonmembers is None:
+        return True
+    try:
+        n = int(n_nonmembers)
+    except (TypeError, ValueError):
+        return True
+    return n * FPR_OF[metric] >= 1 - 1e-9
+
+
+def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
+    need = math.ceil(1 / FPR_OF[metric] - 1e-9)
+    return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "
+            f"with {int(n_nonmembers)}, so its smallest non-zero FPR is 1/{int(n_nonmembers)} = "
+            f"{100 / int(n_nonmembers):.2g}%")
+
+
 
 def _check_fpr(fpr: Any, name: str = "fpr") -> float:
     try:

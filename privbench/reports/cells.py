@@ -13,15 +13,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..metrics.roc import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the rule's home
 from ..privacy.claims import as_number
 
 NONE_TEXT = "–"
 NA_TEXT = "n/a"
 INF_TEXT = "∞"
 
-# the membership metrics that are a TPR at a fixed FPR, with that FPR
-FPR_OF = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0_1pct_fpr": 0.001}
-FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
 
 
 def _missing(v: Any) -> bool:
@@ -67,24 +65,6 @@ def ci(c: Any, nd: int = 2) -> str:
     if _missing(c) or not c or _missing(c[0]) or _missing(c[1]):
         return ""
     return f"[{float(c[0]):.{nd}f}, {float(c[1]):.{nd}f}]"
-
-
-def resolvable(metric: str, n_nonmembers: Any) -> bool:
-    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n). Unknown counts are not refused."""
-    if metric not in FPR_OF or n_nonmembers is None:
-        return True
-    try:
-        n = int(n_nonmembers)
-    except (TypeError, ValueError):
-        return True
-    return n * FPR_OF[metric] >= 1 - 1e-9
-
-
-def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
-    need = math.ceil(1 / FPR_OF[metric] - 1e-9)
-    return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "
-            f"with {int(n_nonmembers)}, so its smallest non-zero FPR is 1/{int(n_nonmembers)} = "
-            f"{100 / int(n_nonmembers):.2g}%")
 
 
 def metric_text(metrics: dict, metric: str, n_nonmembers: Any, nd: int = 3) -> str:

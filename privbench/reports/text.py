@@ -141,6 +141,11 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
             out.write(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
                       f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})\n")
     for r in results:
+        rr = r.get("records_range") or {}
+        if rr.get("range"):  # an outside target's records: the pixel range decides its scores
+            out.write(f"  records of {r['method']}/{r['target']}: range {rr['range']} ({rr.get('encoding', '?')}; "
+                      f"--records-range {rr.get('requested', 'auto')})\n")
+    for r in results:
         if r.get("tpr_rule") == "lt":
             out.write(f"  TPR of {r['attack']}: at FPR < x (metrics.tpr_rule=lt, Carlini et al.'s LiRA code), not <= x\n")
     for r in results:

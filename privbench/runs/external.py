@@ -36,6 +36,7 @@ from ..data.base import load_dataset
 from ..data.captions import check_template, template_captions
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
+from ..metrics.roc import FPR_OF, resolvable, unresolvable_reason
 from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
 from ..models.external import load_external, wrap
 from .attack import assemble_result, cached_result, make_attack, metrics_hash_dict, new_result
@@ -467,7 +468,21 @@ class InMemoryResult:
 
     @property
     def metrics(self) -> dict:
-        return self.result.metrics
+        """The result's metrics, with each TPR at an FPR the non-member count cannot resolve (FPR < 1/n) as None,
+        and its CI too, as every table, report and gate shows it (n/a; the reason: :attr:`unresolved`);
+        ``result.metrics`` keeps the computed numbers."""
+        m = dict(self.result.metrics)
+        gone = self.unresolved
+        if gone:
+            m["ci95"] = {k: (None if k in gone else v) for k, v in (m.get("ci95") or {}).items()}
+            m.update({k: None for k in gone})
+        return m
+
+    @property
+    def unresolved(self) -> dict[str, str]:
+        """metric → why it is n/a (a TPR at an FPR below 1/non-members)."""
+        n = self.result.n_nonmembers
+        return {k: unresolvable_reason(k, n) for k in FPR_OF if k in self.result.metrics and not resolvable(k, n)}
 
     @property
     def calibrated(self) -> dict | None:
@@ -492,6 +507,7 @@ class InMemoryResult:
     def __repr__(self) -> str:
         m = self.metrics
         shown = {k: round(v, 4) for k, v in m.items() if isinstance(v, float)}
+        shown.update({k: "n/a" for k in self.unresolved})
         return f"InMemoryResult({self.attack}, {shown})"
 
 

@@ -41,7 +41,12 @@ def test_api_attack_on_a_native_target_matches_the_runner(runs_dir):
     assert res.metrics["auc"] == native["metrics"]["auc"]
     # the typed result a run writes, with the runner's fields where they overlap; nothing written, so no paths
     r = res.result
-    assert isinstance(r, AttackResult) and r.metrics is res.metrics and r.calibrated is res.calibrated
+    assert isinstance(r, AttackResult) and r.metrics["auc"] == res.metrics["auc"] and r.calibrated is res.calibrated
+    # a TPR the non-members cannot resolve is None in Python, as n/a everywhere else; the result keeps the number
+    assert r.n_nonmembers < 100 and res.metrics["tpr_at_1pct_fpr"] is None
+    assert res.metrics["ci95"]["tpr_at_1pct_fpr"] is None and res.metrics["ci95"]["auc"] is not None
+    assert "needs at least 100 non-members" in res.unresolved["tpr_at_1pct_fpr"]
+    assert isinstance(r.metrics["tpr_at_1pct_fpr"], float) and "n/a" in repr(res)
     assert (r.attack, r.label, r.kind, r.n_members, r.n_nonmembers, r.threat_model, r.tpr_rule) == \
         (native.attack, native.label, native.kind, native.n_members, native.n_nonmembers, native.threat_model, None)
     assert (r.run_dir, r.scores_path, r.attack_hash, r.method) == (None, None, None, "external")

@@ -99,6 +99,9 @@ def test_cli_range_in_result_and_mixed_encodings_refused(tmp_path, pipe):
     on_disk = json.loads((Path(res["scores_path"]).parent / "result.json").read_text())
     assert on_disk["records_range"]["encoding"] == "float"
     assert on_disk["split_check"]["shift"] is False and 0 <= on_disk["split_check"]["auc"] <= 1
+    code, out, _ = cli(*[a for a in base if a != "--json"], "--members", tmp_path / "m01.npz", "--nonmembers",
+                       tmp_path / "n01.npz", "--records-range", "0:1")
+    assert code == 0 and "range 0:1 (float; --records-range 0:1)" in out  # the table says which range was used
     code, _, err = cli("attack", "--method", "centralized", "--attack", "loss", "--records-range", "0:1")
     assert code == 2 and "--records-range" in err and "need --model" in err
 
@@ -125,3 +128,22 @@ def test_attack_model_runs_the_shift_check(tmp_path, pipe):
     assert "Member/non-member shift check" in page and "shift: not evidence of leakage" in page
     assert "SHIFT: not evidence of leakage" in (tmp_path / "rep" / "tables.md").read_text()
     assert "True" in (tmp_path / "rep" / "split_check.csv").read_text()
+
+
+def test_raw_sklearn_digits_are_not_read_as_eight_bit(tmp_path, pipe):
+    """sklearn's raw digits are floats in 0..16: read as 0..255 every record is near black and a memorising model's
+    leak disappears, so ``auto`` refuses them in one line that names the fix; a declared 0:255 is the user's word."""
+    from sklearn.datasets import load_digits
+
+    raw = load_digits().images[:24, None].astype(np.float64)            # N×1×8×8, 0..16
+    np.savez(tmp_path / "m.npz", images=raw[:12])
+    np.savez(tmp_path / "n.npz", images=raw[12:])
+    with pytest.raises(BadInput, match="divide by 16 and give --records-range 0:1"):
+        load_records(tmp_path / "m.npz")
+    _, _, prov = load_records(tmp_path / "m.npz", records_range="0:255")
+    assert prov["range"] == "0:255"
+    code, _, err = cli("attack", "--model", pipe, "--attack", "loss", "--preset", "test", "--device", "cpu",
+                       "--runs-dir", tmp_path / "runs", "--members", tmp_path / "m.npz", "--nonmembers",
+                       tmp_path / "n.npz")
+    assert code == 2 and "--records-range" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
