@@ -72,6 +72,18 @@ def resolvable(metric: str, n_nonmembers: Any) -> bool:
     return n * FPR_OF[metric] >= 1 - 1e-9
 
 
+INVERTED_NOTE = ("inverted: the AUC's 95 % CI lies below 0.5, so the attack's premise (members score higher) fails "
+                 "on this target; the AUC is not a leakage measure here, and neither is a low value of it")
+
+
+def is_inverted(auc, ci) -> bool:
+    """Whether an AUC is inverted: its bootstrap CI lies entirely below 0.5 (without a CI: never)."""
+    try:
+        return auc is not None and ci is not None and ci[1] is not None and float(ci[1]) < 0.5
+    except (TypeError, ValueError, IndexError):  # a malformed interval decides nothing
+        return False
+
+
 def unresolvable_reason(metric: str, n_nonmembers: int) -> str:
     need = math.ceil(1 / FPR_OF[metric] - 1e-9)
     return (f"n/a: a TPR at {FPR_LABEL[metric]} FPR needs at least {need} non-members; this target was attacked "

@@ -37,6 +37,7 @@ from pathlib import Path
 from ..attacks.base import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
+from ..metrics.roc import is_inverted
 from .collect import Result, load_results, role_of
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
@@ -225,6 +226,11 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
                 breaches.append(f"{describe(g)}: {g['metric']} is missing/NaN in {where}")
                 continue
             bad = []
+            if "max" in g and r.kind == MEMBERSHIP and is_inverted(r.metrics.get("auc"),
+                                                                   (r.metrics.get("ci95") or {}).get("auc")):
+                # a ceiling on leakage must not pass because the attack's scores point the wrong way
+                bad.append(f"AUC {r.metrics['auc']:.4g} is inverted (its 95 % CI lies below 0.5): the attack's "
+                           f"premise fails on this target, so a max gate cannot pass on it")
             if "max" in g and not v <= float(g["max"]):
                 bad.append(f"{v:.4g} > max {g['max']:g}")
             if "min" in g and not v >= float(g["min"]):

@@ -22,6 +22,7 @@ from ..core.constants import DEFAULT_DELTA
 from ..core.io import atomic_write_text, safe_name
 from ..core.provenance import git_info, version
 from ..core.registry import METHODS
+from ..metrics.roc import INVERTED_NOTE, is_inverted
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
 from .collect import Result, released_start_weight
@@ -157,6 +158,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     env.filters["f"] = fmt
     env.filters["ci"] = fmt_ci
     env.filters["v"] = cell_text  # names, hashes, counts: "–" when missing, never "None"
+    env.filters["inverted"] = is_inverted
+    env.globals["inverted_note"] = INVERTED_NOTE
     targets = tables.targets() if targets is None else targets
     if figures is None:
         with tempfile.TemporaryDirectory() as tmp:

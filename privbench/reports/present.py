@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from ..core.registry import PRESETS
+from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
 from .cells import ci as _ci
@@ -171,7 +172,8 @@ def membership_table(targets: list[dict], family: str | None = None) -> PaperTab
                     [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
                      Cell(_f(b["eps_lb_cp"], 2) if b["eps_lb_cp"] is not None else "–")] if i == 0
                     else [Cell("") for _ in range(len(where) + 4)])
-            t.rows.append(head + [Cell(a["attack"]), Cell(_f(m.get("auc")), _ci(a["ci"].get("auc"))),
+            inv = [t.notes.mark(INVERTED_NOTE)] if is_inverted(m.get("auc"), a["ci"].get("auc")) else []
+            t.rows.append(head + [Cell(a["attack"]), Cell(_f(m.get("auc")), _ci(a["ci"].get("auc")), inv),
                                   Cell(_f(m.get("asr"), 2)), tpr_cell(a, "tpr_at_1pct_fpr", t.notes),
                                   tpr_cell(a, "tpr_at_0_1pct_fpr", t.notes)])
     return t

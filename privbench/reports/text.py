@@ -9,6 +9,7 @@ from pathlib import Path
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..bench.cell_schema import cells_of
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
+from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from ..runs.result_schema import AttackResult, Provenance
 from . import render_report
@@ -148,6 +149,10 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
     for r in results:
         if r.get("tpr_rule") == "lt":
             out.write(f"  TPR of {r['attack']}: at FPR < x (metrics.tpr_rule=lt, Carlini et al.'s LiRA code), not <= x\n")
+    for r in results:
+        m = r.get("metrics") or {}
+        if r.get("kind", MEMBERSHIP) == MEMBERSHIP and is_inverted(m.get("auc"), (m.get("ci95") or {}).get("auc")):
+            out.write(f"  ! {r['attack']} on {r['method']}/{r['target']}: AUC {_f(m.get('auc'))}: {INVERTED_NOTE}\n")
     for r in results:
         for w in r.get("warnings") or []:
             out.write(f"  ! {r['attack']}: {w}\n")

@@ -143,3 +143,31 @@ def test_the_docs_example_gates_work_on_the_docs_example(tmp_path):
         g.write_text(block)
         code, out, err = check("--gates", g, p)
         assert code in (0, 1), (block, err)
+
+
+def test_an_inverted_auc_never_passes_a_max_gate(tmp_path):
+    """Scores that point the wrong way (members lower) give a low AUC whose CI lies below 0.5: the attack's premise
+    fails on that target, so a ceiling on leakage (auc <= 0.6) must breach, not pass, and the table says why."""
+    import numpy as np
+    from report_fakes import write_result
+
+    from privbench.metrics.roc import membership_metrics
+    from privbench.reports.text import format_table
+
+    n = 200
+    y = np.r_[np.ones(n, int), np.zeros(n, int)]
+    s = -0.8 * y + np.random.default_rng(0).normal(size=2 * n)
+    m = membership_metrics(s, y, bootstrap=200, seed=0)
+    assert m["ci95"]["auc"][1] < 0.5
+    p = write_result(tmp_path / "inv", s, y, method="external", target="model", attack="pia",
+                     metrics={k: v for k, v in m.items() if k != "warnings"})
+    code, out, err = check("--gates", gates(tmp_path, "{method: external, target: model, attack: pia, metric: auc, "
+                                                      "max: 0.6}"), p)
+    assert code == 1 and "inverted" in err, (out, err)
+    code, _, err = check("--gates", gates(tmp_path, "{method: external, target: model, attack: pia, metric: auc, "
+                                                    "min: 0.0}", name="min.yaml"), p)
+    assert code == 0, err  # a floor is not a leakage ceiling: an inverted AUC does not breach it
+    import json
+
+    table = format_table([json.loads(p.read_text())])
+    assert "inverted" in table
