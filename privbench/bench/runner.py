@@ -20,6 +20,9 @@ A suite is a YAML file (``benchmarks/suites/<name>.yaml``, or any path)::
         set: {pfdm.t0: 690}
         datasets: [digits, {mnist: {data.resolution: 32}}]   # optional: per-method datasets (+ their --set)
       centralized: {role: baseline}
+    claims:                      # the papers' claims: privbench report gives each a verdict (bench/paper_claims.py)
+      - {id: leak, source: "PFDM, Table N", text: ..., metric: auc, better: lower,
+         subject: {method: pfdm, target: shared, attack: pia}, baseline: {method: centralized, attack: pia}}
 
 Cells run in order (method, dataset, seed, then targets and attacks), so each target is trained once; every cell
 reuses cached runs (training is cached by config hash, attacks by their settings' hash). ``<out>/bench.json`` is
@@ -57,6 +60,7 @@ from ..runs.attack import cached_result
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
 from .cell_schema import BenchCell, cells_of
+from .paper_claims import check_claims, claims_record, parse_claims
 from .plan import plan
 from .pool_executor import LocalPool
 from .ray_executor import RayExecutor
@@ -100,6 +104,11 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     runs = Path(runs_dir) if runs_dir else default_runs_dir()
     out_dir = Path(out) if out else runs / f"bench-{name}"
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
+    claims = parse_claims(spec.get("claims"))
+    try:
+        check_claims(claims, cells)  # each side selects one row of this grid: before anything trains
+    except BadInput as e:
+        raise BadInput(f"--suite {path}: {e}") from None
     fcfg = fid_settings(spec) if fid_on else None
     n_samples = samples_n(spec)
     bench_json = out_dir / "bench.json"
@@ -113,6 +122,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "description": spec.get("description"), "preset": preset or spec.get("preset") or "tiny",
         "device": device, "runs_dir": str(runs), "overrides": [list(kv) for kv in cli_sets],
         "roles": {c.method: c.role for c in cells}, **_provenance(executor, retries, ray_exec, pool),
+        # the suite's paper claims, so a report reads them without the suite file (bench/paper_claims.py)
+        **({"paper_claims": claims_record(claims)} if claims else {}),
     }
 
     def write(final: bool = False) -> dict:

@@ -9,9 +9,10 @@ from ..core.config import check_seed
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
 from ..privacy.claims import user_claim
+from .paper_claims import parse_claims
 
 SUITE_KEYS = {"name", "description", "preset", "device", "datasets", "seeds", "set", "attacks", "methods", "fid",
-              "samples", "external", "epsilons", "seeds_by_epsilon", "utility"}
+              "samples", "external", "epsilons", "seeds_by_epsilon", "utility", "claims"}
 #: ``method``: the registered method of an entry whose key is a variant's name (``dpdm-lora: {method: dpdm}``)
 METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples", "method", "epsilons", "utility",
                "seeds"}
@@ -126,6 +127,10 @@ def load_suite(suite: str) -> tuple[dict, Path]:
                            f"{', '.join(sorted(METHOD_KEYS))}")
     data.setdefault("name", path.stem)
     data["name"] = check_name(data["name"], f"--suite {path}: name")
+    try:
+        parse_claims(data.get("claims"))  # their grammar now; what they select once the grid is planned
+    except BadInput as e:
+        raise BadInput(f"--suite {path}: {e}") from None
     return data, path
 
 

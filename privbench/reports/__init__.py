@@ -65,6 +65,10 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
     pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats, latex_style)
     written += pu_files
+    from .paper_claims import write_paper_claims  # lazy: pandas and scipy (see render_report); a suite's claims
+
+    pc_files, pc_section = write_paper_claims(bench, out, formats, latex_style, base=d)
+    written += pc_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):
         from .figures import write_roc_figures  # lazy: imports torch (see render_report)
@@ -91,6 +95,8 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
                                    files=[p.relative_to(out).as_posix() for p in written],
+                                   top_sections=[("paper-claims", "Paper claims: reproduced or not",
+                                                   pc_section)] if pc_section else (),
                                    extra_sections=[("privacy-utility", "What privacy costs: utility and leakage "
                                                     "against ε", pu_section)] if pu_section else ()))
     return written

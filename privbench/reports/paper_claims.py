@@ -1,0 +1,235 @@
+"""The paper-claims table of a bench whose suite declares ``claims:`` (bench/paper_claims.py): for each claim the
+privbench numbers of both sides, read from the bench's cells, and the verdict of the rule in
+:mod:`privbench.reports.claim_rule` (docs/conventions.md §9).
+
+Written as ``paper_claims.csv`` (one row per claim), ``tex/paper_claims.tex`` (a booktabs float whose caption states
+the rule) and an HTML section near the top of ``index.html``. Values come from each selected cell's own file: an
+attack's ``result.json`` (its metric with the bootstrap CI, resolvable TPRs only; n = members / non-members), the
+FID record (the chosen classes' FID; n = generated / real images) or the utility record (downstream accuracy and
+class fidelity with their bootstrap CIs, precision and recall without; n = test records or samples).
+"""
+from __future__ import annotations
+
+import html as _html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..bench.cell_schema import BenchCell, cells_of
+from ..bench.paper_claims import SIDES, PaperClaim, claims_of_bench, select
+from ..core.errors import BadInput
+from ..core.io import atomic_path, atomic_write_text
+from .cells import metric_value, num, resolvable
+from .claim_rule import CONFIDENCE, MAGNITUDE_FACTOR, summarize, verdict
+from .collect import read_result
+from .latex import escape
+
+#: decimals a metric is shown with (FIDs are tens, rates are in [0, 1])
+DECIMALS = {"fid": 1}
+#: a metric's name in the LaTeX table's narrow column
+SHORT = {"auc": "AUC", "asr": "ASR", "tpr_at_1pct_fpr": "TPR@1%", "tpr_at_0_1pct_fpr": "TPR@0.1%", "fid": "FID",
+         "downstream_accuracy": "acc.", "class_fidelity": "fidelity", "precision": "precision", "recall": "recall"}
+#: the LaTeX columns: the claim and the two sides wrap inside a table* of a two-column page (469 pt wide)
+_COLUMNS = r"p{0.24\linewidth}lp{0.1\linewidth}p{0.13\linewidth}p{0.13\linewidth}lp{0.1\linewidth}"
+KEY = "paper_claims"
+CAPTION = (f"Paper claims against privbench's numbers. Each side: the mean over seeds and its "
+           f"{CONFIDENCE:.0%} t-interval over seeds (one seed: the result's own bootstrap CI, if it has one). "
+           f"Reproduced: the subject beats the baseline in the paper's direction, the intervals do not overlap, and "
+           f"the relative gap (subject - baseline)/baseline is within a factor {MAGNITUDE_FACTOR:g} of the paper's; "
+           f"direction reproduced: the same without the magnitude (outside the factor, or no paper numbers); not "
+           f"reproduced: intervals apart and the baseline wins; inconclusive at this n: the intervals overlap, or a "
+           f"side is missing or has one seed and no CI.")
+
+
+def _file(p: str | None, base: Path | None) -> Path | None:
+    """A cell's result file: as recorded, else relative to the bench directory (a moved bench)."""
+    if not p:
+        return None
+    path = Path(p)
+    if not path.is_absolute() and not path.exists() and base is not None:
+        path = base / path
+    return path if path.is_file() else None
+
+
+def _json(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise BadInput(f"{path}: unreadable (a paper claim reads it)") from None
+    return d if isinstance(d, dict) else {}
+
+
+def _attack(claim: PaperClaim, c: BenchCell, base) -> dict:
+    path = _file(c.result_path, base)
+    if path is None:
+        return {}
+    r = read_result(path)
+    n_non = r.get("n_nonmembers")
+    ci = (r.metrics.get("ci95") or {}).get(claim.metric) if resolvable(claim.metric, n_non) else None
+    return {"value": metric_value(r.metrics, claim.metric, n_non), "ci": ci,
+            "n": f"{r.get('n_members')} members / {n_non} non-members",
+            "why": None if resolvable(claim.metric, n_non) else f"{claim.metric} not resolvable with {n_non} "
+                                                                   f"non-members"}
+
+
+def _fid_value(rec: dict, classes: str) -> dict:
+    """The FID of ``classes`` with its image counts (bench/cells.py ``run_fid_cell``'s record)."""
+    if classes == "overall":
+        n_gen, n_real = rec.get("n_overall"), rec.get("n_real_overall")
+    else:
+        groups = ("majority", "minority") if classes == "average" else (classes,)
+        gen, real = rec.get("n_generated") or {}, rec.get("n_real") or {}
+        n_gen = sum(gen[g] for g in groups if g in gen) if gen else None
+        n_real = sum(real[g] for g in groups if g in real) if real else None
+    n = f"{n_gen} generated / {n_real} real" if n_gen is not None or n_real is not None else None
+    return {"value": rec.get(classes), "ci": None, "n": n}
+
+
+#: utility metric → (section of the utility record, its key, the key of its CI or None)
+UTILITY_FIELDS = {"downstream_accuracy": ("downstream", "accuracy", "ci"),
+            "class_fidelity": ("class_fidelity", "class_fidelity", "ci"),
+            "precision": ("precision_recall", "precision", None), "recall": ("precision_recall", "recall", None)}
+
+
+def _utility(claim: PaperClaim, c: BenchCell, base) -> dict:
+    rec = _json(_file(c.result_path, base))
+    section, key, ci = UTILITY_FIELDS[claim.metric]
+    part = rec.get(section) or {}
+    n = (f"{part.get('n_test')} test records" if claim.metric == "downstream_accuracy"
+         else f"{rec.get('n_samples')} samples" if rec.get("n_samples") is not None else None)
+    return {"value": part.get(key), "ci": part.get(ci) if ci else None, "n": n}
+
+
+def _observe(claim: PaperClaim, side: str, c: BenchCell, base) -> dict:
+    """{value, ci, n, why} of one finished cell of ``claim``'s ``side``."""
+    if claim.kind == "attack":
+        return _attack(claim, c, base)
+    if claim.kind == "fid":
+        rec = _json(_file(c.result_path, base)) or {"overall": (c.summary or {}).get("overall")}
+        return _fid_value(rec, getattr(claim, side).classes)
+    return _utility(claim, c, base)
+
+
+def _side(claim: PaperClaim, side: str, cells: list[BenchCell], base) -> tuple:
+    """(Side, n seeds selected, sample counts text) of one side."""
+    chosen = select(claim, side, cells)
+    done = [c for c in chosen if c.status == "done"]
+    obs = [_observe(claim, side, c, base) for c in done]
+    valued = [o for o in obs if o.get("value") is not None]
+    why = ("no cell selected" if not chosen else f"{len(done)} of {len(chosen)} cells finished" if not done
+           else next((o["why"] for o in obs if o.get("why")), "no value in its results"))
+    s = summarize([o.get("value") for o in obs], valued[0].get("ci") if len(valued) == 1 else None, why)
+    counts = list(dict.fromkeys(o["n"] for o in valued if o.get("n")))
+    return s, "; ".join(counts) or None
+
+
+def paper_claims_frame(bench: dict | None, base: Path | None = None) -> pd.DataFrame | None:
+    """One row per claim of the bench (None when its suite has none)."""
+    claims = claims_of_bench(bench)
+    if not claims:
+        return None
+    cells = cells_of(bench)
+    rows = []
+    for claim in claims:
+        sides = {side: _side(claim, side, cells, base) for side in SIDES}
+        v = verdict(sides["subject"][0], sides["baseline"][0], claim.better, claim.paper_subject,
+                    claim.paper_baseline)
+        row = {"id": claim.id, "source": claim.source, "claim": claim.text, "metric": claim.metric,
+               "better": claim.better, "subject": claim.subject.text(), "baseline": claim.baseline.text(),
+               "paper_subject": claim.paper_subject, "paper_baseline": claim.paper_baseline,
+               "paper_relative_gap": v.paper_gap}
+        for side in SIDES:
+            s, n = sides[side]
+            row.update({f"{side}_mean": s.mean, f"{side}_ci_lo": s.lo, f"{side}_ci_hi": s.hi,
+                        f"{side}_ci_basis": s.basis, f"{side}_n_seeds": s.n_seeds, f"{side}_n": n})
+        row.update({"relative_gap": v.gap, "scale": claim.scale, "verdict": v.verdict, "reason": v.reason})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _value_text(r, side: str) -> str:
+    """``mean [lo, hi]`` of one side (the one cell rule of reports/cells.py for a missing value)."""
+    nd = DECIMALS.get(r["metric"], 3)
+    m, lo, hi = r[f"{side}_mean"], r[f"{side}_ci_lo"], r[f"{side}_ci_hi"]
+    if pd.isna(m):
+        return num(None)
+    return num(m, nd) + ("" if pd.isna(lo) else f" [{num(lo, nd)}, {num(hi, nd)}]")
+
+
+def _paper_text(r) -> str:
+    nd = DECIMALS.get(r["metric"], 3)
+    return f"{num(r['paper_subject'], nd)} / {num(r['paper_baseline'], nd)}"
+
+
+def _arrow(better: str) -> str:
+    return "↓" if better == "lower" else "↑"
+
+
+def latex_float(df: pd.DataFrame, style: str = "single") -> str:
+    """``tex/paper_claims.tex``: a booktabs float (``table*`` in the twocolumn style) with its label and a caption
+    that states the rule."""
+    env = "table*" if style == "twocolumn" else "table"
+    size = r"\footnotesize" if style == "twocolumn" else r"\small"
+    head = ["claim", "metric", "paper (subject / baseline)", "privbench subject", "privbench baseline", "seeds",
+            "verdict"]
+    lines = ["% privbench paper claims (generated; edit the claims in the suite, not here)",
+             f"% privbench latex-style: {style}", rf"\begin{{{env}}}[tbp]", r"\centering", size,
+             r"\setlength{\tabcolsep}{2.5pt}", r"\caption{" + escape(CAPTION) + "}",
+             r"\label{tab:privbench-paper-claims}", r"\begin{tabular}{" + _COLUMNS + "}",
+             r"\toprule", " & ".join(escape(h) for h in head) + r" \\", r"\midrule"]
+    for _, r in df.iterrows():
+        claim = (r"\textbf{" + escape(r["id"]) + "} " + escape(r["claim"]) + r" {\scriptsize(" + escape(r["source"])
+                 + (", " + escape(r["scale"]) if pd.notna(r["scale"]) else "") + ")}")
+        arrow = r"$\downarrow$" if r["better"] == "lower" else r"$\uparrow$"
+        cells = [claim, escape(SHORT[r["metric"]]) + " " + arrow, escape(_paper_text(r)),
+                 escape(_value_text(r, "subject")), escape(_value_text(r, "baseline")),
+                 f"{r['subject_n_seeds']} / {r['baseline_n_seeds']}", escape(r["verdict"])]
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\end{{{env}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def html_section(df: pd.DataFrame) -> str:
+    """The HTML section: the rule, then one row per claim."""
+    head = ["claim", "metric", "paper subject / baseline", "privbench subject", "privbench baseline", "verdict",
+            "why"]
+    body = ""
+    for _, r in df.iterrows():
+        claim = (f"<b>{_html.escape(str(r['id']))}</b> {_html.escape(str(r['claim']))}<br><small>"
+                 f"{_html.escape(str(r['source']))}"
+                 + (f"; {_html.escape(str(r['scale']))}" if pd.notna(r["scale"]) else "") + "</small>")
+        sides = []
+        for side in SIDES:
+            n = r[f"{side}_n"]
+            sides.append(f"{_html.escape(str(r[side]))}: {_html.escape(_value_text(r, side))}<br><small>"
+                         f"{r[f'{side}_n_seeds']} seed(s)" + (f"; n = {_html.escape(str(n))}" if pd.notna(n) else "")
+                         + "</small>")
+        cells = [claim, _html.escape(f"{r['metric']} {_arrow(r['better'])}"), _html.escape(_paper_text(r)), *sides,
+                 f"<b>{_html.escape(str(r['verdict']))}</b>", _html.escape(str(r["reason"]))]
+        body += "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    return (f"<p class=\"note\">{_html.escape(CAPTION)}</p><table><thead><tr>"
+            + "".join(f"<th>{_html.escape(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def write_paper_claims(bench: dict | None, out: Path, formats: list[str], latex_style: str = "single",
+                       base: Path | None = None) -> tuple[list[Path], str | None]:
+    """Write ``paper_claims.csv`` / ``tex/paper_claims.tex`` of a bench with claims; returns (files, the HTML
+    section or None). ``base``: the bench directory (relative result paths are read from it)."""
+    df = paper_claims_frame(bench, base)
+    if df is None:
+        return [], None
+    written = []
+    if "csv" in formats:
+        p = out / f"{KEY}.csv"
+        with atomic_path(p) as tmp:
+            df.to_csv(tmp, index=False, float_format="%.6g")
+        written.append(p)
+    if "latex" in formats:
+        p = out / "tex" / f"{KEY}.tex"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(p, latex_float(df, latex_style))
+        written.append(p)
+    return written, html_section(df) if "html" in formats else None

@@ -1,0 +1,301 @@
+"""Paper claims (a suite's ``claims:``, bench/paper_claims.py): the verdict rule on hand-made numbers
+(reports/claim_rule.py), the suite's validation (one line, exit 2, before anything trains) and the report's
+``paper_claims.csv``, ``tex/paper_claims.tex`` and HTML section from a hand-made bench — nothing is trained."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+from report_fakes import write_result
+from scipy import stats
+
+from privbench.bench.cell_schema import BenchCell
+from privbench.bench.paper_claims import check_claims, claims_record, parse_claims
+from privbench.cli import main
+from privbench.core.errors import BadInput
+from privbench.reports import render_report
+from privbench.reports.claim_rule import (
+    DIRECTION,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    OWN_CI,
+    REPRODUCED,
+    summarize,
+    verdict,
+)
+
+LOW, HIGH = [0.52, 0.53, 0.51], [0.80, 0.82, 0.81]
+
+
+# ------------------------------------------------------------------------------------------ the rule
+
+def test_the_interval_over_seeds_is_the_t_interval():
+    s = summarize(LOW)
+    h = stats.t.ppf(0.975, 2) * np.std(LOW, ddof=1) / np.sqrt(3)
+    assert s.n_seeds == 3 and s.mean == pytest.approx(0.52)
+    assert (s.lo, s.hi) == pytest.approx((0.52 - h, 0.52 + h))
+    one = summarize([0.5], [0.45, 0.56])
+    assert (one.lo, one.hi, one.basis) == (0.45, 0.56, OWN_CI)  # one seed: the result's own bootstrap CI
+    assert summarize([0.5, None, float("nan")], [0.4, 0.6]).basis == OWN_CI  # unresolvable values are dropped
+
+
+def test_reproduced_needs_direction_separation_and_the_papers_magnitude():
+    v = verdict(summarize(LOW), summarize(HIGH), "lower", paper_subject=0.55, paper_baseline=0.82)
+    assert v.verdict == REPRODUCED, v.reason
+    assert v.gap == pytest.approx((0.52 - 0.81) / 0.81) and v.paper_gap == pytest.approx((0.55 - 0.82) / 0.82)
+    # higher is better: the same numbers, sides swapped
+    v = verdict(summarize(HIGH), summarize(LOW), "higher", paper_subject=0.82, paper_baseline=0.55)
+    assert v.verdict == REPRODUCED, v.reason
+
+
+@pytest.mark.parametrize("paper", [(0.80, 0.82), (0.10, 0.82), (None, 0.82), (None, None)])
+def test_direction_reproduced_when_the_magnitude_is_off_or_not_given(paper):
+    v = verdict(summarize(LOW), summarize(HIGH), "lower", *paper)
+    assert v.verdict == DIRECTION, v.reason
+    assert ("outside a factor 2" in v.reason) == (paper[0] is not None)
+
+
+def test_not_reproduced_when_the_baseline_wins_with_intervals_apart():
+    v = verdict(summarize(HIGH), summarize(LOW), "lower", paper_subject=0.55, paper_baseline=0.82)
+    assert v.verdict == NOT_REPRODUCED, v.reason
+
+
+@pytest.mark.parametrize("subject,baseline,needle", [
+    (summarize([0.5, 0.9, 0.2]), summarize(HIGH), "overlap"),                     # wide over seeds
+    (summarize([0.5]), summarize(HIGH), "subject: one seed and no CI of its own"),
+    (summarize(LOW), summarize([], why="0 of 3 cells finished"), "baseline: missing (0 of 3 cells finished)"),
+    (summarize([0.5], [0.4, 0.79]), summarize([0.8], [0.79, 0.9]), "overlap"),      # touching counts as overlap
+])
+def test_inconclusive_says_why(subject, baseline, needle):
+    v = verdict(subject, baseline, "lower", 0.55, 0.82)
+    assert v.verdict == INCONCLUSIVE and needle in v.reason, v.reason
+
+
+def test_a_claim_whose_interval_overlaps_the_baseline_is_never_reproduced():
+    """The means are in the paper's direction with exactly the paper's relative gap: overlap still wins."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        spread = rng.uniform(0.05, 0.5)
+        subject = summarize([0.4 - spread, 0.4, 0.4 + spread])
+        baseline = summarize([0.5 - spread, 0.5, 0.5 + spread])
+        if subject.hi < baseline.lo:
+            continue
+        v = verdict(subject, baseline, "lower", paper_subject=0.4, paper_baseline=0.5)
+        assert v.verdict == INCONCLUSIVE and v.verdict != REPRODUCED
+
+
+# ------------------------------------------------------------------------------------------ the suite key
+
+def _claim(**kw):
+    base = {"id": "leak", "source": "PFDM Table 1", "text": "the shared model leaks less", "metric": "auc",
+            "better": "lower", "subject": {"method": "pfdm", "target": "shared", "attack": "pia"},
+            "baseline": {"method": "centralized", "target": "model", "attack": "pia"},
+            "paper": {"subject": 0.55, "baseline": 0.82}, "scale": "CIFAR-10, 25k members"}
+    return {k: v for k, v in {**base, **kw}.items() if v is not None}
+
+
+@pytest.mark.parametrize("claims,needle", [
+    ({"leak": {}}, "expected a list of claims"),
+    ([_claim(colour="red")], "claims[0]: unknown key(s) colour"),
+    ([_claim(metric="kid")], "claims.leak.metric: 'kid'; choose auc"),
+    ([_claim(better="smaller")], "claims.leak.better"),
+    ([_claim(source=None)], "missing key(s) source"),
+    ([_claim(id="a b")], "is not an id"),
+    ([_claim(), _claim()], "claim id(s) leak given twice"),
+    ([_claim(subject={"target": "shared", "attack": "pia"})], "claims.leak.subject: 'method'"),
+    ([_claim(subject={"method": "pfdm"})], "name the attack"),
+    ([_claim(subject={"method": "pfdm", "attack": "pia", "client": 0})], "unknown key(s) client"),
+    ([_claim(subject={"method": "pfdm", "attack": "pia", "epsilon": -1})], "not a finite epsilon"),
+    ([_claim(subject={"method": "pfdm", "attack": "pia", "classes": "minority"})], "only a fid claim"),
+    ([_claim(metric="fid", subject={"method": "pfdm", "classes": "rare"}, baseline={"method": "centralized"})],
+     "classes: 'rare'"),
+    ([_claim(metric="fid", subject={"method": "pfdm", "attack": "pia"}, baseline={"method": "centralized"})],
+     "not an attack's"),
+    ([_claim(paper={"subject": "55%"})], "paper.subject: expected a finite number"),
+    ([_claim(paper={"subject": 0.9, "baseline": 0.82})], "subject 0.9 is not lower than baseline 0.82"),
+])
+def test_bad_claims_are_one_line_errors(claims, needle):
+    with pytest.raises(BadInput) as e:
+        parse_claims(claims)
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_example_in_the_docs_parses():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    block = text[text.index("```yaml\nclaims:"):]
+    block = block[len("```yaml\n"):block.index("```", 3)]
+    claims = parse_claims(yaml.safe_load(block)["claims"])
+    assert [c.id for c in claims] == ["pfdm-leaks-less", "dpsad-fid"] and claims[1].subject.classes == "overall"
+
+
+def _cell(method, target, attack, seed=0, epsilon=None, kind="attack"):
+    return BenchCell(kind, method, "digits", seed, target, attack=attack, epsilon=epsilon,
+                     id=f"{kind}|{method}|{target}|{attack}|{seed}|{epsilon}")
+
+
+def test_each_side_selects_one_row_of_the_grid():
+    cells = [_cell("pfdm", t, "pia", s) for t in ("shared", "client:0") for s in (0, 1)] + \
+            [_cell("centralized", "model", "pia", s) for s in (0, 1)]
+    check_claims(parse_claims([_claim()]), cells)
+    with pytest.raises(BadInput, match=r"several targets \(client:0, shared\); name one with 'target:'"):
+        check_claims(parse_claims([_claim(subject={"method": "pfdm", "attack": "pia"})]), cells)
+    with pytest.raises(BadInput, match=r"selects no attack cell .*its attack cells: centralized/model pia"):
+        check_claims(parse_claims([_claim(subject={"method": "pfdm", "target": "shared", "attack": "loss"})]), cells)
+    with pytest.raises(BadInput, match="subject and baseline select the same cells"):
+        check_claims(parse_claims([_claim(baseline=_claim()["subject"])]), cells)
+    eps = [_cell("dpdm", "model", "pia", 0, e) for e in (1.0, 10.0)] + [_cell("centralized", "model", "pia")]
+    one = _claim(subject={"method": "dpdm", "attack": "pia"})
+    with pytest.raises(BadInput, match="several epsilons"):
+        check_claims(parse_claims([one]), eps)
+    check_claims(parse_claims([_claim(subject={"method": "dpdm", "attack": "pia", "epsilon": 10})]), eps)
+
+
+SUITE = """
+name: t
+preset: test
+device: cpu
+datasets: [digits]
+seeds: [0]
+fid: false
+samples: false
+methods:
+  pfdm: {targets: [shared], attacks: [pia]}
+  centralized: {targets: [model], attacks: [pia]}
+"""
+
+
+@pytest.mark.parametrize("claim,needle", [
+    (_claim(colour="red"), "unknown key(s) colour"),
+    (_claim(subject={"method": "pfdm", "target": "client:0", "attack": "pia"}), "selects no attack cell"),
+])
+def test_bad_claims_in_a_suite_exit_2_before_running(tmp_path, claim, needle):
+    suite = tmp_path / "t.yaml"
+    suite.write_text(SUITE + "claims:\n  - " + json.dumps(claim) + "\n")
+    r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs")])
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and str(suite) in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_bench_records_its_claims_in_bench_json(tmp_path, monkeypatch):
+    """bench.json carries the claims (versioned), so a report needs no suite file; planned, nothing run."""
+    import privbench.bench.runner as runner
+
+    monkeypatch.setattr(runner, "_run_here", lambda *a, **k: None)
+    suite = tmp_path / "t.yaml"
+    suite.write_text(SUITE + "claims:\n  - " + json.dumps(_claim()) + "\n")
+    runner.run_suite(str(suite), out=str(tmp_path / "bench"), runs_dir=str(tmp_path / "runs"), device="cpu")
+    bench = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    assert bench["paper_claims"] == {"schema_version": 1, "claims": [_claim()]}
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+CLAIMS = [
+    _claim(subject={"method": "subj", "attack": "loss"}, baseline={"method": "base", "attack": "loss"}),
+    _claim(id="tpr", metric="tpr_at_1pct_fpr", paper=None, subject={"method": "subj", "attack": "loss"},
+           baseline={"method": "base", "attack": "loss"}),
+    _claim(id="fid-minority", source="PFDM Table 1", text="the minority classes look better", metric="fid",
+           subject={"method": "subj", "classes": "minority"}, baseline={"method": "base", "classes": "minority"},
+           paper={"subject": 75.0, "baseline": 80.0}, scale="FID on 5k generated images"),
+    _claim(id="acc", metric="downstream_accuracy", better="higher", paper=None, scale=None,
+           subject={"method": "subj"}, baseline={"method": "base"}),
+]
+
+
+def _bench(tmp_path, claims=CLAIMS, *, seeds=3):
+    """A bench directory: two methods × ``seeds`` seeds, a loss attack (60 members / 60 non-members: TPR@1% not
+    resolvable), a FID and a utility cell each."""
+    labels = np.r_[np.ones(60), np.zeros(60)]
+    cells = []
+    for method, aucs, fid in (("subj", LOW, 30.0), ("base", HIGH, 90.0)):
+        for seed, auc in enumerate(aucs[:seeds]):
+            rd = tmp_path / "runs" / f"{method}-{seed}"
+            path = write_result(rd, labels + np.linspace(0, 1, 120), labels, method=method, attack="loss", seed=seed,
+                                metrics={"auc": auc, "ci95": {"auc": [auc - 0.05, auc + 0.05]}})
+            fid_path = rd / "fid" / "fid-model.json"
+            fid_path.parent.mkdir()
+            fid_path.write_text(json.dumps({"target": "model", "minority": fid + seed, "majority": fid / 2,
+                                            "overall": fid, "n_generated": {"majority": 60, "minority": 40},
+                                            "n_real": {"majority": 150, "minority": 15}}))
+            util_path = rd / "utility.json"
+            acc = 0.9 if method == "subj" else 0.5
+            util_path.write_text(json.dumps({"downstream": {"accuracy": acc + seed / 100, "ci": [acc - 0.1, acc],
+                                                            "n_test": 300}, "n_samples": 500}))
+            common = {"status": "done", "method": method, "target": "model", "dataset": "digits", "seed": seed,
+                      "role": "baseline", "run_dir": str(rd)}
+            cells += [{**common, "kind": "attack", "attack": "loss", "result_path": str(path)},
+                      {**common, "kind": "fid", "result_path": str(fid_path)},
+                      {**common, "kind": "utility", "result_path": str(util_path)}]
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "bench.json").write_text(json.dumps({"suite": "claims", "cells": cells,
+                                                  "paper_claims": claims_record(parse_claims(claims))}))
+    return bench
+
+
+def test_the_report_writes_the_claims_table_csv_latex_and_html(tmp_path):
+    out = tmp_path / "out"
+    written = render_report(_bench(tmp_path), out, ["csv", "latex", "html"])
+    assert out / "paper_claims.csv" in written and out / "tex" / "paper_claims.tex" in written
+    df = pd.read_csv(out / "paper_claims.csv").set_index("id")
+    leak = df.loc["leak"]
+    assert leak["verdict"] == REPRODUCED and leak["subject_n_seeds"] == 3 and leak["baseline_n_seeds"] == 3
+    assert leak["subject_mean"] == pytest.approx(0.52) and leak["subject_ci_lo"] < 0.52 < leak["subject_ci_hi"]
+    assert leak["subject_n"] == "60 members / 60 non-members" and leak["scale"] == "CIFAR-10, 25k members"
+    assert leak["paper_subject"] == 0.55 and leak["subject"] == "subj loss"
+    tpr = df.loc["tpr"]
+    assert tpr["verdict"] == INCONCLUSIVE and "not resolvable with 60 non-members" in tpr["reason"]
+    fid = df.loc["fid-minority"]
+    assert fid["verdict"] == DIRECTION and fid["subject_mean"] == pytest.approx(31.0)  # -65.9 % vs the paper's -6.25 %
+    assert fid["subject_n"] == "40 generated / 15 real"
+    acc = df.loc["acc"]
+    assert acc["verdict"] == DIRECTION and acc["subject_n"] == "300 test records" and pd.isna(acc["scale"])
+    assert set(df.columns) >= {"source", "claim", "metric", "paper_baseline", "baseline_mean", "baseline_ci_hi",
+                               "baseline_n", "relative_gap", "paper_relative_gap", "reason"}
+
+    tex = (out / "tex" / "paper_claims.tex").read_text()
+    assert r"\label{tab:privbench-paper-claims}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
+    assert "factor 2" in tex and "t-interval" in tex and tex.count(r"\\") == 5  # header + four claims
+    assert tex.count(r"\begin{") == tex.count(r"\end{") and "_" not in tex.replace(r"\_", "") and "?" not in tex
+    html = (out / "index.html").read_text()
+    assert html.index('id="paper-claims"') < html.index('id="table"') and 'href="#paper-claims"' in html
+    assert "inconclusive at this n" in html and "factor 2" in html
+
+
+def test_one_seed_uses_the_results_own_ci_and_a_bench_without_claims_has_no_table(tmp_path):
+    out = tmp_path / "out"
+    render_report(_bench(tmp_path, seeds=1), out, ["csv"])
+    df = pd.read_csv(out / "paper_claims.csv").set_index("id")
+    assert df.loc["leak", "subject_ci_basis"] == OWN_CI and df.loc["leak", "subject_ci_lo"] == pytest.approx(0.47)
+    assert df.loc["fid-minority", "verdict"] == INCONCLUSIVE  # a FID has no CI of its own
+    assert "one seed and no CI" in df.loc["fid-minority", "reason"]
+    bench = _bench(tmp_path / "none", claims=[])
+    data = json.loads((bench / "bench.json").read_text())
+    data.pop("paper_claims")
+    (bench / "bench.json").write_text(json.dumps(data))
+    render_report(bench, tmp_path / "out2", ["csv"])
+    assert not (tmp_path / "out2" / "paper_claims.csv").exists()
+
+
+def test_every_claim_metric_is_read_and_labelled():
+    from privbench.bench.paper_claims import METRICS
+    from privbench.reports.paper_claims import SHORT, UTILITY_FIELDS
+
+    assert set(SHORT) == set(METRICS)
+    assert set(UTILITY_FIELDS) == {m for m, kind in METRICS.items() if kind == "utility"}
+    assert set(METRICS.values()) == {"attack", "fid", "utility"}  # the kinds reports/paper_claims.py reads
+
+
+def test_a_newer_claims_record_is_refused_in_one_line(tmp_path):
+    bench = _bench(tmp_path)
+    data = json.loads((bench / "bench.json").read_text())
+    data["paper_claims"]["schema_version"] = 99
+    (bench / "bench.json").write_text(json.dumps(data))
+    r = CliRunner().invoke(main, ["report", str(bench), "--out", str(tmp_path / "out"), "--format", "csv"])
+    assert r.exit_code == 2 and "schema_version 99 is newer" in r.stderr, r.stderr
