@@ -15,6 +15,8 @@ markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
 * markdown — ``tables.md`` (the same tables);
 * with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target, per attack
   across targets (the grid and each panel alone; reports.figures);
+* a bench with an ε axis adds ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and its figures, the grid and
+  each panel alone (reports.privacy_utility, reports.privacy_utility_figure);
 * html — ``index.html``: all of the above on one page with a table of contents; ROC figures embedded as base64
   SVG, other images PNG; no script, no external URL.
 """
