@@ -17,8 +17,8 @@ markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
   across targets (the grid and each panel alone; reports.figures);
 * a bench with an ε axis adds ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and its figures, the grid and
   each panel alone (reports.privacy_utility, reports.privacy_utility_figure);
-* html — ``index.html``: all of the above on one page with a table of contents; ROC figures embedded as base64
-  SVG, other images PNG; no script, no external URL.
+* html — ``index.html``: all of the above on one page with a table of contents, an ε-axis bench's privacy–utility
+  section first; figures embedded as base64 SVG, other images PNG; no script, no external URL.
 """
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
                                    files=[p.relative_to(out).as_posix() for p in written],
-                                   extra_sections=[("privacy-utility", "What privacy costs: utility and leakage "
-                                                    "against ε", pu_section)] if pu_section else ()))
+                                   lead_sections=[("privacy-utility", "What privacy costs: utility and leakage "
+                                                   "against ε", pu_section)] if pu_section else ()))
     return written
 
 

@@ -126,3 +126,23 @@ def test_a_band_over_seeds_stays_inside_the_panels_range():
     assert _band(g, "downstream_accuracy", None)[2] == 1.0
     assert _band(g, "eps_lower_bound", None)[1] == 0.0 and _band(g, "fid", None)[1] == 0.0
 
+
+def test_the_html_report_of_an_epsilon_bench_leads_with_privacy_utility(tmp_path):
+    """What an ε-axis bench was run for comes first: in the contents and on the page, before the side-by-side
+    table; a report without an ε axis has no such section."""
+    from test_figure_curves import _epsilon_bench
+
+    from privbench.reports import render_report
+
+    bench = _epsilon_bench(tmp_path)
+    files = render_report(bench, tmp_path / "out", ["html"])
+    html = (tmp_path / "out" / "index.html").read_text()
+    toc = html[html.index('<nav class="toc"'):html.index("</nav>")]
+    assert toc.index('href="#privacy-utility"') < toc.index('href="#table"') < toc.index('href="#audit"')
+    assert html.index('<h2 id="privacy-utility"') < html.index('<h2 id="table"')
+    assert "<figcaption>Utility and leakage against ε" in html
+    assert {"privacy_utility.svg", "privacy_utility-fid.svg"} <= {p.name for p in files}
+    plain = json.loads((bench / "bench.json").read_text())
+    (bench / "bench.json").write_text(json.dumps({**plain, "cells": [dict(c, epsilon=None) for c in plain["cells"]]}))
+    render_report(bench, tmp_path / "plain", ["html"])
+    assert 'id="privacy-utility"' not in (tmp_path / "plain" / "index.html").read_text()
