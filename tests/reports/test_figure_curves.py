@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def drawn(monkeypatch):
     real = plots.save_figure
 
     def record(fig, path, formats=("png",)):
-        seen[plots.Path(path).stem] = [Counter(ln.get_label() for ln in ax.get_lines()
+        seen[Path(path).stem] = [Counter(ln.get_label() for ln in ax.get_lines()
                                                if ln.get_label() != "chance" and not ln.get_label().startswith("_"))
                                        for ax in fig.axes]
         return real(fig, path, formats)
