@@ -69,12 +69,24 @@ def _style(i: int) -> dict:
             "markevery": (round((i % 6) * _MARK_STEP / 6, 4), _MARK_STEP)}
 
 
-def _styles(names: Sequence[str], order: Sequence[str] | None) -> dict[str, dict]:
+def _styles(names: Sequence[str], order: Sequence[str] | None,
+            groups: Mapping[str, str] | None = None) -> dict[str, dict]:
     """Each name's style by its place in ``order`` (names not in it after), so a name looks the same in every
-    figure drawn with the same ``order``."""
+    figure drawn with the same ``order``. With ``groups`` (name → group, e.g. one method's results at several ε)
+    a group shares a colour and its members differ in line style and marker."""
     order = list(order or [])
     order += [n for n in names if n not in order]
-    return {n: _style(order.index(n)) for n in names}
+    if not groups:
+        return {n: _style(order.index(n)) for n in names}
+    keys = list(dict.fromkeys(groups.get(n, n) for n in order))
+    out = {}
+    for n in names:
+        g = keys.index(groups.get(n, n))
+        m = [o for o in order if groups.get(o, o) == groups.get(n, n)].index(n)
+        s = _style(order.index(n))  # its own marker offset: equal curves stay visible
+        out[n] = {**s, "color": f"C{g % 10}", "linestyle": _STYLES[m % len(_STYLES)],
+                  "marker": _MARKERS[(g + m) % len(_MARKERS)]}
+    return out
 
 
 def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True) -> None:
@@ -92,28 +104,32 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
     ax.grid(True, which="major", alpha=0.3)
 
 
-def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None):
+def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None,
+               groups: Mapping[str, str] | None = None):
     """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve).
-    ``order``: the names whose place sets each curve's style (see :func:`roc_panels_figure`)."""
+    ``order``, ``groups``: the names whose place sets each curve's style, and which share a colour
+    (see :func:`roc_panels_figure`)."""
     from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
     fig = Figure(figsize=(5.0, 5.0 + 0.22 * len(prepared)), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
-    _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order))
+    _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups))
     if title:
         ax.set_title(title, fontsize="medium")
     fig.legend(loc="outside lower center", fontsize="small", ncol=1, frameon=False)
     return fig
 
 
-def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title: str = "", ncols: int = 3):
+def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title: str = "", ncols: int = 3,
+                      groups: Mapping[str, str] | None = None):
     """One log-log ROC panel per key of ``panels`` (e.g. per attack), each with its curves (e.g. per target).
 
     A curve name keeps its colour, line style and marker in every panel (and in every single-panel figure drawn
-    with the same ``order``); one legend for all panels sits below them (each curve's AUC per panel is in the
-    single-panel figures and the tables). Panels fill rows of ``ncols``; an incomplete last row is centred."""
+    with the same ``order`` and ``groups``); names of one group (name → group) share a colour. One legend for all
+    panels sits below them (each curve's AUC per panel is in the single-panel figures and the tables). Panels fill
+    rows of ``ncols``; an incomplete last row is centred."""
     from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     if not isinstance(panels, Mapping) or not panels:
@@ -122,7 +138,7 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
     names: list[str] = []
     for plist, _ in prepared.values():
         names += [n for n, *_r in plist if n not in names]
-    styles = _styles(names, names)
+    styles = _styles(names, names, groups)
     k = len(prepared)
     ncols = max(1, min(ncols, k))
     nrows = math.ceil(k / ncols)
@@ -173,7 +189,7 @@ def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",))
 
 def plot_roc(
     curves: Mapping[str, tuple[Any, Any]], path: str | os.PathLike, title: str = "",
-    formats: Sequence[str] = ("png",), order: Sequence[str] | None = None,
+    formats: Sequence[str] = ("png",), order: Sequence[str] | None = None, groups: Mapping[str, str] | None = None,
 ) -> Path:
     """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
 
@@ -181,17 +197,18 @@ def plot_roc(
     from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
     low-FPR end of every curve stays visible. The legend sits below the axes. ``formats``: the file types written
     (``path`` with each suffix). ``order``: names whose place sets each curve's style, so that a name looks the
-    same across figures. Returns the path of the first format (the PNG by default).
+    same across figures; ``groups``: name → group, a group's curves share a colour. Returns the path of the first
+    format (the PNG by default).
     """
-    return save_figure(roc_figure(curves, title, order), path, formats)[0]
+    return save_figure(roc_figure(curves, title, order, groups), path, formats)[0]
 
 
 def plot_roc_panels(
     panels: Mapping[str, Mapping[str, tuple[Any, Any]]], path: str | os.PathLike, title: str = "",
-    formats: Sequence[str] = ("png",), ncols: int = 3,
+    formats: Sequence[str] = ("png",), ncols: int = 3, groups: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """:func:`roc_panels_figure` written in each of ``formats``; returns the paths."""
-    return save_figure(roc_panels_figure(panels, title, ncols), path, formats)
+    return save_figure(roc_panels_figure(panels, title, ncols, groups), path, formats)
 
 
 def plot_image_grid(

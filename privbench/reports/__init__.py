@@ -15,8 +15,10 @@ markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
 * markdown — ``tables.md`` (the same tables);
 * with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target, per attack
   across targets (the grid and each panel alone; reports.figures);
-* html — ``index.html``: all of the above on one page with a table of contents; ROC figures embedded as base64
-  SVG, other images PNG; no script, no external URL.
+* a bench with an ε axis adds ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and its figures, the grid and
+  each panel alone (reports.privacy_utility, reports.privacy_utility_figure);
+* html — ``index.html``: all of the above on one page with a table of contents, an ε-axis bench's privacy–utility
+  section first; figures embedded as base64 SVG, other images PNG; no script, no external URL.
 """
 from __future__ import annotations
 
@@ -95,10 +97,10 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
                                    files=[p.relative_to(out).as_posix() for p in written],
-                                   top_sections=[("paper-claims", "Paper claims: reproduced or not",
-                                                   pc_section)] if pc_section else (),
-                                   extra_sections=[("privacy-utility", "What privacy costs: utility and leakage "
-                                                    "against ε", pu_section)] if pu_section else ()))
+                                   lead_sections=[(i, name, body) for i, name, body in (
+                                       ("paper-claims", "Paper claims: reproduced or not", pc_section),
+                                       ("privacy-utility", "What privacy costs: utility and leakage against ε",
+                                        pu_section)) if body]))
     return written
 
 

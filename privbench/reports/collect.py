@@ -38,6 +38,9 @@ class Result:
     #: the suite's name of the method entry the result's run belongs to, when it is not the method's own
     #: (``dpdm-lora: {method: dpdm}``): set from the bench's cells (bench/plan.py), None for results read alone
     variant: str | None = None
+    #: the cell's ε on the suite's ``epsilons`` axis (what the run was calibrated to; its accounted ε is at most
+    #: this), set from the bench's cells like :attr:`variant`; None off the axis and for results read alone
+    axis_epsilon: float | None = None
 
     # ------------------------------------------------------------------ identity
     def __getitem__(self, key):
@@ -340,6 +343,7 @@ def read_cell_result(cell: BenchCell, path: str | Path) -> Result:
     suite entry when it is a variant (:attr:`Result.method_label`)."""
     r = read_result(path)
     r.variant = cell.variant or None
+    r.axis_epsilon = cell.epsilon
     return r
 
 
@@ -361,10 +365,14 @@ def dedupe(results: Iterable[Result]) -> list[Result]:
             best[k] = r
             order.append(k)
         elif (best[k].is_copy, -_mtime(best[k])) > (r.is_copy, -_mtime(r)):
-            r.variant = r.variant or best[k].variant  # the bench's name for the run survives the de-duplication
+            # the bench's name and ε for the run survive the de-duplication
+            r.variant = r.variant or best[k].variant
+            r.axis_epsilon = best[k].axis_epsilon if r.axis_epsilon is None else r.axis_epsilon
             best[k] = r
         else:
             best[k].variant = best[k].variant or r.variant
+            if best[k].axis_epsilon is None:
+                best[k].axis_epsilon = r.axis_epsilon
     return [best[k] for k in order]
 
 

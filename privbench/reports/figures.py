@@ -1,14 +1,18 @@
 """The report's ROC figures, written under ``<out>/figures/`` as PNG (embedded in the HTML), SVG and PDF:
 
-* ``roc-<dataset>-seed<S>-<method>-<target>.*`` — one per target, every membership attack overlaid;
+* ``roc-<dataset>-seed<S>-<method>-<target>[-<parts>].*`` — one per target, every membership attack overlaid;
+  ``<parts>`` (``eps4``, an outside model's folder, …) is what tells the target apart from others of the same
+  method and target in the (dataset, seed) — an ε sweep's runs — and its title says the same (``, ε=4``);
 * ``roc-by-attack-<dataset>-seed<S>.*`` — one panel per membership attack with every target's curve (the figure
   a paper shows: how each attack fares across private methods and baselines), one legend for all panels;
 * ``roc-<attack>-<dataset>-seed<S>.*`` — each of those panels alone (a paper's single-column figure), its legend
   with every curve's AUC.
 
-A target keeps its colour, line style and marker in every figure of a (dataset, seed); equal curves stay
-visible (different line styles, markers at different offsets). ``report --attacks/--targets`` chooses which
-attacks and targets are drawn (reports.layout).
+Every result that belongs in a figure is one curve in it, named by method/target plus the fewest parts that tell
+it apart from the others there (reports.curve_labels: ``dpdm/model ε=4``; never one curve for several results).
+A target keeps its colour, line style and marker in every figure of a (dataset, seed); the results of one
+method/target share a colour and differ in line style and marker; equal curves stay visible (markers at
+different offsets). ``report --attacks/--targets`` chooses which attacks and targets are drawn (reports.layout).
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from ..core.io import safe_name
 from ..metrics.plots import plot_roc, plot_roc_panels
 from .collect import Result
+from .curve_labels import distinguishing_parts, file_suffix, label
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
@@ -38,52 +43,81 @@ def _scores(r: Result, cache: dict) -> tuple | None:
     return cache[id(r)]
 
 
+def _curves(targets: list[dict], cache: dict) -> list[dict]:
+    """The targets that have a membership curve, each with its scores per attack, its name in every figure of its
+    (dataset, seed) (reports.curve_labels: method/target plus what tells it apart there) and the parts of that name
+    that its per-target figure adds to the method/target of its title and file."""
+    drawn = []
+    for b in targets:
+        scores = {a["attack"]: sy for a in b["attacks"] if (sy := _scores(a["result"], cache)) is not None}
+        if scores:
+            drawn.append({"block": b, "scores": scores, "base": f"{b['method']}/{b['target']}"})
+    by_figure: dict[tuple, list[dict]] = {}
+    for d in drawn:
+        by_figure.setdefault((d["block"]["dataset"], d["block"]["seed"]), []).append(d)
+    for group in by_figure.values():
+        blocks = [d["block"] for d in group]
+        for d, parts in zip(group, distinguishing_parts(blocks, [d["base"] for d in group])):
+            d["parts"], d["name"] = parts, label(d["base"], parts)
+        # a method's curves side by side in the legend, ε ascending (the targets come in the tables' row order)
+        first = {}
+        for i, d in enumerate(group):
+            first.setdefault(d["base"], i)
+        group.sort(key=lambda d: (first[d["base"]], _axis_value(d["block"]), d["name"]))
+    return [d for group in by_figure.values() for d in group]
+
+
+def _axis_value(block: dict) -> float:
+    eps = block.get("axis_epsilon")
+    if eps is None:
+        eps = (block.get("claim") or {}).get("epsilon")
+    return math.inf if eps is None else float(eps)
+
+
 def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) -> dict:
-    """Every ROC figure of the report; returns {"per_target": [...], "by_attack": [...]}, each entry with its
-    ``title``, ``png`` (path) and ``files`` (every format written)."""
+    """Every ROC figure of the report; returns {"per_target": [...], "by_attack": [...], "per_attack": [...]},
+    each entry with its ``title``, ``png`` (path), ``files`` (every format written) and ``curves`` (the names
+    drawn: one per result that belongs in the figure; ``by_attack``: per panel)."""
     fig_dir = out / "figures"
-    cache: dict = {}
     used: set[str] = set()
 
     def stem(name: str) -> Path:
         s, i = name, 2
-        while s in used:  # two runs with the same method/target/seed (a folder of runs): keep both
+        while s in used:  # two names that only differ in characters a file name drops: keep both files
             s, i = f"{name}-{i}", i + 1
         used.add(s)
         return fig_dir / s
 
-    per_target, panels = [], {}
-    for b in targets:
-        curves = {}
-        for a in b["attacks"]:
-            sy = _scores(a["result"], cache)
-            if sy is not None:
-                curves[a["attack"]] = sy
-                panels.setdefault((b["dataset"], b["seed"]), {}).setdefault(a["attack"], {})[
-                    f"{b['method']}/{b['target']}"] = sy
-        if not curves:
-            continue
-        title = f"{b['method']}/{b['target']} ({b['dataset']}, seed {b['seed']})"
+    curves = _curves(targets, {})
+    per_target, panels, groups = [], {}, {}
+    for d in curves:
+        b = d["block"]
+        for attack, sy in d["scores"].items():
+            panels.setdefault((b["dataset"], b["seed"]), {}).setdefault(attack, {})[d["name"]] = sy
+        groups.setdefault((b["dataset"], b["seed"]), {})[d["name"]] = d["base"]
+        extra = "".join(f", {p.text}" for p in d["parts"])
+        title = f"{d['base']}{extra} ({b['dataset']}, seed {b['seed']})"
         base = stem(f"roc-{safe_name(b['dataset'])}-seed{b['seed']}-{safe_name(b['method'])}-"
-                    f"{safe_name(b['target'])}")
+                    f"{safe_name(b['target'])}{file_suffix(d['parts'])}")
         fig_dir.mkdir(parents=True, exist_ok=True)
-        png = plot_roc(curves, base.with_suffix(".png"), title=title, formats=formats)
-        per_target.append({"title": title, "role": b["role"], "png": png,
+        png = plot_roc(d["scores"], base.with_suffix(".png"), title=title, formats=formats)
+        per_target.append({"title": title, "role": b["role"], "png": png, "curves": list(d["scores"]),
                            "files": [base.with_suffix(f".{f}") for f in formats]})
     by_attack, per_attack = [], []
     for (dataset, seed), by in panels.items():
         title = f"Membership attacks across targets ({dataset}, seed {seed}; log-log ROC)"
         base = stem(f"roc-by-attack-{safe_name(dataset)}-seed{seed}")
+        same = groups[(dataset, seed)]  # a method/target's curves share a colour
         files = plot_roc_panels(by, base.with_suffix(".png"), title=title, formats=formats,
-                                ncols=grid_columns(len(by)))
+                                ncols=grid_columns(len(by)), groups=same)
         by_attack.append({"title": title, "png": files[0], "files": files, "dataset": dataset, "seed": seed,
-                          "attacks": list(by)})
-        order = [n for curves in by.values() for n in curves]
-        order = list(dict.fromkeys(order))  # the grid's style order: a target looks the same in every file
-        for attack, curves in by.items():
+                          "attacks": list(by), "curves": {a: list(c) for a, c in by.items()}})
+        order = list(dict.fromkeys(n for drawn in by.values() for n in drawn))  # the grid's style order
+        for attack, drawn in by.items():
             ptitle = f"{attack} across targets ({dataset}, seed {seed})"
             pbase = stem(f"roc-{safe_name(attack)}-{safe_name(dataset)}-seed{seed}")
-            png = plot_roc(curves, pbase.with_suffix(".png"), title=ptitle, formats=formats, order=order)
+            png = plot_roc(drawn, pbase.with_suffix(".png"), title=ptitle, formats=formats, order=order,
+                           groups=same)
             per_attack.append({"title": ptitle, "png": png, "attack": attack, "dataset": dataset, "seed": seed,
-                               "files": [pbase.with_suffix(f".{f}") for f in formats]})
+                               "curves": list(drawn), "files": [pbase.with_suffix(f".{f}") for f in formats]})
     return {"per_target": per_target, "by_attack": by_attack, "per_attack": per_attack}

@@ -152,7 +152,9 @@ def _upload_audits(tables: Tables) -> list[dict]:
 
 def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None,
                 targets: list[dict] | None = None, figures: dict | None = None, banner: str | None = None,
-                files: list[str] = (), extra_sections=(), top_sections=()) -> Path:
+                files: list[str] = (), lead_sections=()) -> Path:
+    """The page; ``lead_sections`` ((id, title, HTML) each) come first, before the side-by-side table: what the
+    bench was run for (its paper claims, an ε-axis bench's privacy–utility section) leads the page."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = fmt
@@ -181,18 +183,16 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     cp_example = next((a["audit"]["cp"] for b in targets for a in b["attacks"] if a["audit"]), None)
     one_example = next((a["audit"]["one_run"] for b in targets for a in b["attacks"] if a["audit"]), None)
     recon = _attack_grids(tables, RECONSTRUCTION)
-    toc = [(i, n) for i, n, _ in top_sections] + [("table", "Side by side")] + (
-        [("seeds", "Across seeds")] if seeds else []) + [
+    toc = [(i, n) for i, n, _ in lead_sections] + [("table", "Side by side")] + ([("seeds", "Across seeds")] if seeds else []) + [
         ("audit", "Empirical ε audit")] + ([("roc-attacks", "ROC by attack, across targets")] if rocs_by_attack
                                            else []) + [
         ("roc", "ROC per target"), ("samples", "Samples"), (MEMORIZATION, "Memorization")] + (
         [(RECONSTRUCTION, "Reconstruction from uploads")] if recon else []) + [
         ("accountant", "Accountant summary")] + ([("fid", "FID")] if len(fids) else []) + (
         [("files", "Files: LaTeX, Markdown, figures")] if files else []) + [
-        ("provenance", "Provenance"), ("warnings", "Warnings and notes")] + [(i, n) for i, n, _ in extra_sections]
+        ("provenance", "Provenance"), ("warnings", "Warnings and notes")]
     ctx = {
-        "title": title, "source": source, "bench": bench or {}, "toc": toc, "extra_sections": list(extra_sections),
-        "top_sections": list(top_sections),  # before the side-by-side table (the paper claims)
+        "title": title, "source": source, "bench": bench or {}, "toc": toc, "lead_sections": list(lead_sections),
         "suite_file": Path(str((bench or {}).get("suite_path") or "")).name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,

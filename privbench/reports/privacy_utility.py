@@ -1,18 +1,15 @@
-"""What privacy costs: utility and leakage against ε, per method, beside the non-private baselines (issue 20 §5).
+"""What privacy costs: utility and leakage against ε, per method, beside the non-private baselines.
 
 From a bench whose suite has an ``epsilons`` axis (bench/plan.py: each cell carries its ``variant`` and
-``epsilon``), one row per run (method entry × ε × seed) with: formal ε; FID (the fid cell's overall FID);
-downstream accuracy with its bootstrap CI, class fidelity, precision and recall (the utility cell,
-runs/utility.py); the best membership attack by AUC with its AUC and TPR@1%FPR and their bootstrap CIs (a TPR the
-non-member count cannot resolve stays empty); the largest empirical ε lower bound of the run's attacks. Written as
-``privacy_utility.csv``, ``tex/privacy_utility.tex`` (one row per method × ε, means over seeds) and the figure
-``figures/privacy_utility.{png,svg,pdf}`` (one panel per quantity, ε on a log axis, one line per private method
-with a CI band — over seeds where there are several, else the single run's bootstrap CI —, every non-private
-baseline a horizontal line at ε = ∞).
+``epsilon``), one row per run (method entry × ε × seed) with: formal ε, its kind and basis; FID (the fid cell's
+overall FID); downstream accuracy with its bootstrap CI and chance, class fidelity, precision and recall (the utility
+cell, runs/utility.py); the best membership attack by AUC with its AUC and TPR@1%FPR and their bootstrap CIs (a TPR
+the non-member count cannot resolve stays empty); the largest empirical ε lower bound of the run's attacks. Written
+as ``privacy_utility.csv``, ``tex/privacy_utility.tex`` (one row per method × ε, means over seeds, the ε basis of
+each kind of row as a footnote) and the figures of reports.privacy_utility_figure (a grid and each panel alone).
 """
 from __future__ import annotations
 
-import base64
 import html as _html
 import json
 import math
@@ -23,15 +20,23 @@ import pandas as pd
 
 from ..bench.cell_schema import cells_of
 from ..core.io import atomic_path, atomic_write_text
+from ..privacy.claims import CONDITIONAL, FORMAL, KIND_LABEL
 from .cells import ci as interval
 from .cells import num
+from .html import figure_data_uri
+from .latex import escape
+from .present import Footnotes
+from .privacy_utility_figure import INTERVAL_TEXT, PANELS, caption, write_figures
 
 #: the range a panel's value can take: a normal band over seeds is clipped to it (a TPR band never reads -0.00)
 RANGES = {"fid": (0.0, math.inf), "downstream_accuracy": (0.0, 1.0), "best_auc": (0.0, 1.0),
           "best_tpr_1pct": (0.0, 1.0), "eps_lower_bound": (0.0, math.inf)}
-PANELS = [("fid", "FID (overall) ↓", None), ("downstream_accuracy", "downstream accuracy ↑", "downstream_ci"),
-          ("best_auc", "best attack AUC", "best_auc_ci"), ("best_tpr_1pct", "best attack TPR@1%FPR", "best_tpr_1pct_ci"),
-          ("eps_lower_bound", "empirical ε lower bound", None)]
+#: each panel's column and the prefix of its own run's CI columns (None: a run has no CI of it)
+CI_OF = {"fid": None, "downstream_accuracy": "downstream_ci", "best_auc": "best_auc_ci",
+         "best_tpr_1pct": "best_tpr_1pct_ci", "eps_lower_bound": None}
+COLUMNS = [col for col, _ in PANELS]
+#: the LaTeX table's label (``tab:privbench-<key>``, as every table of the report)
+LABEL = "tab:privbench-privacy_utility"
 
 
 def _read(path) -> dict | None:
@@ -64,13 +69,28 @@ def _axis_epsilon(axis: float | None, formal: float | None) -> float:
     return 0.0 if formal == 0 else math.inf  # None and NaN (no formal ε) compare unequal
 
 
-def _reference(eps) -> bool:
-    """A run drawn as a horizontal reference line (ε = ∞ or ε = 0: not a point of a log ε axis)."""
-    return not (np.isfinite(eps) and eps > 0)
-
-
 def _eps_text(eps: float, infinity: str) -> str:
     return infinity if not np.isfinite(eps) else f"{eps:g}"
+
+
+def _first(frame: pd.DataFrame, col: str):
+    vals = frame[col].dropna() if col in frame else ()
+    return vals.iloc[0] if len(vals) else None
+
+
+def _claim(mem: pd.DataFrame, formal) -> tuple[str | None, str | None]:
+    """(kind, basis) of a run's ε claim as its results state it (privbench.privacy.claims; results.csv carries the
+    basis, and the kind of a claim that is not formal)."""
+    if formal is not None and pd.notna(formal):
+        kind = FORMAL
+    elif _first(mem, "claim_kind") is not None:
+        kind = str(_first(mem, "claim_kind"))
+    elif _first(mem, "conditional_epsilon") is not None:
+        kind = CONDITIONAL
+    else:
+        kind = None
+    basis = _first(mem, "epsilon_basis")
+    return kind, None if basis is None else str(basis)
 
 
 def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataFrame | None:
@@ -86,9 +106,10 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
         u = r.get("utility") or {}
         d = u.get("downstream") or {}
         formal = mem["formal_epsilon"].max() if len(mem) else None
+        kind, basis = _claim(mem, formal)
         row = {"method": r["method"], "registered_method": r["registered"], "role": r["role"],
                "epsilon": _axis_epsilon(r["epsilon"], formal), "seed": r["seed"],
-               "formal_epsilon": formal, "fid": r.get("fid"),
+               "formal_epsilon": formal, "epsilon_kind": kind, "epsilon_basis": basis, "fid": r.get("fid"),
                "downstream_accuracy": d.get("accuracy"), "downstream_ci_lo": (d.get("ci") or [None])[0],
                "downstream_ci_hi": (d.get("ci") or [None, None])[1], "downstream_chance": d.get("chance"),
                "class_fidelity": (u.get("class_fidelity") or {}).get("class_fidelity"),
@@ -108,8 +129,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
 
 
 def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, float]:
-    """(mean, lo, hi): over seeds (mean ± 1.96·sd/√n, clipped to the panel's range) where there are several,
-    else the run's own CI."""
+    """(mean, lo, hi): over seeds (the t-interval mean ± t₀.₉₇₅,ₙ₋₁·sd/√n, clipped to the panel's range; with 3
+    seeds t = 4.30: the normal 1.96 would be 2.2× too narrow) where there are several, else the run's own CI."""
     if col not in g:  # no run of the group has this panel (e.g. no membership attack)
         return (math.nan,) * 3
     v = pd.to_numeric(g[col], errors="coerce").dropna()
@@ -117,66 +138,38 @@ def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, floa
         return (math.nan,) * 3
     m = float(v.mean())
     if len(v) > 1:
-        h = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v))
+        from scipy.stats import t as student_t  # lazy: scipy only when a band spans several seeds
+
+        h = float(student_t.ppf(0.975, len(v) - 1)) * float(v.std(ddof=1)) / math.sqrt(len(v))
         lo, hi = RANGES.get(col, (-math.inf, math.inf))
         return m, max(m - h, lo), min(m + h, hi)
-    if ci and f"{ci}_lo" in g and pd.notna(g[f"{ci}_lo"].iloc[0]):
-        return m, float(g[f"{ci}_lo"].iloc[0]), float(g[f"{ci}_hi"].iloc[0])
+    run = g.loc[v.index[0]]  # the one run with a value: its own CI, not another seed's
+    if ci and f"{ci}_lo" in g and pd.notna(run[f"{ci}_lo"]):
+        return m, float(run[f"{ci}_lo"]), float(run[f"{ci}_hi"])
     return m, m, m
 
 
+def _interval_kind(g: pd.DataFrame, col: str, lo: float, hi: float) -> str:
+    """What a band is: "seeds" (over several seeds' values), "bootstrap" (one run's own CI), "" (none)."""
+    n = int(pd.to_numeric(g[col], errors="coerce").notna().sum()) if col in g else 0
+    if n > 1:
+        return "seeds"
+    return "bootstrap" if n == 1 and np.isfinite(lo) and lo != hi else ""
+
+
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per method × ε: every panel's mean and band, the number of seeds."""
+    """One row per method × ε: every panel's mean, band and the band's kind (``<col>_interval``), the number of
+    seeds, the chance accuracy and the ε claim's kind and basis."""
     rows = []
     for (method, eps), g in df.groupby(["method", "epsilon"], sort=False):
-        row = {"method": method, "epsilon": eps, "n_seeds": int(g["seed"].nunique())}
-        for col, _, ci in PANELS:
-            row[col], row[f"{col}_lo"], row[f"{col}_hi"] = _band(g, col, ci)
+        row = {"method": method, "epsilon": eps, "n_seeds": int(g["seed"].nunique()),
+               "downstream_chance": _first(g, "downstream_chance"), "epsilon_kind": _first(g, "epsilon_kind"),
+               "epsilon_basis": _first(g, "epsilon_basis")}
+        for col in COLUMNS:
+            row[col], row[f"{col}_lo"], row[f"{col}_hi"] = _band(g, col, CI_OF[col])
+            row[f"{col}_interval"] = _interval_kind(g, col, row[f"{col}_lo"], row[f"{col}_hi"])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def write_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
-    import matplotlib  # lazy: matplotlib only when the figure is drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: matplotlib only when the figure is drawn
-
-    ref = summary["epsilon"].map(_reference).astype(bool)
-    private, base = summary[~ref], summary[ref]
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
-    eps = private["epsilon"].to_numpy(dtype=float)
-    xlim = (eps.min() / 1.5, eps.max() * 1.5) if len(eps) else (0.5, 50)
-    for ax, (col, label, _) in zip(axes, PANELS):
-        ax.set_xscale("log")
-        ax.set_xlim(*xlim)  # explicit: a panel without data (no FID computed) is not autoscaled on a log axis
-        if not np.isfinite(pd.to_numeric(summary[col], errors="coerce")).any():
-            ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
-            ax.set_yticks([])
-        for i, (method, g) in enumerate(private.groupby("method", sort=False)):
-            g = g.sort_values("epsilon")
-            ax.plot(g["epsilon"], g[col], marker="o", label=method, color=f"C{i}")
-            ax.fill_between(g["epsilon"], g[f"{col}_lo"], g[f"{col}_hi"], alpha=0.2, color=f"C{i}")
-        for j, (_, b) in enumerate(base.iterrows()):
-            if np.isfinite(b[col]):
-                ax.axhline(b[col], ls="--", color=f"C{len(private['method'].unique()) + j}",
-                           label=f"{b['method']} (ε = {_eps_text(b['epsilon'], '∞')})")
-        ax.set_xlabel("ε (formal, per method's basis)")
-        ax.set_title(label, fontsize=10)
-    # one legend with every line (a panel may lack some: no FID, no baseline value), on the first panel with data
-    labelled: dict = {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            labelled.setdefault(lab, h)
-    home = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), axes[0])
-    home.legend(list(labelled.values()), list(labelled), fontsize=7)
-    fig.tight_layout()
-    (out / "figures").mkdir(parents=True, exist_ok=True)
-    paths = [out / "figures" / f"privacy_utility.{ext}" for ext in ("png", "svg", "pdf")]
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
 
 
 def _fmt(m, lo, hi, nd=3) -> str:
@@ -187,45 +180,83 @@ def _fmt(m, lo, hi, nd=3) -> str:
     return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), max(nd - 1, 1))}"
 
 
+#: the LaTeX caption: what a cell and the ε column are (the footnotes give each kind of row's ε basis)
+TABLE_CAPTION = ("What privacy costs: utility and leakage against ε. Each cell: the mean over the row's seeds and its "
+                 f"95 % interval — where the row has several seeds, the {INTERVAL_TEXT['seeds'].replace('95 % ', '')}; "
+                 f"else the {INTERVAL_TEXT['bootstrap'].replace('95 % ', '')} (FID and the ε lower bound of one run "
+                 "have none). ε: the value on the suite's axis each run was calibrated to (privacy_utility.csv "
+                 "has each run's accounted formal_epsilon); its basis for each kind of row is a footnote.")
+
+
+def basis_note(row) -> str:
+    """The ε basis of one kind of row, as its results state it: the formal accounting's mechanism and relation
+    (the basis up to its first ";"), ε = 0 by construction, or no guarantee at all (ε = ∞)."""
+    kind, basis, eps = row.get("epsilon_kind"), row.get("epsilon_basis"), float(row["epsilon"])
+    kind = kind if isinstance(kind, str) and kind else None
+    lead = str(basis).split(";")[0].strip() if isinstance(basis, str) and basis else "the results state no basis"
+    if kind is None:
+        return ("ε = ∞: a non-private baseline, no privacy guarantee" if not np.isfinite(eps)
+                else "no ε claim in the results")
+    label = KIND_LABEL.get(kind, kind)
+    return f"ε = 0, {label}: {lead}" if eps == 0 and kind == FORMAL else f"{label}: {lead}"
+
+
+def _marks(summary: pd.DataFrame) -> tuple[list[str], Footnotes]:
+    notes = Footnotes()
+    return [notes.mark(basis_note(r)) for _, r in summary.iterrows()], notes
+
+
 def latex_float(summary: pd.DataFrame, style: str = "single") -> str:
     """The table as ``report --latex-style`` sets tables: ``single`` a ``table`` float, ``twocolumn`` a ``table*``
-    (the full text width) in ``\\footnotesize``; with the style marker the layout test reads."""
+    (the full text width) in ``\\footnotesize``; with the style marker the layout test reads, its label
+    (:data:`LABEL`) and the ε basis of each kind of row as a footnote under it."""
     star, size = ("table*", "\\footnotesize\n\\setlength{\\tabcolsep}{2.5pt}\n") if style == "twocolumn" else ("table", "")
+    marks, notes = _marks(summary)
+    foot = ["\\par\\smallskip", "\\noindent\\parbox{\\linewidth}{\\footnotesize"]
+    foot += [f"\\textsuperscript{{{m}}}{escape(text)}\\par" for m, text in notes.items()] + ["}"]
     return (f"% privbench latex-style: {style}\n\\begin{{{star}}}[t]\n\\centering\n{size}"
-            f"\\caption{{What privacy costs: utility and leakage against $\\varepsilon$ (mean [95\\% interval: over seeds where there are several, else the run's own bootstrap CI])}}\n"
-            f"{latex_table(summary)}\\end{{{star}}}\n")
+            f"\\caption{{{escape(TABLE_CAPTION)}}}\n\\label{{{LABEL}}}\n"
+            f"{latex_table(summary, marks)}" + "\n".join(foot) + f"\n\\end{{{star}}}\n")
 
 
-def latex_table(summary: pd.DataFrame) -> str:
+def latex_table(summary: pd.DataFrame, marks: list[str] | None = None) -> str:
     head = ["method", "$\\varepsilon$", "seeds", "FID", "downstream acc.", "best AUC", "best TPR@1\\%FPR",
             "$\\hat\\varepsilon$ lower bound"]
     lines = ["\\begin{tabular}{ll r" + " l" * len(PANELS) + "}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
-    for _, r in summary.iterrows():
-        eps = _eps_text(r["epsilon"], "$\\infty$")
-        cells = [str(r["method"]).replace("_", "\\_"), eps, str(r["n_seeds"])]
-        cells += [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c, _, _ in PANELS]
+    for i, (_, r) in enumerate(summary.iterrows()):
+        eps = _eps_text(r["epsilon"], "$\\infty$") + (f"\\textsuperscript{{{marks[i]}}}" if marks else "")
+        cells = [escape(str(r["method"])), eps, str(r["n_seeds"])]
+        cells += [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c in COLUMNS]
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
-def html_section(summary: pd.DataFrame, png: Path) -> str:
-    img = base64.b64encode(png.read_bytes()).decode()
+def html_section(summary: pd.DataFrame, figures: list[Path]) -> str:
+    """The figure (the grid, as SVG where written) with its caption and files, then the table with each row's ε
+    basis as a footnote."""
+    grid = [f for f in figures if f.stem == "privacy_utility"]
+    panels = sorted({f.stem for f in figures if f.stem != "privacy_utility"})
+    marks, notes = _marks(summary)
     head = "".join(f"<th>{_html.escape(h)}</th>" for h in ["method", "ε", "seeds"] + [p[1] for p in PANELS])
     body = ""
-    for _, r in summary.iterrows():
-        eps = _eps_text(r["epsilon"], "∞")
-        vals = [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c, _, _ in PANELS]
-        body += "<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in [r["method"], eps, r["n_seeds"], *vals])
-        body += "</tr>"
-    return (f'<p>Utility and leakage against ε (bands: 95 % over seeds, or the single run\'s bootstrap CI).</p>'
-            f'<img alt="privacy-utility figure" src="data:image/png;base64,{img}" style="max-width:100%">'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    for i, (_, r) in enumerate(summary.iterrows()):
+        eps = f'{_html.escape(_eps_text(r["epsilon"], "∞"))}<sup class="fn">{marks[i]}</sup>'
+        vals = [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c in COLUMNS]
+        body += (f"<tr><td>{_html.escape(str(r['method']))}</td><td>{eps}</td>"
+                 + "".join(f"<td>{_html.escape(str(v))}</td>" for v in [r["n_seeds"], *vals]) + "</tr>")
+    fn = "".join(f'<li><sup class="fn">{m}</sup> {_html.escape(t)}</li>' for m, t in notes.items())
+    exts = ",".join(sorted({f.suffix[1:] for f in grid}))
+    files = (f"<code>figures/privacy_utility.{{{exts}}}</code> (the grid, for \\textwidth) and each panel alone "
+             f"for \\columnwidth: " + ", ".join(f"<code>{_html.escape(n)}</code>" for n in panels))
+    return (f'<figure><img alt="privacy-utility figure" src="{figure_data_uri(grid)}" style="max-width:100%">'
+            f"<figcaption>{_html.escape(caption(summary))} Files: {files}.</figcaption></figure>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><ol class=\"fn\">{fn}</ol>")
 
 
 def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, formats: list[str],
                           latex_style: str = "single") -> tuple[list[Path], str | None]:
-    """Write the CSV / LaTeX / figure of an ε-axis bench; returns (files, HTML section or None)."""
+    """Write the CSV / LaTeX / figures of an ε-axis bench; returns (files, HTML section or None)."""
     df = privacy_utility_frame(results, bench)
     if df is None or not len(df):
         return [], None
@@ -243,7 +274,7 @@ def write_privacy_utility(results: pd.DataFrame, bench: dict | None, out: Path, 
         written.append(p)
     section = None
     if {"html", "latex", "markdown"} & set(formats):
-        figs = write_figure(summary, out)
+        figs = write_figures(summary, out)
         written += figs
-        section = html_section(summary, figs[0]) if "html" in formats else None
+        section = html_section(summary, figs) if "html" in formats else None
     return written, section

@@ -245,7 +245,7 @@ class Tables:
                     "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                     "registered_method": r.method, "target": r.target,
                     "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
-                    "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
+                    "axis_epsilon": r.axis_epsilon, "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
                 }
             if r.privacy and not b["privacy"]:
                 b["privacy"] = r.privacy
@@ -275,7 +275,7 @@ class Tables:
             s = same[0]
             key = (s["dataset"], s["seed"], rd, tname)
             blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "registered_method", "role",
-                                                "run_dir", "config_hash")},
+                                                "run_dir", "config_hash", "axis_epsilon")},
                            "target": tname, "privacy": None, "attacks": [], MEMORIZATION: None,
                            RECONSTRUCTION: None, "fid": rec}
         out = list(blocks.values())

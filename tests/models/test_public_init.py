@@ -98,8 +98,9 @@ def test_public_only_releases_the_pretraining_with_epsilon_zero(tmp_path):
 def test_the_privacy_utility_figure_draws_epsilon_zero_as_a_reference_line():
     import math
 
-    from privbench.reports.privacy_utility import _axis_epsilon, _reference
+    from privbench.reports.privacy_utility import _axis_epsilon
+    from privbench.reports.privacy_utility_figure import is_reference
 
-    assert _axis_epsilon(None, 0.0) == 0.0 and _reference(0.0)  # public-only: never read a member
-    assert math.isinf(_axis_epsilon(None, None)) and _reference(math.inf)  # a non-private baseline
-    assert _axis_epsilon(4.0, 3.98) == 4.0 and not _reference(4.0)  # a point of the ε axis
+    assert _axis_epsilon(None, 0.0) == 0.0 and is_reference(0.0)  # public-only: never read a member
+    assert math.isinf(_axis_epsilon(None, None)) and is_reference(math.inf)  # a non-private baseline
+    assert _axis_epsilon(4.0, 3.98) == 4.0 and not is_reference(4.0)  # a point of the ε axis

@@ -8,12 +8,22 @@ import pandas as pd
 
 from privbench.reports.privacy_utility import privacy_utility_frame, summary_frame, write_privacy_utility
 
+DPSGD = ("DP-SGD, PRV accountant, Poisson-subsampled Gaussian, add/remove-one record, δ=1e-05, covers the released "
+         "model's training (all steps); scope: the released model; noise source: seeded")
+LDP = "analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels are not covered"
+PUBLIC = "by construction: the released model never read a member — ε = 0, δ = 0; the public records are not protected"
+
 
 def _bench(tmp_path):
+    """An ε-axis bench without training: centralized (ε = ∞, two seeds), public-only (ε = 0), dpdm-lora at ε 1
+    (one seed) and 10 (two seeds: its line mixes interval kinds), pfdm at ε 1 and 10 (one seed each: bands)."""
     cells, rows = [], []
-    runs = [("centralized", None, None, s, 0.9) for s in (0, 1)] + \
-           [("dpdm", "dpdm-lora", e, 0, 0.2 + e / 100) for e in (1.0, 10.0)] + [("dpdm", "dpdm-lora", 10.0, 1, 0.31)]
-    for i, (method, variant, eps, seed, acc) in enumerate(runs):
+    runs = [("centralized", None, None, s, 0.9, None, None) for s in (0, 1)] + \
+           [("public-only", None, None, 0, 0.85, 0.0, PUBLIC)] + \
+           [("dpdm", "dpdm-lora", e, 0, 0.2 + e / 100, e, DPSGD) for e in (1.0, 10.0)] + \
+           [("dpdm", "dpdm-lora", 10.0, 1, 0.31, 10.0, DPSGD)] + \
+           [("pfdm", None, e, 0, 0.15 + e / 100, e * 0.99, LDP) for e in (1.0, 10.0)]
+    for i, (method, variant, eps, seed, acc, formal, basis) in enumerate(runs):
         rd = str(tmp_path / f"run{i}")
         u = tmp_path / f"u{i}.json"
         u.write_text(json.dumps({"downstream": {"accuracy": acc, "ci": [acc - 0.05, acc + 0.05], "chance": 0.1},
@@ -28,7 +38,8 @@ def _bench(tmp_path):
             cells.append({**common, "kind": "attack", "attack": attack})
             rows.append({"run_dir": rd, "kind": "membership", "attack": attack, "auc": auc, "auc_ci_lo": auc - 0.02,
                          "auc_ci_hi": auc + 0.02, "tpr_1pct": 0.01, "tpr_1pct_ci_lo": 0.0, "tpr_1pct_ci_hi": 0.03,
-                         "formal_epsilon": eps if eps is not None else float("nan"), "eps_lb_cp": 0.1,
+                         "formal_epsilon": formal if formal is not None else float("nan"), "epsilon_basis": basis,
+                         "claim_kind": None, "conditional_epsilon": float("nan"), "eps_lb_cp": 0.1,
                          "eps_lb_one_run": 0.2 if attack == "pia" else float("nan")})
     return {"cells": cells}, pd.DataFrame(rows)
 
@@ -36,24 +47,50 @@ def _bench(tmp_path):
 def test_frame_summary_and_files(tmp_path):
     bench, results = _bench(tmp_path)
     df = privacy_utility_frame(results, bench)
-    assert len(df) == 5 and set(df["method"]) == {"centralized", "dpdm-lora"}
+    assert len(df) == 8 and set(df["method"]) == {"centralized", "public-only", "dpdm-lora", "pfdm"}
     base = df[df["method"] == "centralized"].iloc[0]
     assert math.isinf(base["epsilon"]) and base["best_attack"] == "loss" and base["best_auc"] == 0.8
+    assert pd.isna(base["epsilon_kind"]) and df[df["method"] == "public-only"].iloc[0]["epsilon"] == 0
     one = df[(df["method"] == "dpdm-lora") & (df["epsilon"] == 1.0)].iloc[0]
     assert one["best_attack"] == "pia" and one["eps_lower_bound"] == 0.2 and one["fid"] == 100.0
+    assert one["epsilon_kind"] == "formal" and one["epsilon_basis"] == DPSGD
     s = summary_frame(df)
     ten = s[(s["method"] == "dpdm-lora") & (s["epsilon"] == 10.0)].iloc[0]
     assert ten["n_seeds"] == 2 and abs(ten["downstream_accuracy"] - (0.3 + 0.31) / 2) < 1e-12
     assert ten["downstream_accuracy_lo"] < ten["downstream_accuracy"] < ten["downstream_accuracy_hi"]  # over seeds
+    assert ten["downstream_accuracy_interval"] == "seeds"
     single = s[(s["method"] == "dpdm-lora") & (s["epsilon"] == 1.0)].iloc[0]
     assert abs(single["downstream_accuracy_lo"] - 0.16) < 1e-12 and abs(single["downstream_accuracy_hi"] - 0.26) < 1e-12
+    assert single["downstream_accuracy_interval"] == "bootstrap" and single["fid_interval"] == ""
     files, section = write_privacy_utility(results, bench, tmp_path / "out", ["csv", "latex", "html"])
     names = sorted(p.name for p in files)
-    assert names == ["privacy_utility.csv", "privacy_utility.pdf", "privacy_utility.png", "privacy_utility.svg",
-                     "privacy_utility.tex"]
+    stems = ["privacy_utility"] + [f"privacy_utility-{c}" for c in
+                                   ("fid", "downstream_accuracy", "best_auc", "best_tpr_1pct", "eps_lower_bound")]
+    assert names == sorted(["privacy_utility.csv", "privacy_utility.tex"]
+                           + [f"{s}.{e}" for s in stems for e in ("png", "svg", "pdf")])
     tex = (tmp_path / "out" / "tex" / "privacy_utility.tex").read_text()
-    assert tex.count("\\\\") == 4 and "$\\infty$" in tex and "dpdm-lora" in tex
-    assert "data:image/png;base64," in section and "<td>∞</td>" in section
+    assert tex.count("\\\\") == 7 and "$\\infty$" in tex and "dpdm-lora" in tex  # header + 6 rows
+    assert "data:image/svg+xml;base64," in section and "<td>∞<sup" in section
+    assert section.index("<figcaption>") < section.index("<table>")
+
+
+def test_the_table_has_a_label_and_an_epsilon_basis_per_kind_of_row(tmp_path):
+    from privbench.reports.privacy_utility import LABEL, latex_float
+
+    bench, results = _bench(tmp_path)
+    s = summary_frame(privacy_utility_frame(results, bench))
+    tex = latex_float(s, "twocolumn")
+    assert "\\label{tab:privbench-privacy_utility}" in tex and LABEL == "tab:privbench-privacy_utility"
+    notes = [line for line in tex.splitlines() if line.startswith("\\textsuperscript{")]
+    assert len(notes) == 4, notes  # DP-SGD, LDP per upload, ε = ∞, ε = 0: one footnote each
+    text = "\n".join(notes)
+    assert "formal $\\varepsilon$: DP-SGD, PRV accountant" in text and "scope" not in text  # up to the first ";"
+    assert "formal $\\varepsilon$: analytic-gaussian LDP per record, per single upload" in text
+    assert "$\\varepsilon$ = $\\infty$: a non-private baseline" in text
+    assert "$\\varepsilon$ = 0, formal $\\varepsilon$: by construction" in text
+    rows = [line for line in tex.splitlines() if line.startswith(("dpdm-lora &", "pfdm &", "centralized &"))]
+    assert all("\\textsuperscript{" in r.split("&")[1] for r in rows), rows  # the mark sits on the ε cell
+    assert "privacy_utility.csv" not in tex and "privacy\\_utility.csv" in tex  # escaped for pdflatex
 
 
 def test_no_epsilon_axis_no_section_and_panels_without_data(tmp_path):
@@ -88,3 +125,24 @@ def test_a_band_over_seeds_stays_inside_the_panels_range():
     assert abs(m - 0.011) < 1e-12 and lo == 0.0 and 0.011 < hi < 1
     assert _band(g, "downstream_accuracy", None)[2] == 1.0
     assert _band(g, "eps_lower_bound", None)[1] == 0.0 and _band(g, "fid", None)[1] == 0.0
+
+
+def test_the_html_report_of_an_epsilon_bench_leads_with_privacy_utility(tmp_path):
+    """What an ε-axis bench was run for comes first: in the contents and on the page, before the side-by-side
+    table; a report without an ε axis has no such section."""
+    from test_figure_curves import _epsilon_bench
+
+    from privbench.reports import render_report
+
+    bench = _epsilon_bench(tmp_path)
+    files = render_report(bench, tmp_path / "out", ["html"])
+    html = (tmp_path / "out" / "index.html").read_text()
+    toc = html[html.index('<nav class="toc"'):html.index("</nav>")]
+    assert toc.index('href="#privacy-utility"') < toc.index('href="#table"') < toc.index('href="#audit"')
+    assert html.index('<h2 id="privacy-utility"') < html.index('<h2 id="table"')
+    assert "<figcaption>Utility and leakage against ε" in html
+    assert {"privacy_utility.svg", "privacy_utility-fid.svg"} <= {p.name for p in files}
+    plain = json.loads((bench / "bench.json").read_text())
+    (bench / "bench.json").write_text(json.dumps({**plain, "cells": [dict(c, epsilon=None) for c in plain["cells"]]}))
+    render_report(bench, tmp_path / "plain", ["html"])
+    assert 'id="privacy-utility"' not in (tmp_path / "plain" / "index.html").read_text()
