@@ -178,8 +178,9 @@ class Reconstruction(Attack):
 
     def public_denoiser(self, env: AttackEnv):
         """(Target, note): a denoiser the attacker trains on public records — dataset records that are neither
-        members nor non-members — with the target's architecture and ``train`` settings for
-        ``attack.recon_public_steps`` steps (cached next to the attack results). (None, note) when off."""
+        members nor non-members, nor in the dataset's extractor split — with the target's architecture and
+        ``train`` settings for ``attack.recon_public_steps`` steps (cached next to the attack results). (None, note)
+        when off."""
         steps = int(self.recon_public_steps)
         method = env.method
         if not steps:
@@ -189,7 +190,7 @@ class Reconstruction(Attack):
             return None, "attacker 'public' needs the run's method (dataset and split); skipped"
         ctx = method.ctx
         x, y = ctx.dataset
-        used = set(ctx.split.members) | set(ctx.split.nonmembers)
+        used = set(ctx.split.members) | set(ctx.split.nonmembers) | set(ctx.split.reserved)
         pub = [i for i in range(len(y)) if i not in used]
         if len(pub) < 2:
             return None, "attacker 'public' skipped: every dataset record is a member or a non-member"

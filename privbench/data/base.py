@@ -1,7 +1,7 @@
 """Datasets as (images N×C×H×W float32 in [−1, 1], labels N long), in a fixed order.
 
 Each dataset is one file in ``privbench/data/datasets/`` that registers its loader together with its info
-(channels, size, classes) with :func:`register_dataset`.
+(channels, size, classes, its extractor split) with :func:`register_dataset`.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from ..core.errors import BadInput
 from ..core.registry import DATASETS
+from .splits import reserved_split
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class DatasetInfo:
     channels: int
     size: int
     num_classes: int
+    #: records per class reserved for the feature extractor (FID/KID/utility): its extractor split, which every run's
+    #: partition leaves out (:func:`extractor_split`); 0 = none, the extractor trains on a seeded half of the data
+    extractor_per_class: int = 0
 
 
 @dataclass(frozen=True)
@@ -30,17 +34,27 @@ class Dataset:
     loader: Callable
 
 
-def register_dataset(name: str, channels: int, size: int, num_classes: int, description: str):
+def register_dataset(name: str, channels: int, size: int, num_classes: int, description: str,
+                     extractor_per_class: int = 0):
     """Decorator for a loader ``(data_root=None, download=False) -> (images N×C×H×W in [−1, 1], labels N)``:
-    registers it with its info under ``name`` (one file per dataset in privbench/data/datasets/)."""
+    registers it with its info under ``name`` (one file per dataset in privbench/data/datasets/).
+    ``extractor_per_class`` > 0 declares the dataset's extractor split (:func:`extractor_split`)."""
     def deco(loader: Callable) -> Callable:
-        DATASETS.add(name, Dataset(DatasetInfo(name, channels, size, num_classes), loader), description)
+        info = DatasetInfo(name, channels, size, num_classes, extractor_per_class)
+        DATASETS.add(name, Dataset(info, loader), description)
         return loader
     return deco
 
 
 def dataset_info(name: str) -> DatasetInfo:
     return DATASETS.get(name).factory.info
+
+
+def extractor_split(name: str, labels) -> list[int]:
+    """The records dataset ``name`` reserves for its feature extractor, sorted: the extractor trains on them and no
+    run's partition, reference pool or public split contains them; [] when the dataset declares none."""
+    labels = labels.numpy() if isinstance(labels, torch.Tensor) else labels
+    return reserved_split(labels, dataset_info(name).extractor_per_class, name)
 
 
 def need_root(name: str, data_root) -> str:

@@ -3,12 +3,14 @@
 The member split follows the setting of one-run auditing (Steinke et al. 2023) as closely as a fixed
 size allows: a seeded random permutation of the dataset; the first ``n_members`` are members, the next
 ``n_nonmembers`` non-members, the rest unused. (Exact sizes mean inclusion is not an independent fair coin
-per record; audit.py states that gap.)
+per record; audit.py states that gap.) A dataset that declares an extractor split (:func:`reserved_split`) keeps
+those records out of every run: the permutation is of the other records.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -59,18 +61,27 @@ class MemberSplit:
     public_mode: str = "none"
     #: the utility test split (``data.n_test``): real records no model and no selection step ever reads
     test: list[int] = field(default_factory=list)
+    #: the dataset's extractor split (:func:`reserved_split`): only the feature extractor trains on these records;
+    #: empty for a dataset that declares none, and then absent from split.json (whose bytes stay those of before)
+    reserved: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
         d = asdict(self)
         d["sizes"] = {"members": len(self.members), "nonmembers": len(self.nonmembers), "public": len(self.public),
                       "test": len(self.test)}
+        if self.reserved:
+            d["sizes"]["reserved"] = len(self.reserved)
+        else:
+            del d["reserved"]
         d["sha256"] = self.content_hash()
         return json.dumps(d)
 
     def content_hash(self) -> str:
-        """sha256 of the three index lists (what a consumer trains or evaluates on)."""
-        blob = json.dumps([self.members, self.nonmembers, self.public] + ([self.test] if self.test else [])).encode()
-        return hashlib.sha256(blob).hexdigest()
+        """sha256 of the index lists (what a consumer trains or evaluates on, and what none may read)."""
+        lists = [self.members, self.nonmembers, self.public]
+        lists += [self.test] if self.test or self.reserved else []
+        lists += [self.reserved] if self.reserved else []
+        return hashlib.sha256(json.dumps(lists).encode()).hexdigest()
 
     @staticmethod
     def from_json(s: str) -> "MemberSplit":
@@ -81,12 +92,17 @@ class MemberSplit:
 
 
 def member_split(n_total: int, n_members: int, n_nonmembers: int, seed: int) -> MemberSplit:
-    if n_members + n_nonmembers > n_total:
-        raise BadInput(
-            f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} exceeds the dataset's {n_total} records"
-        )
-    rng = np.random.default_rng([seed, 0x5EED])
-    perm = rng.permutation(n_total)
+    return _seeded_split(np.arange(n_total), n_members, n_nonmembers, seed)
+
+
+def _seeded_split(candidates: np.ndarray, n_members: int, n_nonmembers: int, seed: int, where: str = ""
+                  ) -> MemberSplit:
+    """Members and non-members: the first records of a seeded permutation of ``candidates`` (``where`` says, in
+    the error, which records they are when not all)."""
+    if n_members + n_nonmembers > len(candidates):
+        raise BadInput(f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} exceeds the dataset's "
+                       f"{len(candidates)} records{where}")
+    perm = candidates[np.random.default_rng([seed, 0x5EED]).permutation(len(candidates))]
     return MemberSplit(sorted(perm[:n_members].tolist()),
                        sorted(perm[n_members:n_members + n_nonmembers].tolist()), seed)
 
@@ -94,6 +110,28 @@ def member_split(n_total: int, n_members: int, n_nonmembers: int, seed: int) -> 
 #: the public split's seeded stream (DP-SAD's public teacher drew its records from it before the partition existed)
 _PUBLIC_STREAM = 0x9B11C
 _POOL_STREAM = 0x9001
+#: the extractor split's stream: a constant, never a run's seed, so that every run of a dataset leaves out the same
+#: records and one cached extractor serves them all
+_EXTRACTOR_STREAM = 0xE7AC7
+
+
+def reserved_split(labels: np.ndarray, per_class: int, name: str = "") -> list[int]:
+    """A dataset's extractor split: ``per_class`` records of each class, sorted, a choice fixed by the labels (a
+    constant seed: datasets with the same labels, such as a colour variant, reserve the same records); [] when
+    ``per_class`` is 0. The feature extractor trains on them; :func:`partition` leaves them out of every run
+    (members, non-members, test, public) and so of the reference pools. ``name`` names the dataset in errors."""
+    if not per_class:
+        return []
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(_EXTRACTOR_STREAM)
+    out: list[int] = []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        if len(idx) <= per_class:
+            raise BadInput(f"dataset {name!r} reserves {per_class} records of class {int(c)} for its feature "
+                           f"extractor, but the class has only {len(idx)}")
+        out.extend(idx[rng.permutation(len(idx))[:per_class]].tolist())
+    return sorted(out)
 
 
 def public_classes(mode: str, n_classes: int | None = None) -> list[int]:
@@ -115,7 +153,8 @@ def public_classes(mode: str, n_classes: int | None = None) -> list[int]:
 
 
 def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, public: str = "none",
-              n_public: int = 0, public_owner: str = "data.n_public", n_test: int = 0) -> MemberSplit:
+              n_public: int = 0, public_owner: str = "data.n_public", n_test: int = 0,
+              reserved: Sequence[int] = ()) -> MemberSplit:
     """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records.
 
     ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (so runs from before the public
@@ -124,16 +163,22 @@ def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, 
     the other (private) classes' records. ``n_public`` = 0 under ``none``/``pool``: no public split.
     ``public_owner`` names the setting that sized the public split (in the error when it does not fit).
     ``n_test``: the next records of the members' permutation (private classes only under ``classes:A-B``) form
-    the utility test split, taken before the public records are chosen; 0 = none (the allocation of before)."""
+    the utility test split, taken before the public records are chosen; 0 = none (the allocation of before).
+    ``reserved``: the dataset's extractor split (:func:`reserved_split`), left out of everything: the permutations
+    are of the other records (with none, exactly the allocation of before)."""
     labels = np.asarray(labels)
     n_total = len(labels)
     pub_cls = public_classes(public, int(labels.max()) + 1 if n_total else None)
+    held = np.zeros(n_total, dtype=bool)
+    held[np.asarray(reserved, dtype=np.int64)] = True
     if not pub_cls:
-        split = member_split(n_total, n_members, n_nonmembers, seed)
+        free = np.flatnonzero(~held)  # every record when the dataset declares no extractor split
+        split = _seeded_split(free, n_members, n_nonmembers, seed, " outside its extractor split" if held.any() else "")
+        split.reserved = sorted(np.flatnonzero(held).tolist())
         if n_test:
-            split.test = _test_split(np.arange(n_total), n_members + n_nonmembers, n_test, seed)
+            split.test = _test_split(free, n_members + n_nonmembers, n_test, seed)
         if n_public:
-            used = np.zeros(n_total, dtype=bool)
+            used = held.copy()
             used[np.asarray(split.members + split.nonmembers + split.test, dtype=np.int64)] = True
             rest = np.flatnonzero(~used)
             if n_public > len(rest):
@@ -145,7 +190,7 @@ def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, 
         split.public_mode = public
         return split
     is_pub = np.isin(labels, pub_cls)
-    private, pub = np.flatnonzero(~is_pub), np.flatnonzero(is_pub)
+    private, pub = np.flatnonzero(~is_pub & ~held), np.flatnonzero(is_pub & ~held)
     if n_members + n_nonmembers > len(private):
         raise BadInput(f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} exceeds the "
                        f"{len(private)} records of the private classes (data.public={public})")
@@ -155,7 +200,8 @@ def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, 
     chosen = pub[np.random.default_rng([int(seed), _PUBLIC_STREAM]).permutation(len(pub))[:n_public or len(pub)]]
     return MemberSplit(sorted(perm[:n_members].tolist()), sorted(perm[n_members:n_members + n_nonmembers].tolist()),
                        seed, sorted(chosen.tolist()), public,
-                       _test_split(private, n_members + n_nonmembers, n_test, seed) if n_test else [])
+                       _test_split(private, n_members + n_nonmembers, n_test, seed) if n_test else [],
+                       sorted(np.flatnonzero(held).tolist()))
 
 
 def _test_split(candidates: np.ndarray, start: int, n_test: int, seed: int) -> list[int]:
@@ -169,13 +215,14 @@ def _test_split(candidates: np.ndarray, start: int, n_test: int, seed: int) -> l
 
 def reference_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
                    ) -> tuple[list[int], list[int]]:
-    """(reference pool, RMIA population), sorted, from the records outside the partition (members, non-members and
-    public), a seeded permutation: ``offline`` takes |members ∪ non-members| of them as the pool, ``online`` uses
-    the evaluation split itself; the population comes after the pool. BadInput when too few records are outside."""
+    """(reference pool, RMIA population), sorted, from the records outside the partition (members, non-members,
+    public, test and the dataset's extractor split), a seeded permutation: ``offline`` takes |members ∪ non-members|
+    of them as the pool, ``online`` uses the evaluation split itself; the population comes after the pool. BadInput
+    when too few records are outside."""
     if mode not in ("offline", "online"):
         raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
     evaluation = sorted(set(split.members) | set(split.nonmembers))
-    used = set(evaluation) | set(split.public) | set(split.test)
+    used = set(evaluation) | set(split.public) | set(split.test) | set(split.reserved)
     outside = np.asarray([i for i in range(n_total) if i not in used], dtype=np.int64)
     perm = outside[np.random.default_rng([seed, _POOL_STREAM]).permutation(len(outside))]
     if mode == "online":

@@ -1,8 +1,11 @@
 """Feature extractors for FID/KID, used through torch-fidelity.
 
 Inception-v3 weights cannot be downloaded here, so the default extractor (``cnn``) is a small CNN classifier
-trained on the real data: a seeded split of the dataset (seed 0: the first half of a random permutation, at
-most 20 000 records; the same for every run, so FIDs of different methods and seeds are comparable), cached in
+trained on the real data, the same records for every run, so FIDs of different methods and seeds are comparable:
+the dataset's extractor split where it declares one (``mnist5k``: 100 records per class that no run's partition,
+reference pool or public split contains, privbench.data.base.extractor_split; its held-out accuracy is measured
+on up to 5000 other records, which it only classifies), else a seeded split of the dataset (seed 0: the first
+half of a random permutation, at most 20 000 records — records that runs also draw their members from). Cached in
 the run store under ``<runs-dir>/extractors/cnn-<dataset>-<size>px.safetensors``. Its FID/KID features are the
 global-average-pooled last convolution (like Inception's pool3), 64-d. It is registered with torch-fidelity
 as ``privbench-cnn`` (a ``FeatureExtractorBase`` subclass) and torch-fidelity does the FID/KID computation.
@@ -86,7 +89,7 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
     import torch
     from torch.nn import functional as F
 
-    from ..data.base import load_dataset
+    from ..data.base import extractor_split, load_dataset
 
     x, y = load_dataset(dataset, data_root or None, download, resolution)
     n, c, size = len(y), x.shape[1], x.shape[-1]
@@ -96,9 +99,15 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
     with path_lock(path.parent, f"extractor-{dataset}-{size}", "is training a feature extractor"):
         if path.exists():
             return path
-        n_train = min(n // 2, _MAX_TRAIN)
-        split = member_split(n, n_train, min(n - n_train, 5000), seed)
-        tr, te = torch.as_tensor(split.members), torch.as_tensor(split.nonmembers)
+        reserved = extractor_split(dataset, y)
+        if reserved:
+            others = np.setdiff1d(np.arange(n), reserved)
+            tr = torch.as_tensor(reserved)
+            te = torch.as_tensor(np.sort(others[np.random.default_rng(seed).permutation(len(others))[:5000]]))
+        else:
+            n_train = min(n // 2, _MAX_TRAIN)
+            split = member_split(n, n_train, min(n - n_train, 5000), seed)
+            tr, te = torch.as_tensor(split.members), torch.as_tensor(split.nonmembers)
         num_classes = int(y.max()) + 1
         torch.manual_seed(seed)
         net = _build_cnn(c, size, num_classes)
@@ -127,6 +136,8 @@ def train_cnn_extractor(dataset: str, runs_dir, resolution: int = 0, data_root: 
         meta = {"dataset": dataset, "size": size, "channels": c, "num_classes": num_classes, "width": 32,
                 "n_train": len(tr), "heldout_accuracy": round(acc, 4), "seed": seed, "version": EXTRACTOR_VERSION,
                 "steps": steps}
+        if reserved:
+            meta["trained_on"] = "extractor split"
         save_weights(path, dict(net.state_dict()), {"privbench": json.dumps(meta)})
     return path
 
@@ -218,8 +229,8 @@ def _inception_factory(weights: str | None = None, **_) -> Extractor:
 
 
 FEATURE_EXTRACTORS.add("cnn", _cnn_factory,
-                       "small CNN classifier trained on a seeded half of the real data, cached in the run store "
-                       "(torch-fidelity 'privbench-cnn'; default)")
+                       "small CNN classifier trained on the dataset's extractor split (else a seeded half of the real "
+                       "data), cached in the run store (torch-fidelity 'privbench-cnn'; default)")
 FEATURE_EXTRACTORS.add("inception-v3-compat", _inception_factory,
                        "torch-fidelity's standard Inception-v3 with --inception-weights FILE")
 

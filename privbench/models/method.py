@@ -17,7 +17,7 @@ from ..core.errors import BadInput
 from ..core.io import append_log, atomic_write_text
 from ..core.registry import METHODS
 from ..core.schedule import Schedule
-from ..data.base import dataset_info, load_dataset
+from ..data.base import dataset_info, extractor_split, load_dataset
 from ..data.splits import ClientSplit, MemberSplit, class_matched, config_client_split, partition
 from .public_init import load_into, pretrain_dir, pretrain_settings, pretrained_denoiser, public_hash
 from .target import Target
@@ -48,12 +48,14 @@ def public_size(cfg) -> int:
 
 
 def run_partition(cfg, labels) -> MemberSplit:
-    """The partition (members, non-members, public) of a run with config ``cfg``: one function of the seed."""
+    """The partition (members, non-members, public) of a run with config ``cfg``: one function of the seed, outside
+    the dataset's extractor split."""
     d = cfg.data
     owner = "data.n_public" if d.public != "none" else getattr(METHODS.get(cfg.method).factory, "public_demand_key",
                                                                 "data.n_public")
-    return partition(labels.numpy() if isinstance(labels, torch.Tensor) else labels, d.n_members, d.n_nonmembers,
-                     cfg.seed, d.public, public_size(cfg), owner, d.n_test)
+    labels = labels.numpy() if isinstance(labels, torch.Tensor) else labels
+    return partition(labels, d.n_members, d.n_nonmembers, cfg.seed, d.public, public_size(cfg), owner, d.n_test,
+                     extractor_split(cfg.dataset, labels))
 
 
 @dataclass
