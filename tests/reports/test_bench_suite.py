@@ -85,13 +85,18 @@ def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_quick_privacy_utility_suite_plans_every_method_at_both_epsilons():
-    spec, _ = load_suite("privacy-utility-quick")
+@pytest.mark.parametrize("name", ["privacy-utility", "privacy-utility-mnist"])
+def test_the_privacy_utility_suites_plan_every_method_at_every_epsilon(name):
+    spec, _ = load_suite(name)
     cells = plan(spec, preset=None, sets=[], runs_dir="/nonexistent-runs", device="cpu", validate_methods=False)
-    got = {(c.variant or c.method, c.epsilon, c.kind) for c in cells}
+    got = {(c.variant or c.method, float(c.epsilon) if c.epsilon else c.epsilon, c.kind, c.seed) for c in cells}
     for m in ("dpdm", "dpdm-public", "dpdm-public-lora"):
-        assert {(m, 1.0, "attack"), (m, 10.0, "utility")} <= {(a, float(e) if e else e, k) for a, e, k in got}, m
-    assert ("centralized", None, "utility") in got
+        for e in (1.0, 4.0, 10.0, 32.0):
+            assert {(m, e, "attack", 0), (m, e, "utility", 0)} <= got, (m, e)
+        assert {(m, 10.0, "utility", s) for s in (0, 1, 2)} <= got, m
+    for ref in ("centralized", "finetune", "public-only"):
+        assert (ref, None, "utility", 0) in got, ref
+    assert {("finetune", None, "utility", s) for s in (0, 1, 2)} <= got
 
 
 def test_shipped_suites_load():
