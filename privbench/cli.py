@@ -634,21 +634,26 @@ def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, sch
 @click.option("--data-root", default=None, help="folder with torchvision-format datasets")
 @records_range_option()
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 100), help="cross-validation folds")
+@click.option("--permutations", default=1000, show_default=True, type=click.IntRange(19, 100_000),
+              help="label permutations of the test against AUC 0.5 (p resolution 1/(1+N))")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--json", "as_json", is_flag=True, help="print the check's JSON object (exit codes unchanged)")
-def check_split_cmd(members, nonmembers, split, dataset, data_root, records_range, folds, seed, as_json):
+def check_split_cmd(members, nonmembers, split, dataset, data_root, records_range, folds, permutations, seed,
+                    as_json):
     """Can members and non-members be told apart without the model? (a model-free classifier's AUC)
 
-    Exit 0 when no shift is detected, 1 when the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these
-    records is then not evidence of leakage), 2 for bad input."""
+    Exit 0 when no shift is detected, 1 when a label-permutation test of the classifier's AUC against 0.5 gives
+    p <= 0.05 or the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these records is then not
+    evidence of leakage), 2 for bad input."""
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .metrics.split_shift import flagged
     from .runs.split_check import check_split
 
     res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
-                      records_range=records_range, folds=folds, seed=seed)
-    human = (f"{res['verdict']} ({res['folds']}-fold, {res['n_members']} members / {res['n_nonmembers']} "
-             f"non-members)")
-    if res["shift"]:
+                      records_range=records_range, folds=folds, seed=seed, permutations=permutations)
+    human = (f"{res['verdict']} ({res['folds']}-fold, {res['permutations']} permutations, {res['n_members']} "
+             f"members / {res['n_nonmembers']} non-members)")
+    if flagged(res):
         click.echo(f"SHIFT: {human}", err=True)
         if as_json:
             _emit(res, True)

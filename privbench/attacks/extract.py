@@ -1,6 +1,5 @@
 """Extraction audit (Carlini et al., "Extracting training data from diffusion models", USENIX Security 2023,
-§4–5): generate many samples, flag the ones the model generates over and over (the clique filter), and verify each
-flagged generation against the training set — which training records can the model regenerate?
+§4–5): generate many samples and count the training records the model regenerates.
 
 1. **Generate** ``attack.n_samples`` samples with ``attack.sampler``/``attack.steps`` (the memorization
    attack's sampling settings; class-conditional targets: labels drawn uniformly, seeded).
@@ -9,20 +8,28 @@ flagged generation against the training set — which training records can the m
    tiles of the per-tile root-mean-square difference (two images are near-copies only if every region matches);
    or, with ``attack.extract_embedding`` (``--embedding FILE``), the ℓ2 distance between the unit-normalised outputs
    of the user's TorchScript embedding (e.g. an SSCD copy-detection model; privbench never downloads one).
-3. **Clique filter**: a graph on the samples with an edge where the distance is below ``attack.extract_delta``;
-   a generation is a candidate when it lies in a clique of at least ``attack.extract_clique`` samples (the paper:
-   10 of 500 generations per prompt). Cliques are grown greedily (each node in order of degree, adding the
-   neighbours adjacent to every member, nearest first): a maximal clique, not necessarily the maximum one.
-   The candidate of a clique is its medoid.
-4. **Verify** each candidate against the target's training records (duplicates collapsed): extracted when its
-   nearest training record is within the same δ. Reported per record: dataset index, distance, clique size.
+3. **Training-set count** (the headline, ``n_extracted``; the paper's §5 for an unconditional model whose training
+   set is at hand — privbench always has it): the distinct training records (duplicates collapsed) that are the
+   nearest record of some generation within ``attack.extract_delta``.
+4. **Clique count** (secondary, ``n_extracted_clique``; the paper's §4 procedure for Stable Diffusion, which needs
+   no training set): a graph on the samples with an edge where the distance is below δ; a generation is a candidate
+   when it lies in a clique of at least k samples, and the candidate (the clique's medoid) is verified when its
+   nearest training record is within δ. Cliques are grown greedily (each node in order of degree, adding the
+   neighbours adjacent to every member, nearest first): maximal, not necessarily maximum.
 
-Metrics: ``n_extracted`` (distinct training records verified), ``n_candidates``, ``filter_precision``
-(verified ÷ candidates; n/a without candidates), ``n_generated``; figures: every candidate with its nearest
-record and distance, and how many generations (filtered or not) lie within δ of a training record.
+The clique size k (``attack.extract_clique``; 0 = auto) defaults to min(10, max(2, ⌊S / 2N⌋)) for S samples and N
+distinct training records: the paper's 10 of 500 generations per prompt where a record can recur that often, down
+to pairs where S/N is small. A model that regenerates each record equally often gives each Binomial(S, 1/N)
+samples, so it flags N · P[Binomial(S, 1/N) ≥ k] records in expectation (``figures.expected_clique_records``); when
+that is below 1 the clique count cannot fire and the attack is refused (BadInput, naming the sizes and the
+n_samples that would do). At S = 500 and k = 10 it is 0.0098 for N = 256 and 0.89 for N = 128.
 
-Conventions that differ from the paper: Carlini et al. verify CIFAR-10 generations with a distance RELATIVE to the
-50 nearest training images (α = 0.5); privbench uses the absolute tiled distance for both steps (one δ). Stable
+Metrics: ``n_extracted`` (training-set count), ``n_extracted_clique``, ``n_candidates``, ``filter_precision``
+(verified ÷ candidates; n/a without candidates), ``n_generated``; figures: the records of both counts, every
+candidate with its nearest record and distance, and how many generations lie within δ of a training record.
+
+Conventions that differ from the paper: Carlini et al. count CIFAR-10 extractions with a distance RELATIVE to the
+50 nearest training images (α = 0.5); privbench uses the absolute tiled distance for every step (one δ). Stable
 Diffusion's prompts (500 generations per caption) are replaced by unconditional or uniformly-labelled sampling.
 """
 from __future__ import annotations
@@ -44,6 +51,9 @@ from .memorization import SamplingSettings, check_sampling, network_calls, sampl
 
 #: a TorchScript embedding larger than this is refused before it is read
 MAX_EMBEDDING_BYTES = 2 << 30
+#: the automatic clique size's range: the paper's 10 of 500 generations per prompt, and a pair at the least
+CLIQUE_MAX, CLIQUE_MIN = 10, 2
+CLIQUE_RULE = "min(10, max(2, floor(n_samples / (2 * distinct training records))))"
 
 
 @dataclass
@@ -52,7 +62,8 @@ class ExtractSettings(SamplingSettings):
     extract_delta: float = setting(0.1, lo=0.0, lo_open=True,
                                    help="extract: distance below which two images are near-copies (tiled L2 on "
                                         "[0,1], or embedding L2)")
-    extract_clique: int = setting(10, lo=2, help="extract: clique size that flags a generation (paper: 10 of 500)")
+    extract_clique: int = setting(0, lo=0, help="extract: clique size that flags a generation; 0 = auto: "
+                                                "min(10, max(2, n_samples // (2 * distinct training records)))")
     extract_tile: int = setting(8, lo=1, help="extract: tile side of the tiled L2 distance (paper: 8 on 32x32)")
     extract_embedding: str = setting("", help="extract: a TorchScript embedding file (e.g. SSCD); empty = tiled L2")
 
@@ -101,6 +112,54 @@ def embedding_distance(model, a: torch.Tensor, b: torch.Tensor, batch: int = 256
     return torch.cdist(emb(a), emb(b)).float()
 
 
+def auto_clique(n_samples: int, n_records: int) -> int:
+    """The automatic clique size (module doc): min(10, max(2, ⌊S / 2N⌋))."""
+    return min(CLIQUE_MAX, max(CLIQUE_MIN, n_samples // (2 * max(n_records, 1))))
+
+
+def _binomial_tail(n: int, p: float, k: int) -> float:
+    """P[Binomial(n, p) ≥ k]."""
+    if k <= 0:
+        return 1.0
+    if p >= 1.0:
+        return 1.0 if n >= k else 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    below = sum(math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p
+                         + (n - i) * log_q) for i in range(min(k, n + 1)))
+    return max(0.0, 1.0 - below)
+
+
+def expected_clique_records(n_samples: int, n_records: int, clique: int) -> float:
+    """Records a model that regenerates each of ``n_records`` equally often flags with cliques of ``clique`` among
+    ``n_samples`` samples, in expectation: N · P[Binomial(S, 1/N) ≥ k]."""
+    return n_records * _binomial_tail(n_samples, 1.0 / n_records, clique)
+
+
+def samples_for_clique(n_records: int, clique: int) -> int:
+    """The fewest samples at which :func:`expected_clique_records` reaches 1."""
+    hi = max(clique, 1)
+    while expected_clique_records(hi, n_records, clique) < 1:
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if expected_clique_records(mid, n_records, clique) < 1 else (lo, mid)
+    return hi
+
+
+def clique_refusal(n_samples: int, n_records: int, clique: int, auto: bool) -> str | None:
+    """Why cliques of ``clique`` cannot fire at these sizes, in one line (None: they can)."""
+    expected = expected_clique_records(n_samples, n_records, clique)
+    if expected >= 1:
+        return None
+    lower = "" if auto or clique <= CLIQUE_MIN else " or lower attack.extract_clique (0 = auto)"
+    return (f"extract: attack.extract_clique={clique}{' (auto)' if auto else ''} cannot fire at these sizes: "
+            f"attack.n_samples={n_samples} over {n_records} distinct training records is {n_samples / n_records:.2f} "
+            f"samples per record, and a model that regenerates every record equally often flags {expected:.2g} "
+            f"records in expectation; raise attack.n_samples to at least {samples_for_clique(n_records, clique)}"
+            f"{lower}")
+
+
 def greedy_cliques(dist: np.ndarray, delta: float, min_size: int) -> list[list[int]]:
     """Disjoint maximal cliques (size ≥ ``min_size``) of the graph dist < delta, grown greedily."""
     adj = dist < delta
@@ -138,6 +197,8 @@ class Extract(Attack):
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         check_sampling(self, num_timesteps)
+        if self.extract_clique == 1:
+            raise BadInput("attack.extract_clique=1: a clique is at least 2 generations (0 = auto)")
         if self.extract_clique > self.n_samples:
             raise BadInput(f"attack.extract_clique={self.extract_clique}: more than attack.n_samples="
                            f"{self.n_samples} generations")
@@ -148,6 +209,7 @@ class Extract(Attack):
         d = super().hash_dict(cfg)
         if self.extract_embedding:  # the embedding's content, not its path, changes the result
             d["embedding_sha256"] = sha256_file(self.extract_embedding)
+        d["headline"] = "training-set count"   # n_extracted's definition: results counted otherwise are not reused
         return d
 
     def distance(self, a, b, embed=None) -> torch.Tensor:
@@ -161,15 +223,29 @@ class Extract(Attack):
         train_x, _ = env.training_data(records)
         index = torch.as_tensor(env.train_index, dtype=torch.long) if env.train_index is not None else None
         ref, src, _ = unique_records(train_x.cpu(), index)
+        if not len(ref):
+            raise BadInput("extract: the target has no training records to compare its generations with")
+        n_samples, auto = int(self.n_samples), not self.extract_clique
+        clique = auto_clique(n_samples, len(ref)) if auto else int(self.extract_clique)
+        refusal = clique_refusal(n_samples, len(ref), clique, auto)
+        if refusal:  # before sampling: the sizes alone decide it
+            raise BadInput(refusal)
         kw = sampling_kwargs(self, env.cfg)
-        samples, _ = target.sample(int(self.n_samples), None, seed=env.seed, **kw)
+        samples, _ = target.sample(n_samples, None, seed=env.seed, **kw)
         samples = samples.float().clamp(-1, 1).cpu()
         embed = load_embedding(self.extract_embedding) if self.extract_embedding else None
         delta = float(self.extract_delta)
-        cliques = greedy_cliques(self.distance(samples, samples, embed).double().numpy(), delta,
-                                 int(self.extract_clique))
         to_train = self.distance(samples, ref, embed)
         d_nn, nn = to_train.min(1)
+        # the training-set count: each record that is the nearest of some generation within δ, with its closest one
+        within = torch.nonzero(d_nn < delta).flatten().tolist()
+        closest: dict[int, int] = {}
+        for i in within:
+            r = int(nn[i])
+            if r not in closest or d_nn[i] < d_nn[closest[r]]:
+                closest[r] = i
+        extracted = sorted(closest, key=lambda r: int(src[r]))
+        cliques = greedy_cliques(self.distance(samples, samples, embed).double().numpy(), delta, clique)
         found = []
         for members in cliques:
             sub = self.distance(samples[members], samples[members], embed).sum(1)
@@ -177,24 +253,27 @@ class Extract(Attack):
             found.append({"sample": medoid, "clique_size": len(members), "nearest_record": int(src[nn[medoid]]),
                           "distance": float(d_nn[medoid]), "verified": bool(d_nn[medoid] < delta)})
         verified = [c for c in found if c["verified"]]
-        records_out = sorted({c["nearest_record"] for c in verified})
+        clique_records = sorted({c["nearest_record"] for c in verified})
         res = AttackOutput()
-        res.metrics = {"n_extracted": len(records_out), "n_candidates": len(found),
+        res.metrics = {"n_extracted": len(extracted), "n_extracted_clique": len(clique_records),
+                       "n_candidates": len(found),
                        "filter_precision": (len(verified) / len(found)) if found else None,
                        "n_generated": int(len(samples))}
-        res.figures = {"extracted_records": records_out, "candidates": found, "delta": delta,
+        res.figures = {"extracted_records": [int(src[r]) for r in extracted],
+                       "clique_extracted_records": clique_records, "candidates": found, "delta": delta,
                        "distance": ("embedding L2 (unit-normalised)" if embed is not None else
                                     f"tiled L2: max over {self.extract_tile}x{self.extract_tile} tiles of the RMS "
                                     f"difference on [0,1]"),
-                       "clique_min": int(self.extract_clique),
-                       "generations_within_delta_of_training": int((d_nn < delta).sum()),
+                       "n_training_records": int(len(ref)), "clique_min": clique,
+                       "clique_rule": CLIQUE_RULE if auto else "attack.extract_clique",
+                       "expected_clique_records": expected_clique_records(n_samples, len(ref), clique),
+                       "generations_within_delta_of_training": len(within),
                        "reference": "training dataset index" if index is not None else "row in the training tensor",
                        "sampling": {**kw, "network_calls_per_sample": network_calls(kw, target.num_timesteps)}}
         res.arrays = {"nearest_record": src[nn].numpy(), "distance": d_nn.double().numpy()}
-        if verified:
-            pick = [c["sample"] for c in verified[:8]]
-            rows = [int((src == c["nearest_record"]).nonzero()[0, 0]) for c in verified[:8]]
-            imgs = torch.stack([t for pair in zip(samples[pick], ref[rows]) for t in pair])
-            labels = [s for c in verified[:8] for s in (f"d={c['distance']:.3f}", f"#{c['nearest_record']}")]
+        if extracted:
+            shown = extracted[:8]
+            imgs = torch.stack([t for r in shown for t in (samples[closest[r]], ref[r])])
+            labels = [s for r in shown for s in (f"d={float(d_nn[closest[r]]):.3f}", f"#{int(src[r])}")]
             res.images["extracted"] = (imgs, labels, 8)
         return res

@@ -29,6 +29,7 @@ import pandas as pd
 from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.constants import DEFAULT_DELTA
 from ..core.mechanisms import SEEDED_NOISE_LABEL
+from ..metrics.split_shift import flagged
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
 from ..privacy.compare import (
     bound_confidence,
@@ -397,9 +398,12 @@ class Tables:
             if key in seen:
                 continue
             seen.add(key)
+            # a result without "material" predates the permutation test: its "shift" was the CI rule
             rows.append({"dataset": r.dataset, "seed": r.seed, "method": r.method_label, "target": r.target,
-                         "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "shift": sc.get("shift"),
-                         "bound": sc.get("bound"), "folds": sc.get("folds"), "n_members": sc.get("n_members"),
+                         "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "p_value": sc.get("p_value"),
+                         "detectable_auc": sc.get("detectable_auc"), "shift": flagged(sc),
+                         "material": bool(sc.get("material", sc.get("shift"))), "bound": sc.get("bound"),
+                         "folds": sc.get("folds"), "n_members": sc.get("n_members"),
                          "n_nonmembers": sc.get("n_nonmembers"), "verdict": sc.get("verdict")})
         return pd.DataFrame(rows)
 

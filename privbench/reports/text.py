@@ -106,8 +106,9 @@ def _one_line(r: dict) -> str:
     if r.get("kind") == MEMORIZATION:
         return f"memorized {_f(m.get('memorized_fraction'))} of {m.get('n_generated')} samples"
     if r.get("kind") == "extraction":
-        return (f"extracted {m.get('n_extracted')} training records from {m.get('n_generated')} samples "
-                f"({m.get('n_candidates')} candidates, filter precision {_f(m.get('filter_precision'))})")
+        return (f"extracted {m.get('n_extracted')} training records from {m.get('n_generated')} samples (clique "
+                f"filter: {m.get('n_extracted_clique', NA_TEXT)} records, {m.get('n_candidates')} candidates, "
+                f"precision {_f(m.get('filter_precision'))})")
     return (f"best {m.get('best_attacker')}: re-id {_f(m.get('reid_rate'))} (chance {_f(m.get('reid_chance'), 4)}) "
             f"PSNR {_f(m.get('psnr'), 2)} dB SSIM {_f(m.get('ssim'))}")
 

@@ -37,7 +37,7 @@ from ..data.captions import check_template, template_captions
 from ..data.image_range import check_range_name, check_same_encoding
 from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
 from ..metrics.roc import FPR_OF, resolvable, unresolvable_reason
-from ..metrics.split_shift import DEFAULT_FOLDS, split_shift
+from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
 from .attack import assemble_result, cached_result, make_attack, metrics_hash_dict, new_result
 from .external_references import build_external_references, load_recipe
@@ -274,7 +274,7 @@ def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
     if folds < 2:
         return None
     shift = split_shift(mem.x, non.x, folds=folds)
-    if shift["shift"]:
+    if flagged(shift):
         LOG.warning(f"privbench: warning: {shift['verdict']}")
     return shift
 
@@ -401,7 +401,7 @@ def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, prov
     result.provenance = provenance
     result.records_range = ext.records_range
     result.split_check = ext.split_check
-    if ext.split_check and ext.split_check["shift"]:
+    if ext.split_check and flagged(ext.split_check):
         result.warnings = result.warnings + [ext.split_check["verdict"]]
     # again, now with the provenance (marks the run complete)
     atomic_write_json(run_dir / "result.json", result.to_json())
