@@ -40,7 +40,7 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 _BAND = {"bootstrap": {"alpha": 0.2, "linewidth": 0}, "seeds": {"alpha": 0.15, "hatch": "////", "linewidth": 0}}
 INTERVAL_TEXT = {
     "bootstrap": "95 % bootstrap CI of the single run",
-    "seeds": "95 % CI of the mean over seeds (Student's t-interval: mean ± t₀.₉₇₅,ₙ₋₁ standard errors)",
+    "seeds": "95 % CI of the mean over seeds (Student's t-interval: mean ± t(0.975; n-1) standard errors)",
 }
 #: a band kind's legend entry (the caption says it in full)
 LEGEND_TEXT = {"bootstrap": "95 % bootstrap CI (one run)", "seeds": "95 % CI over seeds"}
