@@ -8,7 +8,7 @@ from privbench.core import progress
 
 
 def test_nested_bars_sit_below_the_callers_and_quiet_ones_are_off(monkeypatch):
-    monkeypatch.setenv("PRIVBENCH_PROGRESS", "1")
+    monkeypatch.setenv("PRIVBENCH_PROGRESS", "tqdm")  # a StringIO is no terminal: force the bars
     monkeypatch.delenv("RANK", raising=False)
     out = io.StringIO()
     top = progress.bar(total=3, file=out, leave=True)
