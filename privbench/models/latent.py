@@ -52,6 +52,7 @@ from .external_base import (
     schedule_from_config,
     to_epsilon,
 )
+from .outside_config import check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
 from .safe_load import check_size, meta_build
 from .target import Target, TargetCapabilities
 
@@ -61,6 +62,8 @@ TOKENIZER_CLASSES = ("CLIPTokenizer", "CLIPTokenizerFast")
 LORA_FILE = "pytorch_lora_weights.safetensors"
 ENCODE_BATCH = 32
 TEXT_BATCH = 64
+#: AutoencoderKL's default ``scaling_factor`` (Stable Diffusion 1.x's), used when a VAE config leaves it out
+SD_SCALING_FACTOR = 0.18215
 
 
 # ---------------------------------------------------------------------- strict safetensors loading
@@ -135,8 +138,13 @@ def _diffusers_component(folder: Path, cls_name: str, where: str):
     cfg = read_json(folder / "config.json", where)
     if cfg.get("_class_name") != cls_name:
         raise BadInput(f"{where}: config.json describes {cfg.get('_class_name')!r}, expected {cls_name}")
+    check_unet_or_vae(cfg, where)  # before the meta build: a zero group count divides by zero in it
     cls = getattr(diffusers, cls_name)
     _bounded(lambda: cls.from_config(cfg), where)  # counted on the meta device before any memory is allocated
+    if cls_name == "UNet2DConditionModel":
+        sample_side(cfg.get("sample_size"), where)
+    else:
+        scaling_factor(cfg.get("scaling_factor", SD_SCALING_FACTOR), where)
     try:
         module = cls.from_config(cfg)
     except Exception as e:  # noqa: BLE001 - diffusers raises many types for a bad config
@@ -152,6 +160,7 @@ def _text_encoder(folder: Path, where: str):
     arch = cfg.get("architectures") or ["CLIPTextModel"]
     if arch != ["CLIPTextModel"]:
         raise BadInput(f"{where}: architectures={arch}; only transformers CLIPTextModel is read")
+    check_text_encoder(cfg, where)
     _bounded(lambda: CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"})), where)
     try:
         module = CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"}))
@@ -370,15 +379,15 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
         out = unet(z_t, t, encoder_hidden_states=text.table[y], return_dict=False)[0]
         return to_epsilon(out[:, :c], z_t, ac[t], pred)
 
-    ss = unet.config.sample_size
-    h, w = (ss, ss) if isinstance(ss, int) else (int(ss[0]), int(ss[1]))
+    where = f"--model {provenance.get('path')}"
+    h, w = sample_side(unet.config.sample_size, f"{where} (unet/)")
     if vae is None:
         scaling, pixel_shape = 1.0, (c, h, w)
     else:
-        scaling = float(getattr(vae.config, "scaling_factor", 0.18215) or 1.0)
+        scaling = scaling_factor(getattr(vae.config, "scaling_factor", SD_SCALING_FACTOR), f"{where} (vae/)")
         factor = 2 ** (len(vae.config.block_out_channels) - 1)
         if int(vae.config.latent_channels) != c:
-            raise BadInput(f"--model {provenance.get('path')}: the VAE has {vae.config.latent_channels} latent "
+            raise BadInput(f"{where}: the VAE has {vae.config.latent_channels} latent "
                            f"channels, the UNet takes {c}")
         pixel_shape = (int(vae.config.in_channels), h * factor, w * factor)
     prov = dict(provenance)
