@@ -57,6 +57,9 @@ def npz_captions(z, n: int, path) -> list[str] | None:
     if "captions" not in z.files:
         return None
     shape, dtype = _npy_header(z, "captions", path)
+    if dtype.hasobject:
+        raise BadInput(f"{path}: captions is an object (pickled) array; store a NumPy unicode array "
+                       f"(np.array(list_of_str)) instead")
     if dtype.kind not in "US" or len(shape) != 1:
         raise BadInput(f"{path}: captions must be a 1-D unicode array, got {dtype} {shape}")
     if shape[0] != n:
