@@ -52,7 +52,7 @@ from .external_base import (
     schedule_from_config,
     to_epsilon,
 )
-from .outside_config import check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
+from .outside_config import caption_tokens, check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
 from .safe_load import check_size, meta_build
 from .target import Target, TargetCapabilities
 
@@ -267,6 +267,7 @@ class CaptionTable:
         self.tokenizer = tokenizer
         self.text_encoder = text_encoder.to(device).eval()
         self.device = device
+        self.max_length = caption_tokens(tokenizer, self.text_encoder)
         self.captions: list[str] = []
         self.rows: dict[str, int] = {}
         self.table = None
@@ -277,7 +278,7 @@ class CaptionTable:
         tok = self.tokenizer
         out = []
         for lo in range(0, len(captions), TEXT_BATCH):
-            ids = tok(captions[lo:lo + TEXT_BATCH], padding="max_length", max_length=tok.model_max_length,
+            ids = tok(captions[lo:lo + TEXT_BATCH], padding="max_length", max_length=self.max_length,
                       truncation=True, return_tensors="pt").input_ids.to(self.device)
             out.append(self.text_encoder(ids)[0].float())
         return torch.cat(out)

@@ -21,6 +21,8 @@ MAX_BLOCKS = 4096
 MAX_TEXT_LAYERS = 256
 #: the most levels (entries of ``block_out_channels``) a UNet or VAE may have, as privbench's own UNets
 MAX_LEVELS = 8
+#: a text encoder's positions at most: every caption is padded to them (CLIP has 77, Long-CLIP 248)
+MAX_TEXT_POSITIONS = 1024
 
 
 def _is_int(v) -> bool:
@@ -94,17 +96,30 @@ def _check_blocks(cfg: dict, levels: int, where: str) -> None:
 
 
 def check_text_encoder(cfg: dict, where: str) -> None:
-    """A CLIP text config's layer count and position table (the caption length every query pads to)."""
+    """A CLIP text config's layer count and position table (the caption length every query pads to; a
+    tokenizer's own ``model_max_length`` is capped by it, :func:`caption_tokens`)."""
     layers = cfg.get("num_hidden_layers", 12)
     if not _is_int(layers) or not 1 <= layers <= MAX_TEXT_LAYERS:
         raise BadInput(f"{where}: config.json num_hidden_layers={_short(layers)}; expected an integer in "
                        f"1..{MAX_TEXT_LAYERS}")
     positions = cfg.get("max_position_embeddings", 77)
-    if not _is_int(positions) or positions < 2:
+    if not _is_int(positions) or not 2 <= positions <= MAX_TEXT_POSITIONS:
         raise BadInput(f"{where}: config.json max_position_embeddings={_short(positions)}; expected an integer "
-                       f">= 2 (a start and an end token)")
+                       f"in 2..{MAX_TEXT_POSITIONS} (every caption is padded to it)")
 
 
 def _short(v) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def caption_tokens(tokenizer, text_encoder) -> int:
+    """Tokens every caption is padded and cut to: the text encoder's ``max_position_embeddings``, or the
+    tokenizer's ``model_max_length`` where that is smaller. A tokenizer folder states its own length in
+    ``tokenizer_config.json`` — or not at all (the minimal ``vocab.json`` + ``merges.txt`` layout: transformers then
+    says 10**30) — so only the encoder's position table is a bound the queries can rely on."""
+    positions = int(text_encoder.config.max_position_embeddings)
+    own = getattr(tokenizer, "model_max_length", None)
+    if isinstance(own, bool) or not isinstance(own, (int, float)) or not math.isfinite(own) or own < 2:
+        return positions
+    return min(int(own), positions)
