@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import re
 from pathlib import Path
 
@@ -40,8 +41,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from ..core.config import MAX_PARAMETERS
 from ..core.errors import BadInput
 from ..core.extras import require
+from ..core.jsonio import regular_file
 from .external_base import (
     CONVERSIONS,
     DISCRETE_SCHEDULERS,
@@ -53,7 +56,7 @@ from .external_base import (
     to_epsilon,
 )
 from .outside_config import caption_tokens, check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
-from .safe_load import check_size, meta_build
+from .safe_load import check_size, meta_build, safetensors_tensors
 from .target import Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
@@ -201,15 +204,19 @@ def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
             hint = (f" (only pickled {pickled[0]}: privbench reads safetensors only)" if pickled else "")
             raise BadInput(f"{where} {path}: no {LORA_FILE} in the folder{hint}")
         p = cand
-    if not p.is_file():
-        raise BadInput(f"{where} {path}: no such file or directory")
+    p = regular_file(p, where)  # a FIFO or a device would block the reader, a missing file is named as such
     if not p.name.endswith(".safetensors"):
         raise BadInput(f"{where} {path}: not a .safetensors file; privbench reads safetensors only (a pickle can "
                        f"run code)")
+    _check_lora_header(p, f"{where} {p}")
     try:
         state = load_file(str(p), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise BadInput(f"{where} {path}: not a readable safetensors file ({type(e).__name__})") from None
+    nonfinite = sorted(k for k, v in state.items() if not bool(torch.isfinite(v).all()))
+    if nonfinite:
+        raise BadInput(f"{where} {p}: {len(nonfinite)} tensor(s) hold NaN or infinity ({_few(nonfinite)}); "
+                       f"the adapter's weights must be finite")
     text = [k for k in state if k.startswith(("text_encoder", "lora_te"))]
     if text:
         raise BadInput(f"{where} {path}: holds a text-encoder LoRA ({text[0]}); only UNet adapters are applied")
@@ -218,6 +225,24 @@ def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
         raise BadInput(f"{where} {path}: not a diffusers UNet LoRA (key {odd!r}; expected unet.* keys as "
                        f"diffusers' save_lora_weights writes)")
     return state, p
+
+
+def _check_lora_header(p: Path, where: str) -> None:
+    """Before the adapter's data is read: every tensor a float (an integer LoRA would be cast silently into the
+    UNet's weights) and all of them within privbench's parameter bound."""
+    info = safetensors_tensors([p], where)
+    odd = sorted(f"{k} {t.dtype}" for k, t in info.items() if t.dtype != "float")
+    if odd:
+        raise BadInput(f"{where}: {len(odd)} tensor(s) are not floating point ({_few(odd)}); a LoRA adapter's "
+                       f"weights are floats")
+    n = sum(math.prod(t.shape) for t in info.values())
+    if n > MAX_PARAMETERS:
+        raise BadInput(f"{where}: {n:,} values in the adapter; privbench loads at most {MAX_PARAMETERS:,}")
+
+
+def _few(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 #: older diffusers LoRA key spellings → peft's (diffusers' ``convert_state_dict_to_diffusers`` writes the old ones
