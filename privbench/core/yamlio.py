@@ -61,7 +61,7 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             seen: dict = {}
-            for key_node, _ in node.value:
+            for key_node, value_node in node.value:
                 line = key_node.start_mark.line + 1
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise _Refused(f"YAML merge keys (<<) are not accepted (line {line})")
@@ -74,16 +74,21 @@ class _Loader(yaml.SafeLoader):
                 if first is not None:
                     raise _Refused(f"duplicate key {key!r} at line {line} (first at line {first}): a later value "
                                    f"would silently replace the earlier one")
+                if isinstance(value_node, yaml.ScalarNode) and value_node.tag == "tag:yaml.org,2002:int":
+                    self._bounded_int(value_node, f"{key}: ")  # here the refusal can name the key
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node):
+        return self._bounded_int(node)
+
+    def _bounded_int(self, node, key: str = ""):
         text = str(node.value)
         if len(text) > _MAX_INT_TEXT:
-            raise _Refused(f"integer of {len(text)} characters at line {node.start_mark.line + 1}; integers are "
-                           f"limited to magnitude {MAX_INT} (2**63 - 1)")
+            raise _Refused(f"{key}integer of {len(text)} characters at line {node.start_mark.line + 1}; integers "
+                           f"are limited to magnitude {MAX_INT} (2**63 - 1)")
         value = super().construct_yaml_int(node)
         if abs(value) > MAX_INT:
-            raise _Refused(f"integer {text} at line {node.start_mark.line + 1} is beyond magnitude {MAX_INT} "
+            raise _Refused(f"{key}integer {text} at line {node.start_mark.line + 1} is beyond magnitude {MAX_INT} "
                            f"(2**63 - 1)")
         return value
 

@@ -51,7 +51,7 @@ def test_huge_integers(tmp_path, literal):
     cfg = _write(tmp_path, "c.yaml", f"train: {{steps: {literal}}}\n")
     r = cli("train", *TEST, "--config", cfg, "--runs-dir", tmp_path / "runs")
     line = assert_one_line(r, 2, "9223372036854775807 (2**63 - 1)")
-    assert str(cfg) in line and "line 1" in line
+    assert str(cfg) in line and "steps: integer" in line and "line 1" in line
     assert entries(tmp_path / "runs") == []
 
 
