@@ -220,6 +220,9 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
 
 def _utility_cell(common: dict, method, ucfg: dict) -> Cell:
     """The utility cell of a run (downstream accuracy, precision/recall, class fidelity of its default target)."""
+    if not common["cfg"].data.n_test:  # the downstream classifier is scored on the test split: none, no score
+        raise BadInput(f"utility of {common['method']} on {common['dataset']}: the run has no test split; set "
+                       f"data.n_test (e.g. 300)")
     target = method.check_target(ucfg["target"]) if ucfg["target"] != "auto" else method.default_target
     path = utility_path(common["run_dir"], common["cfg"], target, ucfg["n_per_class"], ucfg["epochs"])
     return Cell("utility", target=target, settings_hash=path.stem.rsplit("-", 1)[1], result_path=str(path),

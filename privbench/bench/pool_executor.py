@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
+import os
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -35,6 +36,7 @@ from ..runs import train as api
 from ..runs.attack import make_attack
 from ..runs.references import plan_pool, store_dir, train_reference
 from .ray_executor import CellFailed, _in_task, cell_task, train_task
+from .worker_lifetime import die_with_parent
 
 
 def train_job(cfg, runs: str, device: str, threads: int, retries: int, log_path: str) -> dict:
@@ -235,9 +237,12 @@ class PoolExecutor:
         self._pb.update(1)
 
 
-def _worker_init(jobs: int, threads: int, records: tuple[str, ...] = ()) -> None:
-    """Each pool worker: one of ``jobs`` privbench workers on this machine, ``threads`` threads, and the user's
-    records the suite names (``datasets:`` paths) registered as in the driver."""
+def _worker_init(jobs: int, threads: int, records: tuple[str, ...] = (), driver: int | None = None) -> None:
+    """Each pool worker: bound to the ``driver`` process's life (bench/worker_lifetime.py), one of ``jobs``
+    privbench workers on this machine, ``threads`` threads, and the user's records the suite names
+    (``datasets:`` paths) registered as in the driver."""
+    if driver is not None:
+        die_with_parent(driver)
     configure_worker_process(threads, workers=jobs)
     for path in records:
         register_records(path)
@@ -257,7 +262,7 @@ class LocalPool(PoolExecutor):
     def _new_pool(self) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
                                       initializer=_worker_init,
-                                      initargs=(self.jobs, self.threads, self.records))
+                                      initargs=(self.jobs, self.threads, self.records, os.getpid()))
 
     def submit(self, fn, *args):
         try:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import check_seed
+from ..core.constants import MAX_SAMPLES
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
 from ..privacy.claims import user_claim
@@ -128,10 +129,63 @@ def load_suite(suite: str) -> tuple[dict, Path]:
     data.setdefault("name", path.stem)
     data["name"] = check_name(data["name"], f"--suite {path}: name")
     try:
+        check_values(data)
         parse_claims(data.get("claims"))  # their grammar now; what they select once the grid is planned
     except BadInput as e:
         raise BadInput(f"--suite {path}: {e}") from None
     return data, path
+
+
+#: per-method switches: ``false`` turns the suite's FID, sample grid or utility off for that entry
+METHOD_SWITCHES = ("fid", "samples", "utility")
+
+
+def check_values(data: dict) -> None:
+    """The suite's values that no later step would check before training starts: the seeds, the sample grid, the
+    per-method switches and the ε axis with its ``seeds_by_epsilon`` (one BadInput line naming the key)."""
+    if "description" in data and data["description"] is not None and not isinstance(data["description"], str):
+        raise BadInput(f"description: expected text, got {type(data['description']).__name__}")
+    seeds = as_list(data.get("seeds", [0]), "seeds")
+    seeds = [_seed(s, "seeds") for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise BadInput(f"seeds: expected a non-empty list of distinct seeds, got {data.get('seeds')!r}")
+    samples_n(data)
+    if data.get("fid") not in (None, False):
+        fid_settings(data)
+    utility_settings(data)
+    axis = set(_epsilons(data["epsilons"], "epsilons")) if "epsilons" in data else set()
+    for m, spec in (data.get("methods") or {}).items():
+        spec = spec or {}
+        for k in METHOD_SWITCHES:
+            if k in spec and not isinstance(spec[k], bool):
+                raise BadInput(f"methods.{m}.{k}: {spec[k]!r}; expected false (the suite's {k} off for this entry) "
+                               f"or true")
+        if "epsilons" in spec:
+            axis |= set(_epsilons(spec["epsilons"], f"methods.{m}.epsilons"))
+    by = data.get("seeds_by_epsilon")
+    if by is None:
+        return
+    if not isinstance(by, dict):
+        raise BadInput("seeds_by_epsilon: expected a mapping epsilon -> list of seeds")
+    for k, v in by.items():
+        e = _epsilon(k, "seeds_by_epsilon")
+        if e not in axis:
+            on = ", ".join(f"{x:g}" for x in sorted(axis)) or "none: the suite has no epsilons"
+            raise BadInput(f"seeds_by_epsilon: epsilon {e:g} is not on the epsilons axis ({on}); its seeds would "
+                           f"never run")
+        own = [_seed(s, f"seeds_by_epsilon.{e:g}") for s in as_list(v, f"seeds_by_epsilon.{e:g}")]
+        if not own or len(set(own)) != len(own):
+            raise BadInput(f"seeds_by_epsilon.{e:g}: expected a non-empty list of distinct seeds, got {v!r}")
+
+
+def _epsilons(v, where: str) -> list[float]:
+    """A non-empty list of distinct finite ε > 0 (an empty one would silently drop every private method's cells)."""
+    values = [_epsilon(e, where) for e in as_list(v, where)]
+    if not values:
+        raise BadInput(f"{where}: empty; give at least one epsilon, or leave the key out")
+    if len(set(values)) != len(values):
+        raise BadInput(f"{where}: {values} repeats a value")
+    return values
 
 
 def _record_paths(datasets, path: Path):
@@ -221,9 +275,7 @@ def epsilon_axis(suite: dict, spec: dict, seeds: list[int], private: bool, where
           for k, v in by.items()}
     if eps is None:
         return [(None, own or seeds)]
-    values = [_epsilon(e, f"{where}.epsilons") for e in as_list(eps, f"{where}.epsilons")]
-    if len(set(values)) != len(values):
-        raise BadInput(f"{where}.epsilons: {values} repeats a value")
+    values = _epsilons(eps, f"{where}.epsilons")
     if not private:
         return [(None, own or sorted(set(seeds).union(*[by.get(e, seeds) for e in values])))]
     return [(e, own or by.get(e, seeds)) for e in values]
@@ -251,8 +303,8 @@ def fid_settings(suite: dict) -> dict:
     if out["sampler"] not in (None, "ddpm", "ddim"):
         raise BadInput(f"fid.sampler: {out['sampler']!r}; choose ddpm or ddim (default: sample.sampler)")
     for k in ("client", "n_per_class", "n_overall"):
-        if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 0:
-            raise BadInput(f"fid.{k}: expected a non-negative integer, got {out[k]!r}")
+        if isinstance(out[k], bool) or not isinstance(out[k], int) or not 0 <= out[k] <= MAX_SAMPLES:
+            raise BadInput(f"fid.{k}: expected an integer in [0, {MAX_SAMPLES}], got {out[k]!r}")
     w = out["inception_weights"]
     if w is not None and not (isinstance(w, str) and Path(w).is_file()):
         raise BadInput(f"--inception-weights {w}: file not found")
@@ -260,6 +312,8 @@ def fid_settings(suite: dict) -> dict:
 
 
 UTILITY_KEYS = {"n_per_class", "epochs", "target"}
+#: the downstream classifier's epochs at most (30 by default; a small CNN on a few thousand samples)
+MAX_UTILITY_EPOCHS = 10_000
 
 
 def utility_settings(suite: dict) -> dict | None:
@@ -272,12 +326,28 @@ def utility_settings(suite: dict) -> dict | None:
     if not isinstance(u, dict) or set(u) - UTILITY_KEYS:
         raise BadInput(f"utility: expected true or a mapping with keys {', '.join(sorted(UTILITY_KEYS))}")
     out = {"n_per_class": 50, "epochs": 30, "target": "auto", **u}
-    for k in ("n_per_class", "epochs"):
-        if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 1:
-            raise BadInput(f"utility.{k}: expected a positive integer, got {out[k]!r}")
+    for k, top in (("n_per_class", MAX_SAMPLES), ("epochs", MAX_UTILITY_EPOCHS)):
+        if isinstance(out[k], bool) or not isinstance(out[k], int) or not 1 <= out[k] <= top:
+            raise BadInput(f"utility.{k}: expected an integer in [1, {top}], got {out[k]!r}")
+    if not isinstance(out["target"], str):
+        raise BadInput(f"utility.target: expected a target name or auto, got {out['target']!r}")
     return out
 
 
+SAMPLES_KEYS = {"n"}
+
+
 def samples_n(suite: dict) -> int:
+    """Samples per grid of ``samples: {n: N}`` (32 when ``n`` is not given): BadInput for anything else."""
     sp = suite.get("samples")
-    return int(sp.get("n", 32)) if isinstance(sp, dict) else 32
+    if sp in (None, False, True):
+        return 32
+    if not isinstance(sp, dict):
+        raise BadInput(f"samples: {sp!r}; expected false, true or {{n: N}}")
+    bad = sorted(map(str, set(sp) - SAMPLES_KEYS))
+    if bad:
+        raise BadInput(f"samples: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(SAMPLES_KEYS))}")
+    n = sp.get("n", 32)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
+        raise BadInput(f"samples.n: {n!r}; expected an integer in [1, {MAX_SAMPLES}]")
+    return n

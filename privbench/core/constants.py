@@ -5,3 +5,6 @@ from __future__ import annotations
 DEFAULT_DELTA = 1e-5
 #: confidence of the empirical ε lower bounds
 DEFAULT_CONFIDENCE = 0.95
+#: samples one request draws at most (``privbench sample --n``, a suite's ``samples.n``, its FID and utility
+#: counts; 64 is sample's default, and a grid of 100 000 images is already unreadable)
+MAX_SAMPLES = 100_000

@@ -6,6 +6,12 @@ turned into Python objects (the "billion laughs" alias bomb: a 531-byte ``--conf
 privbench file needs them, so the loader refuses both when it meets them, before anything is expanded; it also
 refuses a document over :data:`MAX_BYTES` or nested deeper than :data:`MAX_DEPTH`. Tags other than YAML's own are
 refused as before (safe loading never builds Python objects). Every refusal is :class:`BadInput` with one line.
+
+A key written twice in one mapping is refused (naming the key and both lines): YAML's loaders keep the last value,
+so a duplicated suite method or ``seeds:`` would silently drop what the first one said. Merge keys (``<<``) are
+refused for the same reason. An integer beyond :data:`MAX_INT` in magnitude is refused before it is converted:
+every integer privbench reads (seeds, steps, sizes, counts) is stored as an int64 by numpy or torch, and a
+5000-digit literal would otherwise stop the parser with Python's own digit limit.
 """
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ from .errors import BadInput
 MAX_BYTES = 1 << 20
 #: nesting depth of sequences/mappings (privbench's files use at most 4)
 MAX_DEPTH = 32
+#: the largest integer magnitude read (int64's: what numpy and torch store every integer setting as)
+MAX_INT = 2 ** 63 - 1
+#: longest integer literal converted (2**63 in binary with its ``0b`` prefix, sign and underscores fit)
+_MAX_INT_TEXT = 100
 
 
 class _Refused(Exception):
@@ -47,6 +57,43 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, value_node in node.value:
+                line = key_node.start_mark.line + 1
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise _Refused(f"YAML merge keys (<<) are not accepted (line {line})")
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: SafeConstructor's own error names it
+                    continue
+                seen.setdefault(key, line)
+                if first is not None:
+                    raise _Refused(f"duplicate key {key!r} at line {line} (first at line {first}): a later value "
+                                   f"would silently replace the earlier one")
+                if isinstance(value_node, yaml.ScalarNode) and value_node.tag == "tag:yaml.org,2002:int":
+                    self._bounded_int(value_node, f"{key}: ")  # here the refusal can name the key
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        return self._bounded_int(node)
+
+    def _bounded_int(self, node, key: str = ""):
+        text = str(node.value)
+        if len(text) > _MAX_INT_TEXT:
+            raise _Refused(f"{key}integer of {len(text)} characters at line {node.start_mark.line + 1}; integers "
+                           f"are limited to magnitude {MAX_INT} (2**63 - 1)")
+        value = super().construct_yaml_int(node)
+        if abs(value) > MAX_INT:
+            raise _Refused(f"{key}integer {text} at line {node.start_mark.line + 1} is beyond magnitude {MAX_INT} "
+                           f"(2**63 - 1)")
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 class _Dumper(yaml.SafeDumper):

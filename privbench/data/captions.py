@@ -9,10 +9,17 @@ Three sources, one caption per record:
   read only up to :data:`MAX_METADATA_BYTES`;
 * ``--caption TEMPLATE`` for class-labelled records: ``{label}`` is the label, ``{word}`` its English number word
   (0–9: ``zero`` … ``nine``, else the number), ``{name}`` the class folder's name (else the label).
+
+Every caption, from any source, is at most :data:`MAX_CAPTION_CHARS` characters (a text encoder reads 77 tokens
+of it). The bound is checked before the text exists where it can be: an ``.npz``'s caption array from its header
+(a NumPy unicode array is as wide as its longest entry, so one 5-million-character caption among 500 takes 10 GB
+once loaded), a template from the widths and precisions of its format specs (``{label:>999999999}`` is a
+gigabyte per record).
 """
 from __future__ import annotations
 
 import json
+import re
 import string
 from pathlib import Path
 
@@ -26,25 +33,60 @@ NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "
 TEMPLATE_FIELDS = ("label", "word", "name")
 
 
+def _npy_header(z, name: str, path) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) of array ``name`` of an open ``.npz``, from its header alone (no data read)."""
+    try:
+        with z.zip.open(f"{name}.npy") as fh:
+            version = np.lib.format.read_magic(fh)
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read is None:
+                raise BadInput(f"{path}: {name} is in .npy format version {version[0]}.{version[1]}; a plain "
+                               f"unicode array is written in 1.0")
+            shape, _, dtype = read(fh)
+    except BadInput:
+        raise
+    except (OSError, ValueError, KeyError) as e:
+        raise BadInput(f"{path}: {name} has no readable .npy header ({type(e).__name__})") from None
+    return shape, dtype
+
+
 def npz_captions(z, n: int, path) -> list[str] | None:
-    """The ``captions`` array of an open ``.npz`` (None when absent)."""
+    """The ``captions`` array of an open ``.npz`` (None when absent); its shape and width are checked from the
+    header before the array is read."""
     if "captions" not in z.files:
         return None
-    try:
-        a = z["captions"]
-    except ValueError:
+    shape, dtype = _npy_header(z, "captions", path)
+    if dtype.hasobject:
         raise BadInput(f"{path}: captions is an object (pickled) array; store a NumPy unicode array "
-                       f"(np.array(list_of_str)) instead") from None
+                       f"(np.array(list_of_str)) instead")
+    if dtype.kind not in "US" or len(shape) != 1:
+        raise BadInput(f"{path}: captions must be a 1-D unicode array, got {dtype} {shape}")
+    if shape[0] != n:
+        raise BadInput(f"{path}: {shape[0]} captions for {n} images")
+    # U: 4 bytes per character, as wide as the longest caption; S: UTF-8 bytes, up to 4 per character
+    width = dtype.itemsize // 4 if dtype.kind == "U" else dtype.itemsize
+    if width > (MAX_CAPTION_CHARS if dtype.kind == "U" else 4 * MAX_CAPTION_CHARS):
+        raise BadInput(f"{path}: captions array of {dtype} holds captions of up to {width:,} "
+                       f"{'characters' if dtype.kind == 'U' else 'bytes'}; a caption is limited to "
+                       f"{MAX_CAPTION_CHARS:,} characters")
+    a = z["captions"]
     if a.dtype.kind == "S":
         try:
             a = np.char.decode(a, "utf-8")
         except UnicodeDecodeError:
             raise BadInput(f"{path}: captions are bytes that are not UTF-8") from None
-    if a.dtype.kind != "U" or a.ndim != 1:
-        raise BadInput(f"{path}: captions must be a 1-D unicode array, got {a.dtype} {a.shape}")
-    if len(a) != n:
-        raise BadInput(f"{path}: {len(a)} captions for {n} images")
-    return [str(c) for c in a]
+    out = [str(c) for c in a]
+    for i, c in enumerate(out):
+        check_length(c, f"{path}: caption {i}")
+    return out
+
+
+def check_length(caption: str, where: str) -> str:
+    """``caption``, or BadInput when it is longer than :data:`MAX_CAPTION_CHARS`."""
+    if len(caption) > MAX_CAPTION_CHARS:
+        raise BadInput(f"{where}: {len(caption):,} characters; a caption is limited to {MAX_CAPTION_CHARS:,}")
+    return caption
 
 
 def folder_captions(folder: Path, files: list[Path]) -> list[str] | None:
@@ -70,7 +112,7 @@ def folder_captions(folder: Path, files: list[Path]) -> list[str] | None:
             raise BadInput(f"{meta}:{i}: needs string keys file_name and text")
         if d["file_name"] in by_name:
             raise BadInput(f"{meta}:{i}: {d['file_name']} has a second caption")
-        by_name[d["file_name"]] = d["text"][:MAX_CAPTION_CHARS]
+        by_name[d["file_name"]] = check_length(d["text"], f"{meta}:{i}: text")
     names = [str(f.relative_to(folder)) for f in files]
     missing = [nm for nm in names if nm not in by_name]
     if missing:
@@ -79,14 +121,27 @@ def folder_captions(folder: Path, files: list[Path]) -> list[str] | None:
 
 
 def check_template(template: str) -> str:
-    """The template, or BadInput for a field it cannot fill."""
+    """The template, or BadInput for a field it cannot fill or a format spec that could make a caption longer
+    than :data:`MAX_CAPTION_CHARS` (a width or precision beyond it, or a nested field choosing one)."""
+    shown = template if len(template) <= 80 else template[:77] + "..."
+    if len(template) > MAX_CAPTION_CHARS:
+        raise BadInput(f"--caption {shown!r}: {len(template):,} characters; a caption is limited to "
+                       f"{MAX_CAPTION_CHARS:,}")
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        parts = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as e:
-        raise BadInput(f"--caption {template!r}: not a format template ({e})") from None
-    bad = [f for f in fields if f not in TEMPLATE_FIELDS]
+        raise BadInput(f"--caption {shown!r}: not a format template ({e})") from None
+    bad = [f for f, _ in parts if f not in TEMPLATE_FIELDS]
     if bad:
-        raise BadInput(f"--caption {template!r}: unknown field {{{bad[0]}}}; use {{label}}, {{word}} or {{name}}")
+        raise BadInput(f"--caption {shown!r}: unknown field {{{bad[0]}}}; use {{label}}, {{word}} or {{name}}")
+    for f, spec in parts:
+        if "{" in spec:
+            raise BadInput(f"--caption {shown!r}: {{{f}}} takes its format from another field; write the width "
+                           f"or precision as a number")
+        # every number of a spec is a width, a precision or a digit fill character: none may exceed the cap
+        if any(int(d) > MAX_CAPTION_CHARS for d in re.findall(r"\d+", spec)):
+            raise BadInput(f"--caption {shown!r}: {{{f}:{spec}}} pads or cuts beyond {MAX_CAPTION_CHARS:,} "
+                           f"characters, the limit of a caption")
     return template
 
 
@@ -99,5 +154,9 @@ def template_captions(template: str, labels, class_names: dict | None = None, wh
     out = []
     for lab in (int(v) for v in labels):
         word = NUMBER_WORDS[lab] if 0 <= lab < 10 else str(lab)
-        out.append(template.format(label=lab, word=word, name=names.get(lab, str(lab))))
+        try:
+            text = template.format(label=lab, word=word, name=names.get(lab, str(lab)))
+        except ValueError as e:  # a spec the value's type does not take ({word:d}, {label:.3s})
+            raise BadInput(f"--caption {template!r}: cannot fill it for label {lab} ({e})") from None
+        out.append(check_length(text, f"--caption {template!r} for label {lab}"))
     return out

@@ -45,7 +45,6 @@ from ..core.jsonio import read_json_object, regular_file
 from .external_base import (
     CONVERSIONS,
     DEFAULT_SCHEDULE_NOTE,
-    MAX_SAMPLE_SIDE,
     ExternalSchedule,
     _device,
     _sha256_files,
@@ -58,6 +57,7 @@ from .external_base import (
     to_epsilon,
 )
 from .latent import load_sd_pipeline
+from .outside_config import check_unet_or_vae, sample_side
 from .pytorch_ddpm import PytorchDDPMUNet, load_ckpt
 from .safe_load import load_strict
 from .target import Target
@@ -119,17 +119,6 @@ def _unet_facts(unet, where: str) -> tuple[tuple[int, int, int], int | None]:
 
 # ---------------------------------------------------------------------- files
 
-def _sample_side(cfg: dict, where: str) -> None:
-    """``sample_size`` is an integer (or a pair) in 1..MAX_SAMPLE_SIDE; BadInput before anything is built."""
-    ss = cfg.get("sample_size")
-    if ss is None:
-        raise BadInput(f"{where}: config.json has no sample_size")
-    sides = list(ss) if isinstance(ss, (list, tuple)) and len(ss) == 2 else [ss]
-    if not all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SAMPLE_SIDE for s in sides):
-        raise BadInput(f"{where}: config.json sample_size={ss!r}; expected an integer (or a pair) in "
-                       f"1..{MAX_SAMPLE_SIDE}")
-
-
 def _unet_weight_files(folder: Path, safe: list[Path], where: str) -> list[Path]:
     """The safetensors files diffusers' ``from_pretrained`` would read: ``diffusion_pytorch_model.safetensors``,
     else the shards its ``.index.json`` names, else the first variant (``diffusion_pytorch_model.<v>.safetensors``
@@ -163,7 +152,8 @@ def load_unet_folder(folder: Path, where: str):
     if cfg.get("time_embedding_type") == "fourier":
         raise BadInput(f"{where}: Fourier (continuous-sigma, score-SDE) time embedding; only discrete-timestep "
                        f"DDPM-family UNets are supported")
-    _sample_side(cfg, where)
+    sample_side(cfg.get("sample_size"), where)
+    check_unet_or_vae(cfg, where)  # before the meta build: a zero group count divides by zero in it
     safe, other = _weight_files(folder)
     if not safe:
         if other:

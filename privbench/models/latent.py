@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import re
 from pathlib import Path
 
@@ -40,8 +41,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from ..core.config import MAX_PARAMETERS
 from ..core.errors import BadInput
 from ..core.extras import require
+from ..core.jsonio import regular_file
 from .external_base import (
     CONVERSIONS,
     DISCRETE_SCHEDULERS,
@@ -52,7 +55,8 @@ from .external_base import (
     schedule_from_config,
     to_epsilon,
 )
-from .safe_load import check_size, meta_build
+from .outside_config import caption_tokens, check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
+from .safe_load import check_size, meta_build, safetensors_tensors
 from .target import Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
@@ -61,6 +65,8 @@ TOKENIZER_CLASSES = ("CLIPTokenizer", "CLIPTokenizerFast")
 LORA_FILE = "pytorch_lora_weights.safetensors"
 ENCODE_BATCH = 32
 TEXT_BATCH = 64
+#: AutoencoderKL's default ``scaling_factor`` (Stable Diffusion 1.x's), used when a VAE config leaves it out
+SD_SCALING_FACTOR = 0.18215
 
 
 # ---------------------------------------------------------------------- strict safetensors loading
@@ -135,8 +141,13 @@ def _diffusers_component(folder: Path, cls_name: str, where: str):
     cfg = read_json(folder / "config.json", where)
     if cfg.get("_class_name") != cls_name:
         raise BadInput(f"{where}: config.json describes {cfg.get('_class_name')!r}, expected {cls_name}")
+    check_unet_or_vae(cfg, where)  # before the meta build: a zero group count divides by zero in it
     cls = getattr(diffusers, cls_name)
     _bounded(lambda: cls.from_config(cfg), where)  # counted on the meta device before any memory is allocated
+    if cls_name == "UNet2DConditionModel":
+        sample_side(cfg.get("sample_size"), where)
+    else:
+        scaling_factor(cfg.get("scaling_factor", SD_SCALING_FACTOR), where)
     try:
         module = cls.from_config(cfg)
     except Exception as e:  # noqa: BLE001 - diffusers raises many types for a bad config
@@ -152,6 +163,7 @@ def _text_encoder(folder: Path, where: str):
     arch = cfg.get("architectures") or ["CLIPTextModel"]
     if arch != ["CLIPTextModel"]:
         raise BadInput(f"{where}: architectures={arch}; only transformers CLIPTextModel is read")
+    check_text_encoder(cfg, where)
     _bounded(lambda: CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"})), where)
     try:
         module = CLIPTextModel(CLIPTextConfig(**{k: v for k, v in cfg.items() if k != "architectures"}))
@@ -192,15 +204,19 @@ def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
             hint = (f" (only pickled {pickled[0]}: privbench reads safetensors only)" if pickled else "")
             raise BadInput(f"{where} {path}: no {LORA_FILE} in the folder{hint}")
         p = cand
-    if not p.is_file():
-        raise BadInput(f"{where} {path}: no such file or directory")
+    p = regular_file(p, where)  # a FIFO or a device would block the reader, a missing file is named as such
     if not p.name.endswith(".safetensors"):
         raise BadInput(f"{where} {path}: not a .safetensors file; privbench reads safetensors only (a pickle can "
                        f"run code)")
+    _check_lora_header(p, f"{where} {p}")
     try:
         state = load_file(str(p), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise BadInput(f"{where} {path}: not a readable safetensors file ({type(e).__name__})") from None
+    nonfinite = sorted(k for k, v in state.items() if not bool(torch.isfinite(v).all()))
+    if nonfinite:
+        raise BadInput(f"{where} {p}: {len(nonfinite)} tensor(s) hold NaN or infinity ({_few(nonfinite)}); "
+                       f"the adapter's weights must be finite")
     text = [k for k in state if k.startswith(("text_encoder", "lora_te"))]
     if text:
         raise BadInput(f"{where} {path}: holds a text-encoder LoRA ({text[0]}); only UNet adapters are applied")
@@ -209,6 +225,24 @@ def read_lora(path, where: str = "--lora") -> tuple[dict, Path]:
         raise BadInput(f"{where} {path}: not a diffusers UNet LoRA (key {odd!r}; expected unet.* keys as "
                        f"diffusers' save_lora_weights writes)")
     return state, p
+
+
+def _check_lora_header(p: Path, where: str) -> None:
+    """Before the adapter's data is read: every tensor a float (an integer LoRA would be cast silently into the
+    UNet's weights) and all of them within privbench's parameter bound."""
+    info = safetensors_tensors([p], where)
+    odd = sorted(f"{k} {t.dtype}" for k, t in info.items() if t.dtype != "float")
+    if odd:
+        raise BadInput(f"{where}: {len(odd)} tensor(s) are not floating point ({_few(odd)}); a LoRA adapter's "
+                       f"weights are floats")
+    n = sum(math.prod(t.shape) for t in info.values())
+    if n > MAX_PARAMETERS:
+        raise BadInput(f"{where}: {n:,} values in the adapter; privbench loads at most {MAX_PARAMETERS:,}")
+
+
+def _few(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 #: older diffusers LoRA key spellings → peft's (diffusers' ``convert_state_dict_to_diffusers`` writes the old ones
@@ -258,6 +292,7 @@ class CaptionTable:
         self.tokenizer = tokenizer
         self.text_encoder = text_encoder.to(device).eval()
         self.device = device
+        self.max_length = caption_tokens(tokenizer, self.text_encoder)
         self.captions: list[str] = []
         self.rows: dict[str, int] = {}
         self.table = None
@@ -268,7 +303,7 @@ class CaptionTable:
         tok = self.tokenizer
         out = []
         for lo in range(0, len(captions), TEXT_BATCH):
-            ids = tok(captions[lo:lo + TEXT_BATCH], padding="max_length", max_length=tok.model_max_length,
+            ids = tok(captions[lo:lo + TEXT_BATCH], padding="max_length", max_length=self.max_length,
                       truncation=True, return_tensors="pt").input_ids.to(self.device)
             out.append(self.text_encoder(ids)[0].float())
         return torch.cat(out)
@@ -370,15 +405,15 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
         out = unet(z_t, t, encoder_hidden_states=text.table[y], return_dict=False)[0]
         return to_epsilon(out[:, :c], z_t, ac[t], pred)
 
-    ss = unet.config.sample_size
-    h, w = (ss, ss) if isinstance(ss, int) else (int(ss[0]), int(ss[1]))
+    where = f"--model {provenance.get('path')}"
+    h, w = sample_side(unet.config.sample_size, f"{where} (unet/)")
     if vae is None:
         scaling, pixel_shape = 1.0, (c, h, w)
     else:
-        scaling = float(getattr(vae.config, "scaling_factor", 0.18215) or 1.0)
+        scaling = scaling_factor(getattr(vae.config, "scaling_factor", SD_SCALING_FACTOR), f"{where} (vae/)")
         factor = 2 ** (len(vae.config.block_out_channels) - 1)
         if int(vae.config.latent_channels) != c:
-            raise BadInput(f"--model {provenance.get('path')}: the VAE has {vae.config.latent_channels} latent "
+            raise BadInput(f"{where}: the VAE has {vae.config.latent_channels} latent "
                            f"channels, the UNet takes {c}")
         pixel_shape = (int(vae.config.in_channels), h * factor, w * factor)
     prov = dict(provenance)

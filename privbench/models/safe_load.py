@@ -70,7 +70,8 @@ def meta_build(factory: Callable[[], torch.nn.Module], where: str) -> torch.nn.M
             return factory()
     except BadInput:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError, AssertionError) as e:
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError, AssertionError,
+            ArithmeticError) as e:
         first = (" ".join(str(e).split()) or type(e).__name__)[:160]
         raise BadInput(f"{where}: cannot build the network its config describes ({type(e).__name__}: {first})"
                        ) from None

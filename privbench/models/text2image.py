@@ -103,6 +103,13 @@ def require_t2i() -> None:
     require("transformers", "the text-to-image methods (CLIP text encoder)")
 
 
+def validate_t2i(ctx) -> None:
+    """What a text-to-image run needs before anything is written: the extra, and a caption template that fills
+    every class within the caption bound."""
+    require_t2i()
+    class_captions(ctx.cfg, ctx.info.num_classes)
+
+
 def tokenizer(max_tokens: int):
     from transformers import CLIPTokenizer  # lazy: the [t2i] extra (transformers) is optional
 

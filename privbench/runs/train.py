@@ -14,6 +14,7 @@ import torch
 
 from ..core import distributed
 from ..core.config import MAX_PARAMETERS, Config
+from ..core.constants import MAX_SAMPLES
 from ..core.errors import BadInput
 from ..core.io import atomic_path, safe_name
 from ..core.registry import METHODS
@@ -25,9 +26,6 @@ from ..models.method import Method, RunContext, resolve_device, run_partition
 from .store import DONE, damaged_artefacts, read_config, read_done, run_dir_for, run_lock, write_config, write_done
 
 LOG = logging.getLogger(__name__)
-
-#: most samples one ``sample`` call draws (64 is the default; the grid of 100 000 images is already unreadable)
-MAX_SAMPLES = 100_000
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):

@@ -78,7 +78,10 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir):
 ])
 def test_bad_suites_exit_2_before_running(tmp_path, extra, args, needle):
     suite = tmp_path / "t.yaml"
-    suite.write_text(SUITE + extra)
+    key = extra.split(":", 1)[0] + ":"  # a top-level key the extra line redefines replaces SUITE's (no duplicate key)
+    base = "".join(line for line in SUITE.splitlines(keepends=True) if not line.startswith(key)) \
+        if not extra.startswith(" ") else SUITE
+    suite.write_text(base + extra)
     r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), *args])
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert needle in r.stderr

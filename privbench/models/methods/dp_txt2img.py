@@ -33,7 +33,7 @@ from ..text2image import (
     member_latents,
     pretrain_dir,
     pretrained_pipeline,
-    require_t2i,
+    validate_t2i,
 )
 
 
@@ -56,7 +56,7 @@ class DPTextToImage(MemberDPSGD, Method):
         return cfg.data.n_public or cfg.data.n_members
 
     def validate(self) -> None:
-        require_t2i()
+        validate_t2i(self.ctx)
         super().validate()
 
     def shared_trainings(self) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.registry import METHODS
 from ..method import Method
-from ..text2image import finetune_plain, is_finetuned, load_finetuned, pretrain_dir, require_t2i
+from ..text2image import finetune_plain, is_finetuned, load_finetuned, pretrain_dir, validate_t2i
 
 
 @METHODS.register_class
@@ -21,7 +21,7 @@ class TextToImage(Method):
     text_conditional = True
 
     def validate(self) -> None:
-        require_t2i()
+        validate_t2i(self.ctx)
 
     @classmethod
     def public_demand(cls, cfg) -> int:
