@@ -78,7 +78,7 @@ class LineProgress:
 
     def write(self, msg: str, file=None) -> None:
         if not self.disable:
-            print(msg, file=file or self.file, flush=True)
+            _line(msg, file or self.file)
 
     def close(self) -> None:
         if self.n != self.shown:
@@ -91,7 +91,12 @@ class LineProgress:
             return
         of = f"/{self.total}" if self.total is not None else ""
         extra = f", {self.postfix}" if self.postfix else ""
-        print(f"{self.desc}: {self.unit} {self.n}{of}{extra}, {now - self.start:.0f} s", file=self.file, flush=True)
+        _line(f"{self.desc}: {self.unit} {self.n}{of}{extra}, {now - self.start:.0f} s", self.file)
+
+
+def _line(text: str, stream) -> None:
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _interval() -> float:

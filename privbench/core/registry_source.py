@@ -169,7 +169,8 @@ class _Reader:
             self.add(deco.func.value.id, _literal(deco.args[0], where), _literal(deco.args[1], where), where)
             return {id(deco.func)}
         if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Name) and deco.func.id == "register_dataset":
-            if len(deco.args) != 5 or deco.keywords:
+            # keywords (extractor_per_class) do not change the name or the description
+            if len(deco.args) != 5 or any(k.arg is None for k in deco.keywords):
                 raise Unresolvable(where)
             self.add("DATASETS", _literal(deco.args[0], where), _literal(deco.args[4], where), where)
         return set()

@@ -31,7 +31,6 @@ loaded).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -53,7 +52,11 @@ def ema_capped(tcfg, total_steps: int):
     run would release a model that is 0.999^200 = 82 % its starting point. Runs long enough for the decay
     (0.999 over ≥ 4603 steps at w = 0.01) are unchanged. The EMA is post-processing of the iterates: no ε changes."""
     cap = float(tcfg.ema_start_weight) ** (1.0 / max(1, int(total_steps)))
-    return dataclasses.replace(tcfg, ema_decay=min(tcfg.ema_decay, cap))
+    if tcfg.ema_decay <= cap:
+        return tcfg
+    capped = copy.copy(tcfg)  # a TrainConfig or any object with its fields
+    capped.ema_decay = cap
+    return capped
 
 
 def start_weight(decay: float, steps: int) -> float:

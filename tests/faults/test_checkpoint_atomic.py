@@ -65,7 +65,8 @@ def _dp_sgd(tmp_path, name):
 
     plan = DPPlan(n_records=32, sample_rate=0.25, steps=20, epsilon_budget=10.0, delta=1e-5, noise_multiplier=1.0,
                   calibrated=False, accountant="rdp", max_grad_norm=1.0, noise_multiplicity=1)
-    tcfg = SimpleNamespace(lr=1e-2, warmup=0, weight_decay=0.0, ema_decay=0.9, log_every=5, checkpoint_every=10)
+    tcfg = SimpleNamespace(lr=1e-2, warmup=0, weight_decay=0.0, ema_decay=0.9, log_every=5, checkpoint_every=10,
+                           ema_start_weight=1.0)  # the checkpoint cadence is under test, not the EMA cap
     ckpt_dir = tmp_path / name / "checkpoints"
 
     def run():
