@@ -25,9 +25,8 @@ With no shift detected, :func:`detectable_auc` says what the test could have see
 detected with 80 % power at α = 0.05, x = c + z₀.₈ · sd, where c is the AUC the observed one must exceed for
 p ≤ α (from the permutation null) and sd the permutation null's standard deviation — the alternative's AUC is
 taken as the null shifted to x. The AUC's spread shrinks as it moves away from 0.5 (Hanley & McNeil 1982), so
-the null's sd does not understate it. Simulated (Gaussian features, mean shift, 300 repeats, 199 permutations): at a
-shift whose mean out-of-fold AUC is x, the power was 88 % with 32 + 32 records (tests/metrics/test_split_shift.py)
-and 79 % at 0.002 below x with 128 + 128 — about the stated 80 % once n is large enough for the AUC to be normal.
+the null's sd does not understate it. The approximation holds once n is large enough for the AUC to be normal;
+tests/metrics/test_split_shift.py checks the power at x by simulation (docs/external-models.md gives the numbers).
 
 The features of an image in [−1, 1] (:func:`split_features`):
 

@@ -2,7 +2,7 @@
 
 :mod:`.safe_load` bounds what a config builds by counting parameters on the ``meta`` device. Some values get past
 that count and still break: a ``norm_num_groups`` of 0 divides by zero in the builder, a ``sample_size`` of "abc"
-or −4 fails at the first query, a VAE ``scaling_factor`` of 0 used to be replaced by 1 without a word, and a
+or −4 fails at the first query, a VAE ``scaling_factor`` of 0 has no meaning (latents scaled to nothing), and a
 ``layers_per_block`` of 200 000 stays below 10⁹ parameters yet builds so many modules that the meta build itself
 exhausts memory. Each is refused here with one line naming the component, the key and the bound.
 """

@@ -129,8 +129,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
 
 
 def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, float]:
-    """(mean, lo, hi): over seeds (the t-interval mean ± t₀.₉₇₅,ₙ₋₁·sd/√n, clipped to the panel's range; with 3
-    seeds t = 4.30: the normal 1.96 would be 2.2× too narrow) where there are several, else the run's own CI."""
+    """(mean, lo, hi): over seeds (the t-interval mean ± t(0.975; n-1)·sd/√n, clipped to the panel's range: with
+    few seeds the normal 1.96 is far too narrow) where there are several, else the run's own CI."""
     if col not in g:  # no run of the group has this panel (e.g. no membership attack)
         return (math.nan,) * 3
     v = pd.to_numeric(g[col], errors="coerce").dropna()

@@ -435,12 +435,13 @@ class Tables:
         return pd.DataFrame(rows)
 
     def provenance_frame(self) -> pd.DataFrame:
-        rows = []
-        for r in self.sorted_results():
+        rows, results = [], self.sorted_results()
+        ema = {d: released_start_weight(d) for d in {r.run_dir for r in results}}  # once per run, not per result
+        for r in results:
             rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                          "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
                          "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
-                         "ema_start_weight": released_start_weight(r.run_dir),
+                         "ema_start_weight": ema[r.run_dir],
                          "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),
                          "device": (r.get("timing") or {}).get("device"),
                          "attack_s": (r.get("timing") or {}).get("attack_s")})
