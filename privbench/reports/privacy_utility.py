@@ -180,6 +180,18 @@ def _fmt(m, lo, hi, nd=3) -> str:
     return num(m, nd) if lo == hi or not np.isfinite(lo) else f"{num(m, nd)} {interval((lo, hi), max(nd - 1, 1))}"
 
 
+def _fmt_fid(m, lo, hi) -> str:
+    """An FID cell: one decimal below 100, none above (a four-digit FID's decimal carries nothing and would push
+    a two-column paper's table past the text width), its interval to the same precision."""
+    if m is None or not np.isfinite(m) or abs(m) < 100:
+        return _fmt(m, lo, hi, 1)
+    return num(m, 0) if lo == hi or not np.isfinite(lo) else f"{num(m, 0)} [{num(lo, 0)}, {num(hi, 0)}]"
+
+
+def _cell(r, c: str) -> str:
+    return _fmt_fid(r[c], r[f"{c}_lo"], r[f"{c}_hi"]) if c == "fid" else _fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"])
+
+
 #: the LaTeX caption: what a cell and the ε column are (the footnotes give each kind of row's ε basis)
 TABLE_CAPTION = ("What privacy costs: utility and leakage against ε. Each cell: the mean over the row's seeds and its "
                  f"95 % interval — where the row has several seeds, the {INTERVAL_TEXT['seeds'].replace('95 % ', '')}; "
@@ -226,7 +238,7 @@ def latex_table(summary: pd.DataFrame, marks: list[str] | None = None) -> str:
     for i, (_, r) in enumerate(summary.iterrows()):
         eps = _eps_text(r["epsilon"], "$\\infty$") + (f"\\textsuperscript{{{marks[i]}}}" if marks else "")
         cells = [escape(str(r["method"])), eps, str(r["n_seeds"])]
-        cells += [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c in COLUMNS]
+        cells += [_cell(r, c) for c in COLUMNS]
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
@@ -242,7 +254,7 @@ def html_section(summary: pd.DataFrame, figures: list[Path]) -> str:
     body = ""
     for i, (_, r) in enumerate(summary.iterrows()):
         eps = f'{_html.escape(_eps_text(r["epsilon"], "∞"))}<sup class="fn">{marks[i]}</sup>'
-        vals = [_fmt(r[c], r[f"{c}_lo"], r[f"{c}_hi"], 1 if c == "fid" else 3) for c in COLUMNS]
+        vals = [_cell(r, c) for c in COLUMNS]
         body += (f"<tr><td>{_html.escape(str(r['method']))}</td><td>{eps}</td>"
                  + "".join(f"<td>{_html.escape(str(v))}</td>" for v in [r["n_seeds"], *vals]) + "</tr>")
     fn = "".join(f'<li><sup class="fn">{m}</sup> {_html.escape(t)}</li>' for m, t in notes.items())
