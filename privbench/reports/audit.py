@@ -48,6 +48,7 @@ from ..data.base import dataset_info
 from ..privacy.audit_uploads import audit_upload_mechanism
 from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
 from ..privacy.compare import (
+    KIND_TEXT,
     bound_confidence,
     comparable_claim,
     exceeds,
@@ -57,6 +58,7 @@ from ..privacy.compare import (
 )
 from .cells import NONE_TEXT, num
 from .collect import Result, load_results, read_result
+from .headline import RULE, headlines
 from .order import attack_rank, method_rank, target_rank
 
 
@@ -264,9 +266,12 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
     per_target: dict[tuple, int] = {}
     for r in audited:
         per_target[_target_key(r)] = per_target.get(_target_key(r), 0) + 1
+    heads = headlines(audited, delta=d, confidence=conf)
     out = []
     for r in audited:
-        out.append(audit_result(r, delta=d, confidence=conf, n_attacks=per_target[_target_key(r)]))
+        a = audit_result(r, delta=d, confidence=conf, n_attacks=per_target[_target_key(r)])
+        a["headline"] = heads.get(_target_key(r))
+        out.append(a)
     if not out:
         raise BadInput(f"{' '.join(map(str, paths))}: no membership attack results with scores to audit")
     return out
@@ -296,8 +301,28 @@ def _claim_cell(a: dict) -> str:
     return NONE_TEXT
 
 
+def format_headlines(audits: list[dict]) -> str:
+    """One line per model: its headline bound (:mod:`privbench.reports.headline`) and the sentence saying what it
+    bounds."""
+    out = io.StringIO()
+    seen: set = set()
+    for a in audits:
+        h = a.get("headline")
+        if not h or h["statement"] in seen:
+            continue
+        seen.add(h["statement"])
+        src = f"{KIND_TEXT[h['bound']]} of {h['attack']}" if h["bound"] else "no bound above 0"
+        out.write(f"HEADLINE {h['model']} (run {h['run']}): eps_lb {num(h['epsilon_lower_bound'], 3)} ({src}), confidence "
+                  f"{h['confidence']:g} family-wise over {h['family_size']} bounds, delta {h['delta']:g}\n"
+                  f"  {h['statement']}\n")
+    return out.getvalue()
+
+
 def format_audit(audits: list[dict]) -> str:
     out = io.StringIO()
+    out.write(format_headlines(audits))
+    out.write(f"({RULE}.)\n\nDetails: every bound at confidence {audits[0]['confidence']:g} on its own (not "
+              f"family-wise):\n")
     hdr = (f"{'target':24s} {'attack':7s} {'eps_lb CP':>9s} {'(ceil)':>7s} {'eps_lb 1-run':>12s} {'(ceil)':>7s} "
            f"{'formal eps':>10s}  flag")
     out.write(hdr + "\n" + "-" * len(hdr) + "\n")
