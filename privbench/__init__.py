@@ -1,4 +1,9 @@
 """privbench: measure how much diffusion models leak about their training data."""
+# the subpackage privbench.bench before the function privbench.bench: importing a subpackage binds its name on this
+# package, so it is imported first and the function below then owns the name (a later `import privbench.bench.x`
+# does not rebind it); the subpackage stays importable by its full names
+from . import bench as _bench_subpackage
+from .api import account, audit, bench, check, report
 from .builtins import MODULES as _BUILTIN_MODULES
 from .builtins import load as _load_builtins
 from .core.registry import install_builtins as _install_builtins
@@ -8,6 +13,7 @@ from .core.version import __version__
 # before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
 _passive_wait_by_default()
 _install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins (privbench/builtins.py)
+del _bench_subpackage
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
@@ -65,4 +71,5 @@ _PLUGIN_API = {
     "ACCOUNTANTS": ".core.registry", "register_dataset": ".data.base",
 }
 
-__all__ = ["__version__", "attack", "load_dataset", "load_target", "wrap", *_PLUGIN_API]
+__all__ = ["__version__", "account", "attack", "audit", "bench", "check", "load_dataset", "load_target", "report",
+           "wrap", *_PLUGIN_API]
