@@ -20,7 +20,6 @@ from ..attacks.base import MEMORIZATION, RECONSTRUCTION
 from ..core.registry import PRESETS
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
-from ..privacy.compare import KIND_TEXT
 from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
 from .cells import ci as _ci
 from .cells import num as _f
@@ -207,11 +206,9 @@ def target_table(targets: list[dict]) -> PaperTable | None:
 
 
 def _lb_cell(b: dict) -> Cell:
-    """A target's headline ε lower bound (reports.headline), with the attack and bound it came from."""
-    if b.get("eps_lb") is None:
-        return Cell("–")
-    return Cell(_f(b["eps_lb"], 2), f"({KIND_TEXT[b['eps_lb_bound']]}, {b['eps_lb_attack']})"
-                if b.get("eps_lb_bound") else "")
+    """A target's headline ε lower bound (reports.headline); where it came from is in audit.csv and the HTML page
+    (a paper table keeps the cell one number wide)."""
+    return Cell(_f(b["eps_lb"], 2) if b.get("eps_lb") is not None else "–")
 
 
 def audit_table(tables: Tables) -> PaperTable | None:
