@@ -137,10 +137,10 @@ def headline_bounds(items: list[tuple[str, Any, Any]], *, delta: float, confiden
 
     ``items``: (attack label, scores, labels) of the model's k membership results. Each result gives a
     Clopper–Pearson (split) and a one-run bound (:func:`membership_flag_bounds`), each computed at
-    1 − α/(2k) (Bonferroni, α = 1 − ``confidence``): if the model's true ε at ``delta`` is below every one of them
-    with probability ≥ 1 − α/(2k) each, then it is below all 2k, and so below their maximum, with probability
-    ≥ 1 − α. The maximum is therefore a lower bound at ``confidence`` family-wise, whichever attack and bound
-    it came from.
+    1 − α/(2k) (Bonferroni, α = 1 − ``confidence``): each then exceeds the model's true ε at ``delta`` with
+    probability at most α/(2k), so the chance that any of the 2k — and so their maximum — exceeds it is at most
+    α (union bound). The maximum is therefore a lower bound at ``confidence`` family-wise, whichever attack and
+    bound it came from.
 
     Returns ``epsilon_lower_bound`` (the maximum, 0 when no bound is positive), ``attack`` and ``bound`` (where the
     maximum came from; None when it is 0), ``confidence``, ``bound_confidence``, ``family_size``, ``delta`` and

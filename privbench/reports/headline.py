@@ -75,7 +75,7 @@ def statement(h: dict[str, Any]) -> str:
     k = h["family_size"] // 2
     where = (f"{KIND_TEXT[h['bound']]} bound of {h['attack']}" if h["bound"] is not None
              else "no bound is above 0, which does not show privacy")
-    return (f"epsilon >= {h['epsilon_lower_bound']:.3g} at delta {h['delta']:g} for the training of {h['model']} "
-            f"({h['dataset']}, seed {h['seed']}), neighbours {h['relation']}, at confidence {h['confidence']:g} "
+    return (f"epsilon >= {h['epsilon_lower_bound']:.3f} at delta {h['delta']:g} for the training of {h['model']} "
+            f"({h['dataset']}, seed {h['seed']}, run {h['run']}), neighbours {h['relation']}, at confidence {h['confidence']:g} "
             f"family-wise: the largest of {h['family_size']} bounds (Clopper-Pearson and one-run of {k} membership "
             f"attack{'s' * (k != 1)}, each at {h['bound_confidence']:.4g}, Bonferroni): {where}.")
