@@ -11,6 +11,9 @@ For every membership result (its ``scores.npz``):
   privbench's member split (exact counts from a random permutation) and the theorem's independent fair coins.
 
 Both are lower bounds at the stated confidence under the stated assumptions; a bound of 0 never shows privacy.
+Each model's headline (:mod:`privbench.reports.headline`, key ``headline``, the ``HEADLINE`` lines first in the text
+output) is the largest of its 2k bounds recomputed at 1 − α/(2k): the one number valid family-wise; the per-result
+bounds at 1 − α each are details.
 Next to them: the target's formal ε and its basis. A target whose lower bound EXCEEDS its formal ε is flagged: either
 the implementation or the claim is broken.
 

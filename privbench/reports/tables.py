@@ -115,7 +115,8 @@ def load_fids(run_dirs: list[Path]) -> dict[tuple, dict]:
 
 def _audits(results: list[Result]) -> dict[int, dict]:
     """Per membership result: CP and one-run bounds at 95 %, the same at its target's headline level 1 − α/(2k) with
-    the target's headline (reports.headline), and the flag's bounds (2k per target at 1 − α/(2k), at the δ of the comparable claim)."""
+    the target's headline (reports.headline), and the flag's bounds (2k per target at 1 − α/(2k), at the δ of the
+    comparable claim)."""
     # lazy: privacy.audit loads scipy.optimize/stats; only for audits
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
@@ -148,8 +149,9 @@ def _audits(results: list[Result]) -> dict[int, dict]:
                 if claim["testable"]:
                     flag_bounds = membership_flag_bounds(s, y, delta=d_flag, confidence=conf_f)
             out[id(r)] = {"cp": cp, "one_run": one, "cp_bonf": cpb, "one_run_bonf": oneb, "k": k, "delta": d,
-                          "confidence_bonf": head["bound_confidence"] if head else None, "headline": head, "claim": claim, "flag_bounds": flag_bounds,
-                          "flag_bound_confidence": conf_f, "flag_delta": d_flag}
+                          "confidence_bonf": head["bound_confidence"] if head else None, "headline": head,
+                          "claim": claim, "flag_bounds": flag_bounds, "flag_bound_confidence": conf_f,
+                          "flag_delta": d_flag}
     return out
 
 
