@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
@@ -188,6 +189,14 @@ def bench(suite: str, *, out: str | None = None, device: str = "auto", runs_dir:
     text = format_bench(res)
     res.pop("_rows", None)
     return BenchResult(res, text)
+
+
+class BenchPackage(types.ModuleType):
+    """The class of the subpackage ``privbench.bench``: the module, callable as :func:`bench` (``privbench.bench(
+    suite, ...)``, docs/api.md §8), so the name is both the workflow function and the package of the bench code."""
+
+    def __call__(self, suite: str, **options: Any) -> BenchResult:
+        return bench(suite, **options)
 
 
 def _accountants() -> dict[str, Any]:

@@ -156,13 +156,16 @@ def test_every_command_calls_its_api_function(tmp_path, monkeypatch, name, argv)
 def test_bench_refuses_bad_options_before_running():
     with pytest.raises(BadInput, match="--address"):
         privbench.bench("tiny", address="auto")
+    with pytest.raises(BadInput, match="--address"):
+        api.bench("tiny", address="auto")
 
 
-def test_import_stays_light_and_bench_stays_the_function():
+def test_import_stays_light_and_bench_is_both_the_function_and_the_package():
     code = ("import sys, privbench\n"
             "heavy = [m for m in ('torch', 'scipy', 'pandas', 'diffusers') if m in sys.modules]\n"
-            "import privbench.bench.runner\n"
-            "print(heavy, callable(privbench.bench), privbench.bench is privbench.api.bench)\n")
+            "import privbench.bench.runner as runner\n"
+            "from privbench.bench.suite import find_gates\n"
+            "print(heavy, callable(privbench.bench), privbench.bench.runner is runner)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
