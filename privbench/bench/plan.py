@@ -242,7 +242,8 @@ def fid_settings_hash(c: Cell, fcfg: dict) -> str:
                         "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1,
                         # only when set: the default extractor's records keep their hash (and cache)
                         **({"inception_weights": Path(fcfg["inception_weights"]).name}
-                           if fcfg.get("inception_weights") else {})})
+                           if fcfg.get("inception_weights") else {}),
+                        **{k: True for k in ("kid", "heldout") if fcfg.get(k)}})
 
 
 def fid_record_path(c: Cell, fcfg: dict) -> Path:

@@ -490,8 +490,19 @@ class Tables:
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
                                                  "sampler", "seconds")}
                         | {"method": labels.get(rd, rec.get("method")), "registered_method": rec.get("method"),
-                           "run_dir": Path(rd).name})
+                           "run_dir": Path(rd).name} | _fid_extras(rec))
         return pd.DataFrame(rows)
+
+
+def _fid_extras(rec: dict) -> dict:
+    """The KID and held-out columns of an FID record that has them (a suite's ``fid: {kid, heldout}``); none
+    otherwise, so the FID table of a bench without them keeps its columns."""
+    out = {f"{g}_kid": rec[f"{g}_kid"] for g in ("majority", "minority", "average") if f"{g}_kid" in rec}
+    held = rec.get("heldout") or {}
+    for k in ("majority", "minority", "average", "majority_kid", "minority_kid", "average_kid"):
+        if k in held:
+            out[f"heldout_{k}"] = held[k]
+    return out
 
 
 def fmt(v, nd: int = 3) -> str:
