@@ -97,3 +97,13 @@ def test_clid_scores_do_not_depend_on_the_batch(t2i_parts, tmp_path):
     assert np.allclose(s8, s64, rtol=1e-4, atol=1e-4), np.abs(s8 - s64).max()
     assert res[8]["metrics"]["auc"] == pytest.approx(res[64]["metrics"]["auc"], abs=1e-9)
     assert res[8]["figures"]["draws"] == 2 and res[8]["figures"]["queries_per_record"] == 2 * 3 * 3
+
+
+def test_secmi_runs_at_the_secmi_ldm_level_on_a_latent_target(t2i_parts, tmp_path):
+    res = attack(t2i_parts["random"], t2i_parts, tmp_path, "secmi", "--set", "attack.bootstrap=0")
+    assert res["figures"]["t_sec"] == 150 and res["figures"]["t_sec_setting"] == "secmi_t_latent"
+    assert res["figures"]["compared_levels"] == [140, 150]        # the official offset: t_sec - k and t_sec
+    code, _, err = cli("attack", "--model", t2i_parts["random"], "--members", t2i_parts["members"], "--nonmembers",
+                       t2i_parts["nonmembers"], "--attack", "secmi", "--runs-dir", tmp_path, "--device", "cpu",
+                       "--set", "attack.secmi_k=20")
+    assert code == 2 and "attack.secmi_t_latent=150" in err and "Traceback" not in err, err
