@@ -1,5 +1,5 @@
 """Typed, versioned schema of ``result.json`` (docs/cli.md §5): what crosses from the runs (the writers:
-:func:`privbench.runs.attack.assemble_result`, :func:`privbench.runs.external.run_external`) to the reports (the
+:func:`privbench.runs.attack.write_result`, for a method's target and an outside model alike) to the reports (the
 readers: :mod:`privbench.reports.collect`) through a file.
 
 * :class:`AttackResult` — the file: one attack on one target. Every key it may hold is a declared field; a writer
