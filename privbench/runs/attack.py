@@ -18,6 +18,11 @@ The latest result.json and scores.npz are also copied to the run directory's top
 holds them); the copy carries ``copy_of`` so tools that collect result.json files recursively can skip it.
 An existing result with the same attack hash is reused only when it was computed from the run's current, intact
 training artefacts and its scores.npz still has the recorded content hash; otherwise the attack runs again.
+
+The runner itself (:func:`execute`) serves every target: a source — :class:`NativeSource` here, an outside model's
+:class:`~privbench.runs.external.OutsideSource` — names the run directory and the attack's folder and stages the
+target, records, environment and privacy claim; one list of refusals (:func:`refuse`), one attack step
+(:func:`attack_once`) and one writer (:func:`write_result`) follow.
 """
 from __future__ import annotations
 
@@ -205,28 +210,20 @@ class Staged:
     files: dict[str, dict] = field(default_factory=dict)
 
 
-def refusal(attack: Attack, source, capabilities=None) -> str | None:
-    """Why ``attack`` cannot run on ``source``'s target, or None: the one list of refusals of both sources
-    (``capabilities``: the loaded target's, once known)."""
-    if not source.outside and not attack.applies(source.name):
-        return f"does not apply to target {source.name!r} (it attacks: {', '.join(attack.applies_to)})"
-    if source.outside and attack.kind == RECONSTRUCTION:
-        return ("reconstructs records from PFDM's noised uploads; an external model has none (use a membership "
-                "attack or memorization)")
-    if attack.needs_references:
-        gap = source.reference_gap(attack)
-        if gap:
-            return gap
-    if capabilities is not None:
-        reason = attack.refusal(capabilities)
-        if reason:
-            return f"{reason} (target {source.name!r})"
-    return None
-
-
 def refuse(attack: Attack, source, capabilities=None) -> None:
-    """:func:`refusal` as bad input (one line, exit 2)."""
-    why = refusal(attack, source, capabilities)
+    """Bad input (one line, exit 2) when ``attack`` cannot run on ``source``'s target: the one list of refusals of
+    every source (``capabilities``: the loaded target's, once known)."""
+    why = None
+    if not source.outside and not attack.applies(source.name):
+        why = f"does not apply to target {source.name!r} (it attacks: {', '.join(attack.applies_to)})"
+    elif source.outside and attack.kind == RECONSTRUCTION:
+        why = ("reconstructs records from PFDM's noised uploads; an external model has none (use a membership "
+               "attack or memorization)")
+    elif attack.needs_references:
+        why = source.reference_gap(attack)
+    if why is None and capabilities is not None:
+        reason = attack.refusal(capabilities)
+        why = f"{reason} (target {source.name!r})" if reason else None
     if why:
         raise BadInput(f"--attack {attack.label}: {why}")
 
