@@ -316,16 +316,17 @@ def execute(attack: Attack, source) -> AttackResult:
         source.finish(out_dir, cached, False)
         return cached
     timing = source.ready()
-    created = not out_dir.exists()
+    created, held = not out_dir.exists(), False
     try:
         with run_lock(source.run_dir, "attack", lock_name=source.lock_name(out_dir)):
+            held = True  # from here the folder is this process's to remove (not while another one writes it)
             result = cached_result(source.run_dir, out_dir, say=False)  # another process finished it meanwhile
             fresh = result is None
             if fresh:
                 staged = source.stage(attack, out_dir, timing)
                 result = attack_once(source.cfg, attack, staged, out_dir=out_dir, run_dir=source.run_dir)[0]
     except BaseException:
-        if created and out_dir.is_dir() and not (out_dir / "result.json").exists():
+        if held and created and out_dir.is_dir() and not (out_dir / "result.json").exists():
             shutil.rmtree(out_dir, ignore_errors=True)  # no half-written attack folder
         raise
     source.finish(out_dir, result, fresh)
