@@ -442,25 +442,19 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
     if not _external_or_method(command, method, model_path, only, config_file, download):
         return None
     names = _attack_list(attack_name, sets=kw["sets"])
-    claim = (kw.pop("claimed_epsilon"), kw.pop("claimed_delta"), kw.pop("claim_basis"))
-    members, nonmembers = kw.pop("members"), kw.pop("nonmembers")
-    return [_run_external(model_path, members, nonmembers, a, claim=claim, strict=len(names) == 1, **kw)
-            for a in names]
-
-
-def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
-                  strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .privacy.claims import user_claim
-    from .runs.external import attack_external
+    from .runs.external import OutsideSpec, attack_external
 
-    return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
-                           seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
-                           use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model", claim=user_claim(*claim), strict=strict,
-                           records_range=records_range, lora=lora, caption=caption,
-                           reference_recipe=reference_recipe, reference_data=reference_data)
+    spec = OutsideSpec(model_path, kw["members"], kw["nonmembers"], split=kw["split"], dataset=kw["dataset"],
+                       data_root=kw["data_root"], arch=kw["arch"], scheduler_config=kw["scheduler_config"],
+                       use_ema=kw["ema"], target_name=kw["target"] or "model",
+                       claim=user_claim(kw["claimed_epsilon"], kw["claimed_delta"], kw["claim_basis"]),
+                       records_range=kw["records_range"], lora=kw["lora"], caption=kw["caption"],
+                       reference_recipe=kw["reference_recipe"], reference_data=kw["reference_data"],
+                       preset=kw["preset"], sets=tuple(kw["sets"]), device=kw["device"])
+    return [attack_external(spec, a, seed=kw["seed"], runs_dir=kw["runs_dir"], strict=len(names) == 1).to_json()
+            for a in names]
 
 
 @main.command()

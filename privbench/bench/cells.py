@@ -14,7 +14,7 @@ from ..metrics.extractor import resolve_extractor
 from ..metrics.fid import fid_with
 from ..runs import train as api
 from ..runs.attack import cached_result, run_attack
-from ..runs.external import attack_external
+from ..runs.external import OutsideSpec, attack_external
 from ..runs.utility import measure_utility
 from .plan import Cell, fid_record_path
 
@@ -37,8 +37,8 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
         c.status, c.reason = "done", "cached"
         return
     if c.external is not None:  # a model privbench did not train: privbench attack --model's run
-        res = attack_external(attack=c.attack, seed=c.seed, runs_dir=runs_dir, device=device, strict=False,
-                              **c.external)
+        spec = OutsideSpec(**{**c.external, "sets": tuple(c.external["sets"]), "device": device})
+        res = attack_external(spec, c.attack, seed=c.seed, runs_dir=runs_dir, strict=False).to_json()
     else:
         # strict=False as when it was planned: suite-wide attack.* settings apply to the attacks that have them
         res = run_attack(c.cfg, c.attack, c.target, runs_dir=runs_dir, device=device, strict=False).to_json()

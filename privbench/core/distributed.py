@@ -36,11 +36,6 @@ def env_world_size() -> int:
     return env_positive_int("WORLD_SIZE", 1, " (set by torchrun)")
 
 
-def backend_for(device) -> str:
-    """NCCL for CUDA devices, gloo for CPU (NCCL moves CUDA tensors only)."""
-    return "nccl" if torch.device(device).type == "cuda" else "gloo"
-
-
 def init_from_env(device="auto") -> bool:
     """Join the process group torchrun describes in the environment; True when running distributed.
 
