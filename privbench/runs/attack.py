@@ -219,11 +219,11 @@ def refuse(attack: Attack, source, capabilities=None) -> None:
     elif source.outside and attack.kind == RECONSTRUCTION:
         why = ("reconstructs records from PFDM's noised uploads; an external model has none (use a membership "
                "attack or memorization)")
-    elif attack.needs_references:
-        why = source.reference_gap(attack)
-    if why is None and capabilities is not None:
+    if why is None and capabilities is not None:  # what the target cannot do first: references would not help
         reason = attack.refusal(capabilities)
         why = f"{reason} (target {source.name!r})" if reason else None
+    if why is None and attack.needs_references:
+        why = source.reference_gap(attack)
     if why:
         raise BadInput(f"--attack {attack.label}: {why}")
 
