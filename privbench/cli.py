@@ -23,7 +23,7 @@ from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, build_config, config
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
 from .core.registry import ATTACKS, listing
-from .core.threads import configure_threads
+from .core.threads import configure_threads, env_world_size
 from .core.version import __version__
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
@@ -64,18 +64,33 @@ def common(f):
 
     @functools.wraps(f)
     def with_threads(*args, threads=None, **kwargs):
-        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-        from .core.distributed import env_world_size
-
         if env_world_size() > 1 and f.__name__ != "train":
             raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
                            f"{env_world_size()}) only `privbench train` does")
-        configure_threads(threads)
+        _precheck_inputs(kwargs)
+        configure_threads(threads)  # imports torch: after the inputs are checked
         return f(*args, **kwargs)
 
     for o in reversed(opts):
         with_threads = o(with_threads)
     return with_threads
+
+
+def _precheck_inputs(options: dict) -> None:
+    """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
+    headers): records (--members, --nonmembers, --reference-data, --dataset PATH), --set syntax and a --config
+    YAML. The full checks follow when the command loads them."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .core.yamlio import read_yaml
+    from .data.records_check import is_records_path, precheck_records
+
+    for key in ("members", "nonmembers", "reference_data"):
+        precheck_records(options.get(key))
+    if is_records_path(options.get("dataset")):
+        precheck_records(options["dataset"])
+    parse_set_args(options.get("sets") or ())
+    if options.get("config_file"):
+        read_yaml(options["config_file"], f"--config {options['config_file']}")
 
 
 def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
@@ -448,6 +463,14 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
             for a in names]
 
 
+def default_target_name(model_path) -> str:
+    """The name an outside model's results carry without --target: its folder's name (a checkpoint file's
+    folder; a Hub id's name), so that the rows of several models differ."""
+    p = Path(str(model_path).rstrip("/\\"))
+    name = p.name if p.is_dir() or not p.suffix else p.parent.name
+    return name or "model"
+
+
 def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
                   dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
                   strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
@@ -458,7 +481,8 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or "model", claim=user_claim(*claim), strict=strict,
+                           target_name=target or default_target_name(model_path), claim=user_claim(*claim),
+                           strict=strict,
                            records_range=records_range, lora=lora, caption=caption,
                            reference_recipe=reference_recipe, reference_data=reference_data)
 
@@ -469,7 +493,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
                                               "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: model]")
+                                             "[default: the model's folder name]")
 @embedding_option
 @external_options
 @common
@@ -479,12 +503,12 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
     RUNS_DIR/external-<hash>/ that audit, report and check read)."""
+    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
+        click.get_current_context().params, sets))
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
     if results is not None:
         # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
         from .reports.text import result_summary
@@ -492,7 +516,7 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
-            _emit({"results": results}, as_json, "\n".join(result_summary(r) for r in results))
+            _emit({"results": results}, as_json, result_summary(results))
         return
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     names = _attack_list(attack_name, cfg)
@@ -558,7 +582,7 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
                                               "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: model]")
+                                             "[default: the model's folder name]")
 @embedding_option
 @external_options
 @common
@@ -568,12 +592,12 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
     RUNS_DIR/external-<hash>/ run."""
+    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
+        click.get_current_context().params, sets))
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
     if results is None:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
@@ -613,6 +637,7 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, scheduler_config, ema, seed, device,
                   data_root, as_json):
     """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
+    _precheck_inputs({"members": suspect, "nonmembers": reference})
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.dataset_inference import infer_dataset as run
 
@@ -645,8 +670,9 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
     Exit 0 when no shift is detected, 1 when a label-permutation test of the classifier's AUC against 0.5 gives
     p <= 0.05 or the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these records is then not
     evidence of leakage), 2 for bad input."""
+    _precheck_inputs({"members": members, "nonmembers": nonmembers})
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .metrics.split_shift import flagged
+    from .metrics.split_verdict import flagged
     from .runs.split_check import check_split
 
     res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,

@@ -15,13 +15,11 @@ from pathlib import Path
 import jinja2
 import numpy as np
 import pandas as pd
-import torch
 
-from ..attacks.base import MEMORIZATION, RECONSTRUCTION
-from ..core.constants import DEFAULT_DELTA
+from ..core.constants import DEFAULT_DELTA, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_write_text, safe_name
-from ..core.provenance import git_info, version
-from ..core.registry import METHODS
+from ..core.provenance import git_info, package_version, version
+from ..core.registry import entry_attribute, has_entry
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
@@ -195,9 +193,10 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "title": title, "source": source, "bench": bench or {}, "toc": toc, "lead_sections": list(lead_sections),
         "suite_file": Path(str((bench or {}).get("suite_path") or "")).name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
+        "version": version(), "git": git, "python": platform.python_version(), "torch": package_version("torch"),
         "numpy": np.__version__,
         "targets": targets, "n_results": len(tables.results), "show": show,
+        "only_outside": bool(targets) and all(b.get("model") for b in targets),
         "methods": sorted({b["method"] for b in targets}),
         "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
         "role_labels": ROLE_LABELS, "split_rows": _records(tables.split_check_frame()),
@@ -261,9 +260,9 @@ def _runs(tables: Tables) -> list[dict]:
 
 def _provenance_settings(method: str, cfg: dict) -> dict | None:
     """The config keys a method asks to show beside its runs (``provenance_keys``)."""
-    if method not in METHODS:
+    if not has_entry("METHODS", method):
         return None
-    keys = METHODS.get(method).factory.provenance_keys
+    keys = entry_attribute("METHODS", method, "provenance_keys")
     out = {}
     for key in keys:
         sec, _, name = key.partition(".")

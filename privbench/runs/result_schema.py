@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..attacks.base import MEMBERSHIP
+from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 
 #: bump when a key changes meaning or a written key is added or removed; add the migration to ``from_json``
