@@ -370,8 +370,9 @@ def external_options(f):
     """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
     opts = [
         click.option("--model", "model_path", default=None, type=click.Path(),
-                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, or a "
-                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm"),
+                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, a "
+                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm, or a Hub id org/name already in the local "
+                          "Hugging Face cache (never downloaded; safetensors only)"),
         click.option("--members", default=None,
                      help="with --model: member records (.npz, image folder, or .npy indices)"),
         click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)"),
@@ -452,6 +453,8 @@ def _external_kw(options: dict, sets) -> dict:
 
 def _external_attacks(command, method, model_path, attack_name, config_file, download, **kw) -> list | None:
     """--model: each attack of ATTACK (comma-separated) on the outside model → their results; None for --method."""
+    if model_path is not None:
+        model_path, kw["target"] = _model_folder(model_path), kw["target"] or default_target_name(model_path)
     only = [kw[k] for k in _EXTERNAL_ONLY]
     only[_EXTERNAL_ONLY.index("records_range")] = None if kw["records_range"] == "auto" else kw["records_range"]
     if not _external_or_method(command, method, model_path, only, config_file, download):
@@ -463,9 +466,22 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
             for a in names]
 
 
+def _model_folder(model_path) -> str:
+    """``--model``: a path as given, or the local snapshot of a Hub id (models/hub_cache.py; never downloaded)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .models.hub_cache import is_hub_id, resolve_hub_model
+
+    return resolve_hub_model(model_path) if is_hub_id(model_path) else model_path
+
+
 def default_target_name(model_path) -> str:
     """The name an outside model's results carry without --target: its folder's name (a checkpoint file's
     folder; a Hub id's name), so that the rows of several models differ."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .models.hub_cache import HUB_ID, is_hub_id
+
+    if is_hub_id(model_path):
+        return HUB_ID.match(str(model_path))["repo"].split("/", 1)[1]
     p = Path(str(model_path).rstrip("/\\"))
     name = p.name if p.is_dir() or not p.suffix else p.parent.name
     return name or "model"
@@ -638,6 +654,7 @@ def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, sch
                   data_root, as_json):
     """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
     _precheck_inputs({"members": suspect, "nonmembers": reference})
+    model_path = _model_folder(model_path)
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.dataset_inference import infer_dataset as run
 

@@ -26,6 +26,7 @@ from ..core.errors import BadInput
 from ..core.io import sha256_file
 from ..core.yamlio import read_yaml
 from ..metrics.roc import membership_metrics
+from ..models.hub_cache import hub_id_of
 from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
 from .order import is_private
@@ -143,9 +144,10 @@ class Result:
         model = (prov.model or {}) if prov is not None else {}
         if self.method != "external" or not model:
             return None
-        if model.get("hub_id"):
-            return str(model["hub_id"])
         path = Path(str(model.get("path") or "?"))
+        hub = hub_id_of(path)
+        if hub:
+            return hub
         return path.name if path.is_dir() or not path.suffix else f"{path.parent.name}/{path.name}"
 
     @property

@@ -58,7 +58,7 @@ def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("light")
     _outside_result(root / "runs" / "external-a", "model-a", 0)
     _outside_result(root / "runs" / "external-b", "model-b", 1)
-    (root / "gates.yaml").write_text("gates:\n  - {method: external, attack: pia, metric: auc, max: 0.99}\n")
+    (root / "gates.yaml").write_text("gates:\n  - {method: external, target: model-a, attack: pia, metric: auc, max: 0.99}\n")
     np.savez(root / "bad.npz", images=np.zeros((4, 5), np.float32))
     np.savez(root / "good.npz", images=np.zeros((4, 1, 8, 8), np.float32) - 0.5)
     (root / "model").mkdir()
