@@ -78,12 +78,18 @@ def common(f):
 
 def _precheck_inputs(options: dict) -> None:
     """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
-    headers): records (--members, --nonmembers, --reference-data, --dataset PATH), --set syntax and a --config
-    YAML. The full checks follow when the command loads them."""
+    headers): the claimed-ε options, records (--members, --nonmembers, --reference-data, --dataset PATH), --set
+    syntax and a --config YAML. The full checks follow when the command loads them."""
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .core.yamlio import read_yaml
     from .data.records_check import is_records_path, precheck_records
 
+    claim = [options.get(k) for k in ("claimed_epsilon", "claimed_delta", "claim_basis")]
+    if any(v is not None for v in claim):
+        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+        from .privacy.claims import user_claim
+
+        user_claim(*claim)
     for key in ("members", "nonmembers", "reference_data"):
         precheck_records(options.get(key))
     if is_records_path(options.get("dataset")):
@@ -497,8 +503,7 @@ def _run_external(model_path, members, nonmembers, attack_name, *, target, arch,
     return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
                            seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
                            use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target or default_target_name(model_path), claim=user_claim(*claim),
-                           strict=strict,
+                           target_name=target, claim=user_claim(*claim), strict=strict,
                            records_range=records_range, lora=lora, caption=caption,
                            reference_recipe=reference_recipe, reference_data=reference_data)
 

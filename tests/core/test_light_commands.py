@@ -110,3 +110,28 @@ def test_the_precheck_and_the_full_read_agree_on_shapes(tmp_path):
         precheck_records(tmp_path / "labels.npz")
     np.savez(tmp_path / "ok.npz", images=np.zeros((3, 1, 8, 8), np.float32) - 0.5, labels=np.zeros(3, int))
     precheck_records(tmp_path / "ok.npz")
+
+
+def test_the_light_copies_agree_with_their_sources():
+    """The result kinds readable without torch are the attacks' own; the report attributes read from the sources
+    are the imported classes' (report order, privacy, references, target order, coinciding notes)."""
+    from privbench.attacks import base
+    from privbench.core import constants, registry
+    from privbench.core.registry_source import Unresolvable, class_attribute, read_builtins
+
+    assert (constants.MEMBERSHIP, constants.MEMORIZATION, constants.RECONSTRUCTION) == (
+        base.MEMBERSHIP, base.MEMORIZATION, base.RECONSTRUCTION)
+    reader = read_builtins(registry.BUILTIN_MODULES)
+    registry.load_builtins()
+    checked = 0
+    for var, attrs in (("METHODS", ("report_order", "private", "target_order", "provenance_keys",
+                                    "coinciding_note")), ("ATTACKS", ("report_order", "needs_references"))):
+        for e in getattr(registry, var):
+            for attr in attrs:
+                try:
+                    static = class_attribute(reader, var, e.name, attr)
+                except Unresolvable:
+                    continue  # read by importing the class, so nothing to compare
+                assert static == getattr(e.factory, attr), (var, e.name, attr)
+                checked += 1
+    assert checked >= 40
