@@ -23,6 +23,7 @@ from ..core.registry import entry_attribute, has_entry
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
+from .coincide import coinciding
 from .collect import Result, released_start_weight
 from .figures import grid_columns, write_roc_figures
 from .order import target_rank
@@ -82,14 +83,20 @@ def side_by_side_columns(targets: list[dict]) -> dict[str, bool]:
 
 
 def _annotate(targets: list[dict]) -> Footnotes:
-    """Footnote marks of the side-by-side table: each target's ε basis and each unresolvable TPR's reason."""
+    """Footnote marks of the side-by-side table: each target's ε basis, each unresolvable TPR's reason, and why two
+    rows of one attack have identical scores."""
     notes = Footnotes()
+    same = {(a, m, t): note for a, rows, note in coinciding(
+        [(a["attack"], b["method"], b["target"], (b["dataset"], b["seed"]), a["result"].scores_file)
+         for b in targets for a in b["attacks"]]) for m, t in rows}
     for b in targets:
         b["eps_mark"] = notes.mark(basis_text(b.get("privacy"), b["role"]))
         for a in b["attacks"]:
             n = a["result"].get("n_nonmembers")
             a["na"] = {m: notes.mark(unresolvable_reason(m, n)) for m in FPR_OF if not resolvable(m, n)}
             a["rule_mark"] = notes.mark(TPR_RULE_LT) if a["result"].get("tpr_rule") == "lt" else None
+            why = same.get((a["attack"], b["method"], b["target"]))
+            a["same_mark"] = notes.mark(why) if why else None
     return notes
 
 

@@ -131,3 +131,8 @@ def test_rows_with_identical_scores_carry_a_note_saying_why(tmp_path):
     notes = [line for line in text.splitlines() if line.startswith("  note:")]
     assert len(notes) == 1 and "pfdm/pipeline:0 and pfdm/client:0 have identical pia scores" in notes[0]
     assert "below t0" in notes[0] and "pfdm/shared" not in notes[0]
+    code, _out, err = _cli("report", tmp_path, "--out", tmp_path / "rep", "--format", "markdown,html")
+    assert code == 0, err
+    for page in ("tables.md", "index.html"):
+        text = (tmp_path / "rep" / page).read_text().replace("&#39;", "'")
+        assert "pfdm/pipeline:0 and pfdm/client:0 have identical pia scores: pipeline:K predicts" in text, page
