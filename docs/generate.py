@@ -191,12 +191,12 @@ def _exported(folder: Path) -> dict:
                        capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"scenario exported: training failed: {r.stderr.strip()[-500:]}")
-    run = Path(json.loads(r.stdout)["run_dir"])
-    split = json.loads((run / "split.json").read_text())
+    run = Path(json.loads(r.stdout)["run_dir"])  # relative to the scenario's folder, where the command ran
+    split = json.loads(((run if run.is_absolute() else folder / run) / "split.json").read_text())
     _digits_records(folder, split["members"], split["nonmembers"])
     (folder / "gates.yaml").write_text("gates:\n  - {method: external, target: exported, attack: pia, metric: auc, "
                                        "max: 0.6, note: the team's release bar}\n")
-    return {"run": str(run.relative_to(folder) if run.is_absolute() else run)}
+    return {"run": str(run.relative_to(folder.resolve()) if run.is_absolute() else run)}
 
 
 def _check_split(folder: Path) -> dict:
