@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-ATTACKS = ["loss", "secmi", "pia", "sima", "clid"]
+ATTACKS = ["loss", "secmi", "pia", "pian", "sima", "clid"]
 
 
 def build_outside(folder: Path) -> None:

@@ -1,4 +1,7 @@
 """privbench: measure how much diffusion models leak about their training data."""
+from . import bench
+from .api import BenchPackage as _BenchPackage
+from .api import account, audit, check, report
 from .builtins import MODULES as _BUILTIN_MODULES
 from .builtins import load as _load_builtins
 from .core.registry import install_builtins as _install_builtins
@@ -8,6 +11,9 @@ from .core.version import __version__
 # before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
 _passive_wait_by_default()
 _install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins (privbench/builtins.py)
+# `privbench.bench` is both the subpackage (its modules import as ever) and the function of `privbench bench`:
+# calling it runs privbench.api.bench (a subpackage's name on its parent is the module, so the module is made callable)
+bench.__class__ = _BenchPackage
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
@@ -65,4 +71,5 @@ _PLUGIN_API = {
     "ACCOUNTANTS": ".core.registry", "register_dataset": ".data.base",
 }
 
-__all__ = ["__version__", "attack", "load_dataset", "load_target", "wrap", *_PLUGIN_API]
+__all__ = ["__version__", "account", "attack", "audit", "bench", "check", "load_dataset", "load_target", "report",
+           "wrap", *_PLUGIN_API]

@@ -466,9 +466,18 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
     if not _external_or_method(command, method, model_path, only, config_file, download):
         return None
     names = _attack_list(attack_name, sets=kw["sets"])
-    claim = (kw.pop("claimed_epsilon"), kw.pop("claimed_delta"), kw.pop("claim_basis"))
-    members, nonmembers = kw.pop("members"), kw.pop("nonmembers")
-    return [_run_external(model_path, members, nonmembers, a, claim=claim, strict=len(names) == 1, **kw)
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .privacy.claims import user_claim
+    from .runs.external import OutsideSpec, attack_external
+
+    spec = OutsideSpec(model_path, kw["members"], kw["nonmembers"], split=kw["split"], dataset=kw["dataset"],
+                       data_root=kw["data_root"], arch=kw["arch"], scheduler_config=kw["scheduler_config"],
+                       use_ema=kw["ema"], target_name=kw["target"],
+                       claim=user_claim(kw["claimed_epsilon"], kw["claimed_delta"], kw["claim_basis"]),
+                       records_range=kw["records_range"], lora=kw["lora"], caption=kw["caption"],
+                       reference_recipe=kw["reference_recipe"], reference_data=kw["reference_data"],
+                       preset=kw["preset"], sets=tuple(kw["sets"]), device=kw["device"])
+    return [attack_external(spec, a, seed=kw["seed"], runs_dir=kw["runs_dir"], strict=len(names) == 1).to_json()
             for a in names]
 
 
@@ -491,21 +500,6 @@ def default_target_name(model_path) -> str:
     p = Path(str(model_path).rstrip("/\\"))
     name = p.name if p.is_dir() or not p.suffix else p.parent.name
     return name or "model"
-
-
-def _run_external(model_path, members, nonmembers, attack_name, *, target, arch, scheduler_config, split, ema,
-                  dataset, preset, seed, device, runs_dir, sets, data_root, claim, records_range,
-                  strict=True, lora=None, caption=None, reference_recipe=None, reference_data=None) -> dict:
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .privacy.claims import user_claim
-    from .runs.external import attack_external
-
-    return attack_external(model_path, members, nonmembers, attack_name, runs_dir=runs_dir, preset=preset,
-                           seed=seed, sets=sets, device=device, arch=arch, scheduler_config=scheduler_config,
-                           use_ema=ema, dataset=dataset, data_root=data_root, split=split,
-                           target_name=target, claim=user_claim(*claim), strict=strict,
-                           records_range=records_range, lora=lora, caption=caption,
-                           reference_recipe=reference_recipe, reference_data=reference_data)
 
 
 @main.command()
@@ -740,10 +734,10 @@ def account():
 @click.option("--json", "as_json", is_flag=True)
 def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_json):
     """ε of one PFDM upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z under each analysis."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .privacy.ldp import account_ldp
+    from .api import account as account_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
 
-    res = account_ldp(clip, t0, delta, epsilon=epsilon, steps=steps, beta_start=beta_start, beta_end=beta_end)
+    res = account_fn("ldp", clip=clip, t0=t0, delta=delta, epsilon=epsilon, steps=steps, beta_start=beta_start,
+                     beta_end=beta_end)
     lines = [f"LDP of one upload: C={clip}, t0={t0} (1-indexed), delta={delta}, sigma={res['sigma']:.4f}"]
     for k, v in res["epsilon"].items():
         lines.append(f"  epsilon [{k:17s}] {v:.4f}")
@@ -764,12 +758,10 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--json", "as_json", is_flag=True)
 def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
     """DP-SGD (Poisson-subsampled Gaussian) accounting."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .privacy.dpsgd import account_dpsgd
+    from .api import account as account_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
 
-    if noise_multiplier is None and epsilon is None:
-        raise BadInput("account dpsgd: give --noise-multiplier, or --epsilon to calibrate one")
-    res = account_dpsgd(noise_multiplier, sample_rate, steps, delta, epsilon=epsilon, accountant=accountant)
+    res = account_fn("dpsgd", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
+                     epsilon=epsilon, accountant=accountant)
     human = (f"epsilon {res['epsilon']:.4f} at delta {res['delta']} [{res['accountant']}] for noise multiplier "
              f"{res['noise_multiplier']:.4f}, sample rate {res['sample_rate']}, {res['steps']} steps")
     if res.get("fallback"):
@@ -788,11 +780,10 @@ def audit(results, delta, confidence, as_json):
 
     Clopper–Pearson (threshold chosen on a split half) and one-run bounds, each with its assumption; a target
     whose lower bound exceeds its formal ε is flagged. RESULTS: run dirs, bench dirs or result.json files."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .reports.audit import audit_results, format_audit
+    from .api import audit as audit_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
 
-    res = audit_results(list(results), delta=delta, confidence=confidence)
-    _emit(res if len(res) != 1 else res[0], as_json, format_audit(res))
+    res = audit_fn(list(results), delta=delta, confidence=confidence)
+    _emit(res.audits if len(res.audits) != 1 else res.audits[0], as_json, res.text)
 
 
 @main.command()
@@ -838,24 +829,17 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
     if a cell failed (the others are kept)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .bench.runner import run_suite
-    from .reports.text import format_bench, write_bench_tables
+    from .api import bench as bench_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
 
     configure_threads(threads)
-    if address is not None and executor != "ray":
-        raise BadInput("--address: only with --executor ray")
     slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task, time_train_min=slurm_time_train,
                  time_cell_min=slurm_time_cell, cluster=slurm_cluster) if executor == "slurm" else None
-    res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
-                                       inception_weights=inception_weights, executor=executor, address=address,
-                                       retries=retries, cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm))
-    human = format_bench(res)
-    res.pop("_rows", None)
-    _emit(res, as_json, human)
-    if res["counts"].get("failed"):
-        click.echo(f"privbench: failed: {res['counts']['failed']} bench cell(s) failed; see {res['bench_json']}",
-                   err=True)
+    res = bench_fn(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
+                   inception_weights=inception_weights, executor=executor, address=address, retries=retries,
+                   cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm)
+    _emit(res.data, as_json, res.text)
+    if res.failed:
+        click.echo(f"privbench: failed: {res.failed} bench cell(s) failed; see {res.data['bench_json']}", err=True)
         sys.exit(3)
 
 
@@ -872,12 +856,12 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .reports import render_report
+    from .api import report as report_fn
     from .reports.layout import parse_names
 
-    paths = render_report(directory, out, [f.strip() for f in formats.split(",") if f.strip()],
-                          latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
-                          targets=parse_names(targets, "--targets"))
+    paths = report_fn([directory], out, [f.strip() for f in formats.split(",") if f.strip()],
+                      latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
+                      targets=parse_names(targets, "--targets"))
     _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
 
 
@@ -891,23 +875,20 @@ def check(gates, results, as_json):
 
     Exit 0 when every gate holds, 1 on a breach (each listed on stderr), 2 for bad input: a missing file,
     malformed YAML, an unknown metric, or a gate that matches no result (unless it says optional: true)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .reports.gates import check_gates, skipped_optional
+    from .api import check as check_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
 
-    breaches, n_checked = check_gates(gates, list(results))
-    unmatched = [] if breaches else skipped_optional(gates, list(results))
-    for b in breaches:
+    res = check_fn(list(results), gates)
+    for b in res.breaches:
         click.echo(f"BREACH: {b}", err=True)
-    if breaches:
-        click.echo(f"{len(breaches)} of {n_checked} gate checks breached", err=True)
-    for g in unmatched:
+    if res.breaches:
+        click.echo(f"{len(res.breaches)} of {res.n_checked} gate checks breached", err=True)
+    for g in res.optional_unmatched:
         click.echo(f"note: optional {g} matched no result (not checked)", err=True)
     if as_json:
-        _emit({"ok": not breaches, "n_checked": n_checked, "breaches": breaches, "optional_unmatched": unmatched},
-              True)
-    elif not breaches:
-        click.echo(f"all {n_checked} gate checks hold")
-    if breaches:
+        _emit(res.to_json(), True)
+    elif res.ok:
+        click.echo(f"all {res.n_checked} gate checks hold")
+    if not res.ok:
         sys.exit(1)
 
 if __name__ == "__main__":

@@ -259,3 +259,14 @@ def test_the_github_actions_examples_pin_torch_as_the_makefile_does():
         assert installs, example.name
         assert all(all(p in line for p in pin) for line in installs), f"{example.name}: {installs} (pin: {pin})"
     assert all(p in (ROOT / "README.md").read_text() for p in pin)
+
+
+def test_docs_api_md_lists_every_exported_name():
+    """Every name in ``privbench.__all__`` (functions, the plug-in base classes and registries, ``__version__``)
+    appears in docs/api.md as code, and the workflow functions are exported."""
+    import privbench
+
+    page = (DOCS / "api.md").read_text()
+    assert {"audit", "report", "check", "bench", "account"} <= set(privbench.__all__)
+    missing = [n for n in privbench.__all__ if f"`{n}" not in page and f"privbench.{n}" not in page]
+    assert not missing, f"docs/api.md does not mention: {', '.join(missing)}"

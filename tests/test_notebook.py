@@ -1,5 +1,7 @@
 """docs/notebooks/audit-your-model.ipynb runs top to bottom (nbclient, the venv's python3 kernel): it trains a
-small diffusers model, audits it with PIA, shows the ROC and the table inline, and the gate breaches (exit 1)."""
+small diffusers model and runs the Python API's cell sequence on it — privbench.attack, privbench.audit,
+privbench.report, privbench.check — with no subprocess; it shows the ROC and the table inline, and the gate
+breaches."""
 from __future__ import annotations
 
 import os
@@ -20,9 +22,13 @@ def _outputs(nb, kind: str) -> list:
 @pytest.mark.slow
 def test_the_audit_notebook_runs_and_gates_the_model(tmp_path, monkeypatch):
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "subprocess" not in code
+    for call in ("privbench.attack(", "privbench.audit([r])", "privbench.report([r]", "privbench.check([r]"):
+        assert call in code, call
     root = str(Path(__file__).resolve().parents[1])
     env_path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    monkeypatch.setenv("PYTHONPATH", env_path)  # the kernel and its privbench subprocesses import this checkout
+    monkeypatch.setenv("PYTHONPATH", env_path)  # the kernel imports this checkout
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
                             ).execute()
     assert not _outputs(nb, "error")
@@ -30,4 +36,5 @@ def test_the_audit_notebook_runs_and_gates_the_model(tmp_path, monkeypatch):
     assert any("image/png" in o.data for o in shown)                       # the ROC, inline
     assert any("text/html" in o.data and "AUC" in o.data["text/html"] for o in shown)   # the table
     text = "".join(o.get("text", "") for o in _outputs(nb, "stream"))
-    assert "exit code 1" in text and "BREACH" in text                    # the memorizing model fails the gate
+    assert "ok: False" in text and "BREACH" in text                      # the memorizing model fails the gate
+    assert "family-wise" in text and "headline eps lower bound" in text   # the audit's one headline

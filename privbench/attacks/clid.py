@@ -3,11 +3,16 @@ via Conditional Likelihood Discrepancy", NeurIPS 2024, arXiv 2405.14800).
 
 A text-to-image model over-fits the *conditional* distribution p(x | c) of its training pairs more than p(x): for
 a member, the denoising loss with its own caption c falls further below the loss with a weakened caption c*.
-Per record (latent x₀, caption row y), timestep t ∈ ``attack.clid_t`` and one seeded noise draw ε shared by
-all conditions (x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε):
+Per record (latent x₀, caption row y), timestep t ∈ ``attack.clid_t`` and noise draws ε_d, d = 1..M
+(M = ``attack.clid_draws``), each shared by all conditions (x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε_d):
 
-    L(t, c)  = ‖ε − ε_θ(x_t, t, c)‖²
+    L(t, c)  = (1/M) Σ_d ‖ε_d − ε_θ(x_t, t, c)‖²
     D(t, c*) = L(t, c*) − L(t, c)           for each c* in ``attack.clid_perturbations``
+
+The draws are a Monte-Carlo estimate of the expectation over ε in the paper's indicator (the paper studies the
+number of Monte-Carlo samples against the query count). Each record's noise is seeded by (run seed, the
+record's dataset index, t, d), as LiRA's and SimA-MC's: a score does not depend on the record's position in the
+evaluated set nor on ``attack.batch_size``.
 
 Weakened captions: ``null`` — the empty caption (the null prompt of classifier-free guidance); ``drop`` — the
 caption with every second word removed (a deterministic stand-in for the paper's text-dropping augmentations).
@@ -37,8 +42,8 @@ import torch
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, METHODS
-from ..core.seeding import seeded_generator
 from .base import Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, tvec
+from .references import record_noise
 from .secmi_nn import stratified_folds
 
 _CLID_STREAM = 0xC11D
@@ -52,6 +57,8 @@ class CLiDSettings(CommonSettings):
     clid_t: list = setting([100, 200, 300], help="clid: model timesteps (0-indexed) the discrepancy is averaged over")
     clid_perturbations: list = setting(["null", "drop"], help="clid: weakened captions: null (empty) and/or drop "
                                                              "(every second word removed)")
+    clid_draws: int = setting(4, lo=1, help="clid: Monte-Carlo noise draws per record and timestep (fixed per "
+                                            "record), averaged")
     clid_alpha: float = setting(0.8, lo=0.0, hi=1.0, help="clid (th): weight of the discrepancy against the "
                                                            "conditional loss")
     clid_folds: int = setting(2, lo=2, help="clid (vec): cross-fitting folds: every record is scored out of fold")
@@ -80,7 +87,7 @@ class CLiD(Attack):
     threat_model = {"queries": "eps-prediction with the record's caption and with weakened captions, same noise",
                     "reference_models": 0, "reference_training": "none",
                     "auxiliary_data": "th: none; vec: membership labels of the other folds' records (cross-fitting)",
-                    "queries_per_record": "len(clid_t) * (1 + len(clid_perturbations))"}
+                    "queries_per_record": "clid_draws * len(clid_t) * (1 + len(clid_perturbations))"}
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
@@ -110,36 +117,37 @@ class CLiD(Attack):
 
     @torch.no_grad()
     def _features(self, target, records: Records, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """(L: records × timesteps, D: records × perturbations × timesteps)."""
+        """(L: records × timesteps, D: records × perturbations × timesteps), each averaged over the draws."""
         weak = self._weakened_rows(target, records)
         ts = [int(t) for t in self.clid_t]
+        n_draws = int(self.clid_draws)
         ac = target.alphas_cumprod.to(target.device)
+        shape = tuple(records.x.shape[1:])
         L, D = [], []
-        for b, lo in enumerate(range(0, len(records), self.batch_size)):
+        for lo in range(0, len(records), self.batch_size):
             hi = min(len(records), lo + self.batch_size)
             x0, y = records.x[lo:hi].to(target.device), records.y[lo:hi].to(target.device)
+            rows = [y] + [weak[p][lo:hi].to(target.device) for p in self.clid_perturbations]
             lb, db = [], []
             for t in ts:
-                g = seeded_generator(target.device, _CLID_STREAM, seed, t, b)
-                eps = torch.randn(x0.shape, generator=g, device=target.device)
-                x_t = ac[t].sqrt() * x0 + (1 - ac[t]).sqrt() * eps
                 tt = tvec(t, len(x0), target.device)
-
-                def loss(rows, eps=eps, x_t=x_t, tt=tt):  # this step's noise, input and timesteps
-                    return (eps - target.predict_noise(x_t, tt, rows)).pow(2).flatten(1).sum(1)
-
-                lc = loss(y)
-                lb.append(lc)
-                db.append(torch.stack([loss(weak[p][lo:hi].to(target.device)) - lc
-                                       for p in self.clid_perturbations], 1))
+                losses = torch.zeros(len(rows), len(x0), dtype=torch.float64, device=target.device)
+                for d in range(n_draws):
+                    eps = record_noise(records.index[lo:hi], shape, seed, t, d, stream=_CLID_STREAM).to(target.device)
+                    x_t = ac[t].sqrt() * x0 + (1 - ac[t]).sqrt() * eps
+                    for k, r in enumerate(rows):  # the same noise under the caption and each weakened caption
+                        losses[k] += (eps - target.predict_noise(x_t, tt, r)).pow(2).flatten(1).sum(1).double()
+                losses /= n_draws
+                lb.append(losses[0])
+                db.append((losses[1:] - losses[0]).T)
             L.append(torch.stack(lb, 1))
             D.append(torch.stack(db, 2))
-        return (torch.cat(L).double().cpu().numpy(), torch.cat(D).double().cpu().numpy())
+        return torch.cat(L).cpu().numpy(), torch.cat(D).cpu().numpy()
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
         L, D = self._features(target, records, env.seed)
-        n_q = len(self.clid_t) * (1 + len(self.clid_perturbations))
+        n_q = int(self.clid_draws) * len(self.clid_t) * (1 + len(self.clid_perturbations))
         if self.clid_variant == "th":
             a = float(self.clid_alpha)
             scores = a * robust_scale(D.mean(axis=(1, 2))) - (1 - a) * robust_scale(L.mean(axis=1))
@@ -149,7 +157,7 @@ class CLiD(Attack):
             how = f"out-of-fold classifier output on the discrepancy/loss vector ({self.clid_folds} folds)"
         res = AttackOutput(scores=scores, nfe_per_record=n_q)
         res.arrays = {"clid_discrepancy": D.mean(axis=(1, 2)), "clid_cond_loss": L.mean(axis=1)}
-        res.figures = {"variant": self.clid_variant, "t": [int(t) for t in self.clid_t],
+        res.figures = {"variant": self.clid_variant, "t": [int(t) for t in self.clid_t], "draws": int(self.clid_draws),
                        "perturbations": list(self.clid_perturbations), "queries_per_record": n_q, "score": how}
         if self.clid_variant == "th":
             res.figures["alpha"] = float(self.clid_alpha)

@@ -122,12 +122,14 @@ def require_references(env, what: str, minimum: int = 2) -> ReferenceModels:
     return refs
 
 
-def record_noise(index: torch.Tensor, shape, seed: int, t: int, draw: int) -> torch.Tensor:
+def record_noise(index: torch.Tensor, shape, seed: int, t: int, draw: int,
+                 stream: int = _RECORD_NOISE_STREAM) -> torch.Tensor:
     """Noise of each record (rows of ``index``, dataset indices) for draw ``draw`` at timestep ``t``: one
-    CPU generator per record seeded by (seed, index, t, draw) — independent of batching and device."""
+    CPU generator per record seeded by (stream, seed, index, t, draw) — independent of batching and device.
+    ``stream`` keeps one attack's draws apart from another's."""
     out = torch.empty((len(index), *shape))
     for row, i in enumerate(index.tolist()):
-        g = seeded_generator("cpu", _RECORD_NOISE_STREAM, seed, int(i), int(t), int(draw))
+        g = seeded_generator("cpu", stream, seed, int(i), int(t), int(draw))
         out[row] = torch.randn(tuple(shape), generator=g)
     return out
 

@@ -8,7 +8,11 @@ With f_θ(x_t, t) = (x_t − √(1−ᾱ_t)·ε_θ(x_t, t))/√ᾱ_t, a determin
 * one more inversion step c → c + k (query at c) and one denoising step back c + k → c (query at c + k);
 * t-error ℓ = ‖ψ(ϕ(x̃)) − x̃‖₂² summed over pixels. Member ⇔ small ℓ; the stored score is −ℓ.
 
-``attack.secmi_offset`` chooses the comparison level c for t_sec = ``attack.secmi_t``:
+t_sec is ``attack.secmi_t`` (default 100, the paper's level for pixel-space DDPMs) on a pixel-space target and
+``attack.secmi_t_latent`` (default 150, the level SecMI reports for latent diffusion models, SecMI-LDM) on a
+latent (VAE) target; the result's ``figures`` record which one ran.
+
+``attack.secmi_offset`` chooses the comparison level c for t_sec:
 
 * ``official`` (default): c = t_sec − k — the official code inverts to the multiples of k *below* t_sec and
   compares t_sec − k ↔ t_sec (90 ↔ 100). NFEs = t_sec/k + 1 = 11. The default since attack code version 2: it
@@ -81,7 +85,9 @@ def t_error_pairs(target, xb: torch.Tensor, yb: torch.Tensor, levels, k: int) ->
 
 @dataclass
 class SecMISettings(CommonSettings):
-    secmi_t: int = setting(100, lo=1, help="SecMI's t_sec (a multiple of secmi_k)")
+    secmi_t: int = setting(100, lo=1, help="SecMI's t_sec on a pixel-space target (a multiple of secmi_k)")
+    secmi_t_latent: int = setting(150, lo=1, help="SecMI's t_sec on a latent (VAE) target: SecMI-LDM's level "
+                                                  "(a multiple of secmi_k)")
     secmi_k: int = setting(10, lo=1, help="SecMI's DDIM stride k")
     secmi_offset: str = setting("official", choices=["paper", "official"],
                                 help="official code (default): error at t_sec-k vs t_sec (t_sec/k+1 NFEs); paper: "
@@ -93,7 +99,8 @@ class SecMISettings(CommonSettings):
 @ATTACKS.register_class
 class SecMI(Attack):
     name = "secmi"
-    description = "SecMI_stat: DDIM inversion to t_sec=100 (k=10), t-error of one step up and back (official offset)"
+    description = ("SecMI_stat: DDIM inversion to t_sec=100 (latent targets: 150), k=10, t-error of one step up and "
+                   "back (official offset)")
     report_order = 20
     Settings = SecMISettings
     variant_settings = ("secmi_offset",)
@@ -101,15 +108,17 @@ class SecMI(Attack):
                     "reference_training": "none", "auxiliary_data": "none",
                     "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)"}
 
-    def _tsecs(self, num_timesteps: int) -> tuple[int, list[int]]:
+    def _tsecs(self, num_timesteps: int, latent: bool = False) -> tuple[int, list[int]]:
+        """(t_sec, the sweep's t_sec values) for a latent or a pixel-space target, each checked."""
         k = int(self.secmi_k)
         if k < 1:
             raise BadInput(f"attack.secmi_k={k}: must be >= 1")
         if self.secmi_offset not in ("paper", "official"):
             raise BadInput(f"attack.secmi_offset={self.secmi_offset!r}: choose paper or official")
-        fixed = check_timestep(self.secmi_t, num_timesteps, "attack.secmi_t")
+        key = "secmi_t_latent" if latent else "secmi_t"
+        fixed = check_timestep(getattr(self, key), num_timesteps, f"attack.{key}")
         sweep = sweep_list(self.sweep, num_timesteps, "attack.sweep (secmi: values of t_sec)")
-        for what, t in [("attack.secmi_t", fixed)] + [("attack.sweep (secmi: values of t_sec)", s) for s in sweep]:
+        for what, t in [(f"attack.{key}", fixed)] + [("attack.sweep (secmi: values of t_sec)", s) for s in sweep]:
             if t % k != 0 or t < k:
                 raise BadInput(f"{what}={t}: SecMI's t_sec must be a positive multiple of attack.secmi_k={k}")
             c = compare_level(t, k, self.secmi_offset)
@@ -120,14 +129,19 @@ class SecMI(Attack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        self._tsecs(num_timesteps)
+        self._tsecs(num_timesteps, latent=False)
+        # the latent level is checked here when set, else when a latent target is attacked (a pixel-space run
+        # with another secmi_k must not be refused for a level it never uses)
+        if "attack.secmi_t_latent" in getattr(cfg, "explicit", ()):
+            self._tsecs(num_timesteps, latent=True)
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         del env  # part of the Attack.run interface; this attack queries the target on the records alone
         k = int(self.secmi_k)
         offset = self.secmi_offset
-        fixed, sweep = self._tsecs(target.num_timesteps)
+        latent = bool(target.capabilities.latent)
+        fixed, sweep = self._tsecs(target.num_timesteps, latent)
         tsecs = [fixed] + [s for s in sweep if s != fixed]
         levels = {ts: compare_level(ts, k, offset) for ts in tsecs}
         wanted = set(levels.values())
@@ -144,7 +158,8 @@ class SecMI(Attack):
         res = AttackOutput(scores=scores[fixed], sweep={ts: scores[ts] for ts in sweep},
                            nfe_per_record=top // k + 2 * len(wanted))
         res.figures = {
-            "t_sec": fixed, "k": k, "offset": offset, "compared_levels": [c, c + k],
+            "t_sec": fixed, "t_sec_setting": "secmi_t_latent" if latent else "secmi_t", "k": k, "offset": offset,
+            "compared_levels": [c, c + k],
             "queries_per_record": nfe,
             "score": "-||psi(phi(x_c)) - x_c||^2 after DDIM inversion to level c (higher = member)",
         }

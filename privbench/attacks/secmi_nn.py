@@ -2,7 +2,8 @@
 ``mia_evals/secmia.py``: ``nns_attack``, ``split_nn_datasets``, ``resnet.py``).
 
 Input per record: the t-error MAP |ψ(ϕ(x̃_c)) − x̃_c| (pixel-wise absolute error, C channels) at SecMI's
-comparison level c (``attack.secmi_t``, ``attack.secmi_k``, ``attack.secmi_offset``, as the ``secmi`` attack;
+comparison level c (``attack.secmi_t``, on a latent target ``attack.secmi_t_latent``, ``attack.secmi_k``,
+``attack.secmi_offset``, as the ``secmi`` attack;
 :func:`~privbench.attacks.secmi.t_error_pairs`). A classifier with one output is trained by MSE regression on
 labels {1 member, 0 non-member} with SGD (lr 1e-3, momentum 0.9, weight decay 5e-4, batch 128) — the official
 recipe; its output is the score (higher = member).
@@ -130,7 +131,7 @@ class SecMINN(SecMI):
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
         k, offset, folds = int(self.secmi_k), self.secmi_offset, int(self.secmi_nn_folds)
-        t_sec, _ = self._tsecs(target.num_timesteps)
+        t_sec, _ = self._tsecs(target.num_timesteps, bool(target.capabilities.latent))
         level = compare_level(t_sec, k, offset)
         labels = records.labels.numpy()
         if min(records.n_members, records.n_nonmembers) < folds:
@@ -152,7 +153,8 @@ class SecMINN(SecMI):
         nfe = secmi_nfe(t_sec, k, offset)
         res = AttackOutput(scores=scores, nfe_per_record=nfe)
         res.arrays = {"secmi_nn_fold": fold}
-        res.figures = {"t_sec": t_sec, "k": k, "offset": offset, "compared_levels": [level, level + k],
+        res.figures = {"t_sec": t_sec, "t_sec_setting": "secmi_t_latent" if target.capabilities.latent else "secmi_t",
+                       "k": k, "offset": offset, "compared_levels": [level, level + k],
                        "queries_per_record": nfe, "folds": folds, "arch": self.secmi_nn_arch,
                        "steps": int(self.secmi_nn_steps), "training_share": 1 - 1 / folds,
                        "score": "out-of-fold output of a classifier on |psi(phi(x_c)) - x_c| maps (higher = member)"}

@@ -14,7 +14,7 @@ from ..metrics.extractor import resolve_extractor
 from ..metrics.fid import fid_with
 from ..runs import train as api
 from ..runs.attack import cached_result, run_attack
-from ..runs.external import attack_external
+from ..runs.external import OutsideSpec, attack_external
 from ..runs.utility import measure_utility
 from .plan import Cell, fid_record_path
 
@@ -37,8 +37,8 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
         c.status, c.reason = "done", "cached"
         return
     if c.external is not None:  # a model privbench did not train: privbench attack --model's run
-        res = attack_external(attack=c.attack, seed=c.seed, runs_dir=runs_dir, device=device, strict=False,
-                              **c.external)
+        spec = OutsideSpec(**{**c.external, "sets": tuple(c.external["sets"]), "device": device})
+        res = attack_external(spec, c.attack, seed=c.seed, runs_dir=runs_dir, strict=False).to_json()
     else:
         # strict=False as when it was planned: suite-wide attack.* settings apply to the attacks that have them
         res = run_attack(c.cfg, c.attack, c.target, runs_dir=runs_dir, device=device, strict=False).to_json()
@@ -89,7 +89,8 @@ def run_fid_cell(c: Cell, runs_dir, device, fcfg: dict) -> None:
     sampler = fcfg.get("sampler") or cfg.sample.sampler
     weights = fcfg.get("inception_weights")
     rec = client_fid(method, int(fcfg["client"]), int(fcfg["n_per_class"]), target=c.target, seed=c.seed,
-                     sampler=sampler, inception_weights=weights)
+                     sampler=sampler, inception_weights=weights, kid=bool(fcfg.get("kid")),
+                     heldout=bool(fcfg.get("heldout")))
     rec.update({"method": c.method, "dataset": c.dataset, "seed": c.seed, "n_per_class": int(fcfg["n_per_class"]),
                 "overall": None, "n_overall": 0})
     n_all = int(fcfg["n_overall"])
@@ -138,6 +139,8 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
     The reference is the client's own (training) records, as specified: a model that memorises them scores well.
     ``heldout=True`` also compares the same samples with the held-out non-member records of those classes
     (``out["heldout"]`` = {"majority", "minority", "average", "n_real"}), which rewards generalisation instead.
+    ``kid=True`` adds each group's KID (``"majority_kid"``, ``"minority_kid"``, ``"average_kid"``; also under
+    ``"heldout"``): unbiased at the small sample counts where FID's bias dominates.
     """
     ctx = method.ctx
     cfg = method.cfg
@@ -189,11 +192,14 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
             res["n_real"][gname] = int(mask.sum())
         vals = [res[g] for g in groups if res[g] is not None]
         res["average"] = float(np.mean(vals)) if len(vals) == 2 else None
+        if with_kid:
+            kids = [res.get(f"{g}_kid") for g in groups if res.get(f"{g}_kid") is not None]
+            res["average_kid"] = float(np.mean(kids)) if len(kids) == 2 else None
         return res
 
     out.update(against(xr, yr, kid))
     out["n_generated"] = {g: spans[g][1] for g in groups if spans[g] is not None}
     if heldout:
         xh, yh = ctx.records(ctx.split.nonmembers)
-        out["heldout"] = against(xh, yh, False)
+        out["heldout"] = against(xh, yh, kid)
     return out

@@ -23,14 +23,16 @@ SCHEMA_VERSION = 1
 #: metric → the kind of cell that produces it (bench/cells.py: an attack's result.json, the FID record, the
 #: utility record)
 METRICS = {"auc": "attack", "asr": "attack", "tpr_at_1pct_fpr": "attack", "tpr_at_0_1pct_fpr": "attack",
-           "fid": "fid", "downstream_accuracy": "utility", "class_fidelity": "utility", "precision": "utility",
+           "fid": "fid", "kid": "fid", "fid_heldout": "fid", "kid_heldout": "fid", "downstream_accuracy": "utility", "class_fidelity": "utility", "precision": "utility",
            "recall": "utility"}
 BETTER = ("lower", "higher")
 CLAIM_KEYS = ("id", "source", "text", "metric", "better", "subject", "baseline", "paper", "scale")
 SELECTOR_KEYS = ("method", "target", "attack", "epsilon", "dataset", "classes")
 PAPER_KEYS = ("subject", "baseline")
 #: the FID a ``fid`` claim reads (the FID record: overall = all members; majority / minority = client K's classes
-#: vs its own records; average = their mean); ``overall`` when a selector names none
+#: vs its own records; average = their mean); ``overall`` when a selector names none. ``kid`` reads the KID of
+#: the same comparison, ``fid_heldout`` / ``kid_heldout`` the same samples against held-out non-member records
+#: (the suite's ``fid: {kid: true, heldout: true}``); these have no ``overall``
 FID_CLASSES = ("overall", "majority", "minority", "average")
 SIDES = ("subject", "baseline")
 #: a claim's id names its row in every table (and a LaTeX cell): a short word, no spaces
@@ -133,10 +135,11 @@ def _selector(d, metric: str, where: str) -> Selector:
     if kind != "attack" and d.get("attack") is not None:
         raise BadInput(f"{where}.attack: metric {metric} is not an attack's (it comes from the {kind} cell)")
     classes = d.get("classes")
-    if classes is not None and metric != "fid":
-        raise BadInput(f"{where}.classes: only a fid claim chooses its classes")
-    if classes is not None and classes not in FID_CLASSES:
-        raise BadInput(f"{where}.classes: {classes!r}; choose {', '.join(FID_CLASSES)}")
+    if classes is not None and kind != "fid":
+        raise BadInput(f"{where}.classes: only a fid / kid claim chooses its classes")
+    allowed = FID_CLASSES if metric == "fid" else FID_CLASSES[1:]
+    if kind == "fid" and (classes or "overall") not in allowed:
+        raise BadInput(f"{where}.classes: {classes!r}; choose {', '.join(allowed)}")
     eps = d.get("epsilon")
     if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))
                             or not 0 < float(eps) < math.inf):
@@ -145,7 +148,7 @@ def _selector(d, metric: str, where: str) -> Selector:
                     attack=_text(d.get("attack"), f"{where}.attack", False),
                     epsilon=None if eps is None else float(eps),
                     dataset=_text(d.get("dataset"), f"{where}.dataset", False),
-                    classes=(classes or "overall") if metric == "fid" else None)
+                    classes=(classes or "overall") if kind == "fid" else None)
 
 
 def _claim(d, where: str) -> PaperClaim:

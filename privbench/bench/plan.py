@@ -14,7 +14,7 @@ from ..core.registry import ATTACKS, METHODS
 from ..data.user_records import is_records_path, register_records
 from ..privacy.claims import user_claim
 from ..runs.attack import attack_dir, attack_hash, make_attack
-from ..runs.external import SETTING_SECTIONS, external_reference_inputs, load_external_target
+from ..runs.external import SETTING_SECTIONS, OutsideSpec, load_external_target
 from ..runs.store import run_dir_for
 from ..runs.train import make_method
 from ..runs.utility import utility_path
@@ -184,18 +184,16 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     shared = [(k, v) for k, v in as_sets(suite.get("set"), "set") + list(sets)
               if k.split(".", 1)[0] in SETTING_SECTIONS]
     esets = tuple(shared + as_sets(espec.get("set"), f"external.{name}.set"))
-    opts = dict(model_path=espec["model"], members_spec=espec.get("members"), nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"),
-                dataset=espec.get("dataset"), data_root=espec.get("data_root"), arch=espec.get("arch"),
+    opts = dict(model_path=espec["model"], members_spec=espec.get("members"),
+                nonmembers_spec=espec.get("nonmembers"), split=espec.get("split"), dataset=espec.get("dataset"),
+                data_root=espec.get("data_root"), arch=espec.get("arch"),
                 scheduler_config=espec.get("scheduler_config"), use_ema=bool(espec.get("ema", True)),
                 target_name=name, claim=user_claim(*(espec.get(k) for k in CLAIM_KEYS)),
                 records_range=str(espec.get("records_range", "auto")), lora=espec.get("lora"),
-                caption=espec.get("caption"))
-    refs = {k: espec.get(k) for k in ("reference_recipe", "reference_data")}
-    try:
-        ext = load_external_target(preset=preset, sets=esets, device="cpu", **opts)
-        # reference models trained by the user's recipe (lira, rmia, gsa on an outside model), as --reference-recipe
-        ext.references = external_reference_inputs(refs["reference_recipe"], refs["reference_data"], ext.records,
-                                                   dataset=opts["dataset"], data_root=opts["data_root"])
+                caption=espec.get("caption"), reference_recipe=espec.get("reference_recipe"),
+                reference_data=espec.get("reference_data"))
+    try:  # with the inputs of reference models trained by the user's recipe (lira, rmia, gsa), as --reference-recipe
+        ext = load_external_target(OutsideSpec(**opts, preset=preset, sets=esets, device="cpu"))
     except BadInput as e:
         raise BadInput(f"{where}: {e}") from None
     listed = espec.get("attacks") is not None
@@ -205,16 +203,17 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
     for seed in seeds:
         for a in names:
             try:
-                cfg, att, rd = ext.plan(a, int(seed), runs_dir=runs_dir, strict=False)
+                att, source = ext.plan(a, int(seed), runs_dir=runs_dir, strict=False)
             except BadInput as e:
                 if listed:
                     raise BadInput(f"{where}: {e}") from None
                 continue  # a suite default that does not apply to an external model (reconstruction, lira, ...)
+            cfg, rd = source.cfg, source.run_dir
             cells.append(Cell("attack", method="external", dataset=cfg.dataset, seed=int(seed), target=name,
                               attack=a, role="external", overrides=list(esets), cfg=cfg, run_dir=str(rd),
                               config_hash=ext.prov.get("weights_sha256"), attack_hash=rd.name.split("-", 1)[1],
                               result_path=str(rd / "result.json"),
-                              external={"sets": list(esets), "preset": preset, **opts, **refs}))
+                              external={"sets": list(esets), "preset": preset, **opts}))
     return cells
 
 
@@ -242,7 +241,8 @@ def fid_settings_hash(c: Cell, fcfg: dict) -> str:
                         "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1,
                         # only when set: the default extractor's records keep their hash (and cache)
                         **({"inception_weights": Path(fcfg["inception_weights"]).name}
-                           if fcfg.get("inception_weights") else {})})
+                           if fcfg.get("inception_weights") else {}),
+                        **{k: True for k in ("kid", "heldout") if fcfg.get(k)}})
 
 
 def fid_record_path(c: Cell, fcfg: dict) -> Path:

@@ -26,9 +26,11 @@ CLAIM_KEYS = ("claimed_epsilon", "claimed_delta", "claim_basis")
 #: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
 EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root", "lora",
                   "reference_recipe", "reference_data")
-FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights"}
+FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights", "kid", "heldout"}
+#: kid: the client's KID beside each FID (unbiased at small n); heldout: the same samples also against the
+#: held-out non-member records of those classes (rewards generalisation, where the own records reward memorising)
 DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None,
-               "inception_weights": None}
+               "inception_weights": None, "kid": False, "heldout": False}
 
 
 # ---------------------------------------------------------------------------------------------- suite files
@@ -302,6 +304,9 @@ def fid_settings(suite: dict) -> dict:
     out = {**DEFAULT_FID, **f}
     if out["sampler"] not in (None, "ddpm", "ddim"):
         raise BadInput(f"fid.sampler: {out['sampler']!r}; choose ddpm or ddim (default: sample.sampler)")
+    for k in ("kid", "heldout"):
+        if not isinstance(out[k], bool):
+            raise BadInput(f"fid.{k}: expected true or false, got {out[k]!r}")
     for k in ("client", "n_per_class", "n_overall"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or not 0 <= out[k] <= MAX_SAMPLES:
             raise BadInput(f"fid.{k}: expected an integer in [0, {MAX_SAMPLES}], got {out[k]!r}")

@@ -32,11 +32,6 @@ from .mechanisms import SECURE, poisson_sample
 from .threads import env_world_size
 
 
-def backend_for(device) -> str:
-    """NCCL for CUDA devices, gloo for CPU (NCCL moves CUDA tensors only)."""
-    return "nccl" if torch.device(device).type == "cuda" else "gloo"
-
-
 def init_from_env(device="auto") -> bool:
     """Join the process group torchrun describes in the environment; True when running distributed.
 

@@ -89,10 +89,16 @@ def _styles(names: Sequence[str], order: Sequence[str] | None,
     return out
 
 
-def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True) -> None:
+def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True,
+              marks: Mapping[str, str] | None = None) -> None:
+    """The curves, chance and log-log axes; with ``label_auc`` each legend entry carries the curve's AUC and its
+    mark from ``marks`` (name → a word such as "inverted")."""
+    marks = marks or {}
     for name, fpr, tpr, a in prepared:
+        mark = f", {marks[name]}" if name in marks else ""
         # straight segments between the exact ROC points (a tie group gives a diagonal, as in the AUC)
-        ax.plot(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), label=f"{name} (AUC={a:.3f})" if label_auc else name,
+        ax.plot(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0),
+                label=f"{name} (AUC={a:.3f}{mark})" if label_auc else name,
                 clip_on=False, linewidth=1.4, **styles[name])
     ax.plot([lo, 1.0], [lo, 1.0], linestyle=(0, (1, 3)), color="grey", linewidth=1.0, label="chance")
     ax.set_xscale("log")
@@ -105,17 +111,17 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
 
 
 def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None,
-               groups: Mapping[str, str] | None = None):
+               groups: Mapping[str, str] | None = None, marks: Mapping[str, str] | None = None):
     """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve).
     ``order``, ``groups``: the names whose place sets each curve's style, and which share a colour
-    (see :func:`roc_panels_figure`)."""
+    (see :func:`roc_panels_figure`); ``marks``: name → a word its legend entry adds after the AUC."""
     from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
     fig = Figure(figsize=(5.0, 5.0 + 0.22 * len(prepared)), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
-    _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups))
+    _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups), marks=marks)
     if title:
         ax.set_title(title, fontsize="medium")
     fig.legend(loc="outside lower center", fontsize="small", ncol=1, frameon=False)
@@ -123,13 +129,15 @@ def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Se
 
 
 def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title: str = "", ncols: int = 3,
-                      groups: Mapping[str, str] | None = None):
+                      groups: Mapping[str, str] | None = None,
+                      marks: Mapping[str, Mapping[str, str]] | None = None):
     """One log-log ROC panel per key of ``panels`` (e.g. per attack), each with its curves (e.g. per target).
 
     A curve name keeps its colour, line style and marker in every panel (and in every single-panel figure drawn
     with the same ``order`` and ``groups``); names of one group (name → group) share a colour. One legend for all
     panels sits below them (each curve's AUC per panel is in the single-panel figures and the tables). Panels fill
-    rows of ``ncols``; an incomplete last row is centred."""
+    rows of ``ncols``; an incomplete last row is centred. ``marks``: panel → {name: word}; a panel's title names
+    its marked curves under each word ("inverted: a, b")."""
     from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
 
     if not isinstance(panels, Mapping) or not panels:
@@ -153,7 +161,7 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
         offset = ncols - in_row  # half-panels of margin on each side of a short row
         ax = fig.add_subplot(grid[row, offset + 2 * col: offset + 2 * col + 2])
         _roc_axes(ax, plist, 1.0 / n_max, styles, label_auc=False)
-        ax.set_title(panel, fontsize="medium")
+        ax.set_title(panel + _marked_line((marks or {}).get(panel) or {}), fontsize="medium")
     handles: dict = {}
     for ax in fig.axes:  # every name once, in first-seen order, then chance
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -164,6 +172,14 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
     if title:
         fig.suptitle(title, fontsize="large")
     return fig
+
+
+def _marked_line(marks: Mapping[str, str]) -> str:
+    """A panel title's second line naming its marked curves by word: "\ninverted: a, b" ("" when none)."""
+    by_word: dict[str, list[str]] = {}
+    for name, word in marks.items():
+        by_word.setdefault(word, []).append(name)
+    return "".join(f"\n{word}: {', '.join(names)}" for word, names in by_word.items())
 
 
 def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",)) -> list[Path]:
@@ -190,6 +206,7 @@ def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",))
 def plot_roc(
     curves: Mapping[str, tuple[Any, Any]], path: str | os.PathLike, title: str = "",
     formats: Sequence[str] = ("png",), order: Sequence[str] | None = None, groups: Mapping[str, str] | None = None,
+    marks: Mapping[str, str] | None = None,
 ) -> Path:
     """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
 
@@ -197,18 +214,19 @@ def plot_roc(
     from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
     low-FPR end of every curve stays visible. The legend sits below the axes. ``formats``: the file types written
     (``path`` with each suffix). ``order``: names whose place sets each curve's style, so that a name looks the
-    same across figures; ``groups``: name → group, a group's curves share a colour. Returns the path of the first
-    format (the PNG by default).
+    same across figures; ``groups``: name → group, a group's curves share a colour; ``marks``: name → a word its
+    legend entry adds after the AUC ("inverted"). Returns the path of the first format (the PNG by default).
     """
-    return save_figure(roc_figure(curves, title, order, groups), path, formats)[0]
+    return save_figure(roc_figure(curves, title, order, groups, marks), path, formats)[0]
 
 
 def plot_roc_panels(
     panels: Mapping[str, Mapping[str, tuple[Any, Any]]], path: str | os.PathLike, title: str = "",
     formats: Sequence[str] = ("png",), ncols: int = 3, groups: Mapping[str, str] | None = None,
+    marks: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Path]:
     """:func:`roc_panels_figure` written in each of ``formats``; returns the paths."""
-    return save_figure(roc_panels_figure(panels, title, ncols, groups), path, formats)
+    return save_figure(roc_panels_figure(panels, title, ncols, groups, marks), path, formats)
 
 
 def plot_image_grid(

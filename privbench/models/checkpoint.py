@@ -76,16 +76,6 @@ def module_tensors(modules: dict[str, torch.nn.Module]) -> dict[str, torch.Tenso
     return {f"{pre}.{k}": v for pre, m in modules.items() for k, v in m.state_dict().items()}
 
 
-def save_modules(path: Path, modules: dict[str, torch.nn.Module], meta: dict | None = None) -> None:
-    """Several modules in one safetensors file, each state-dict key prefixed by ``<name>.``."""
-    save_weights(path, module_tensors(modules), meta)
-
-
-def load_modules(path: Path, modules: dict[str, torch.nn.Module], device) -> None:
-    """The inverse of :func:`save_modules` for the given names (other prefixes in the file are ignored)."""
-    split_into(load_weights(path, device), modules, path)
-
-
 def split_into(tensors: dict[str, torch.Tensor], modules: dict[str, torch.nn.Module], path: Path) -> None:
     for pre, m in modules.items():
         n = len(pre) + 1

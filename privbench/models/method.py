@@ -92,6 +92,17 @@ class RunContext:
 
     @cached_property
     def split(self) -> MemberSplit:
+        """The run's member split (split.json: :meth:`write_split`)."""
+        return self.write_split()
+
+    @cached_property
+    def clients(self) -> ClientSplit:
+        """The run's client split (clients.json: :meth:`write_clients`)."""
+        return self.write_clients()
+
+    def write_split(self) -> MemberSplit:
+        """The member split, from split.json, or derived from the config and seed (or the override) and written
+        there when absent: every finished run holds the split its targets were trained on (attacks read it)."""
         path = self.run_dir / "split.json"
         if self.split_override is not None:
             if not path.exists():
@@ -103,8 +114,9 @@ class RunContext:
         atomic_write_text(path, s.to_json())
         return s
 
-    @cached_property
-    def clients(self) -> ClientSplit:
+    def write_clients(self) -> ClientSplit:
+        """The client split, from clients.json, or derived from the config, seed and member split and written there
+        when absent."""
         path = self.run_dir / "clients.json"
         if path.exists():
             return ClientSplit.from_json(path.read_text())

@@ -23,7 +23,7 @@ import torch
 
 from ..core.config import config_hash
 from ..core.errors import BadInput
-from ..core.io import atomic_write_json, path_lock, read_json_or_none
+from ..core.io import atomic_write_json, path_lock
 from .training import TrainData, is_trained, load_ema, train_denoiser
 
 #: bump when the pre-training changes (new store directory)
@@ -103,7 +103,3 @@ def load_into(model: torch.nn.Module, pretrained: torch.nn.Module) -> list[str]:
         raise BadInput(f"train.init=public: the pre-trained network differs in {bad[0]} (shape)")
     model.load_state_dict({k: have.get(k, v) for k, v in own.items()})
     return missing
-
-
-def read_pretrain_record(ctx, steps: int | None = None) -> dict | None:
-    return read_json_or_none(pretrain_dir(ctx, steps) / "pretrain.json", "corrupt pretrain.json; remove it")

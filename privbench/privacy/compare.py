@@ -123,3 +123,39 @@ def exceeds(bounds: dict[str, float], claim: dict) -> bool:
     if not claim["testable"]:
         return False
     return any(float(b) > float(claim["comparable_epsilon"]) for b in bounds.values())
+
+
+#: the bound kinds of a headline family, in the order they are listed
+HEADLINE_KINDS = ("clopper_pearson", "one_run")
+#: how the bound kinds are named in sentences and tables
+KIND_TEXT = {"clopper_pearson": "Clopper-Pearson", "one_run": "one-run"}
+
+
+def headline_bounds(items: list[tuple[str, Any, Any]], *, delta: float, confidence: float, seed: int = 0
+                    ) -> dict[str, Any]:
+    """The headline empirical ε lower bound of one model: the largest of its 2k corrected bounds.
+
+    ``items``: (attack label, scores, labels) of the model's k membership results. Each result gives a
+    Clopper–Pearson (split) and a one-run bound (:func:`membership_flag_bounds`), each computed at
+    1 − α/(2k) (Bonferroni, α = 1 − ``confidence``): each then exceeds the model's true ε at ``delta`` with
+    probability at most α/(2k), so the chance that any of the 2k — and so their maximum — exceeds it is at most
+    α (union bound). The maximum is therefore a lower bound at ``confidence`` family-wise, whichever attack and
+    bound it came from.
+
+    Returns ``epsilon_lower_bound`` (the maximum, 0 when no bound is positive), ``attack`` and ``bound`` (where the
+    maximum came from; None when it is 0), ``confidence``, ``bound_confidence``, ``family_size``, ``delta`` and
+    ``bounds`` (every corrected bound: ``[{attack, bound, epsilon_lower_bound}]``)."""
+    if not items:
+        raise ValueError("headline_bounds: no membership results")
+    k = 2 * len(items)
+    conf_k = bound_confidence(confidence, k)
+    rows = []
+    for label, scores, labels in items:
+        b = membership_flag_bounds(scores, labels, delta=delta, confidence=conf_k, seed=seed)
+        rows += [{"attack": label, "bound": kind, "epsilon_lower_bound": float(b[kind])} for kind in HEADLINE_KINDS]
+    best = max(rows, key=lambda r: r["epsilon_lower_bound"])
+    positive = best["epsilon_lower_bound"] > 0
+    return {"epsilon_lower_bound": best["epsilon_lower_bound"] if positive else 0.0,
+            "attack": best["attack"] if positive else None, "bound": best["bound"] if positive else None,
+            "confidence": float(confidence), "bound_confidence": conf_k, "family_size": k, "delta": float(delta),
+            "bounds": rows}

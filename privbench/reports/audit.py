@@ -11,6 +11,9 @@ For every membership result (its ``scores.npz``):
   privbench's member split (exact counts from a random permutation) and the theorem's independent fair coins.
 
 Both are lower bounds at the stated confidence under the stated assumptions; a bound of 0 never shows privacy.
+Each model's headline (:mod:`privbench.reports.headline`, key ``headline``, the ``HEADLINE`` lines first in the text
+output) is the largest of its 2k bounds recomputed at 1 − α/(2k): the one number valid family-wise; the per-result
+bounds at 1 − α each are details.
 Next to them: the target's formal ε and its basis. A target whose lower bound EXCEEDS its formal ε is flagged: either
 the implementation or the claim is broken.
 
@@ -45,6 +48,7 @@ from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
 from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
 from ..privacy.compare import (
+    KIND_TEXT,
     bound_confidence,
     comparable_claim,
     exceeds,
@@ -54,6 +58,7 @@ from ..privacy.compare import (
 )
 from .cells import NONE_TEXT, num
 from .collect import Result, load_results, read_result
+from .headline import RULE, headlines
 from .order import attack_rank, method_rank, target_rank
 
 
@@ -267,9 +272,12 @@ def audit_results(paths: list[str], delta: float | None = None, confidence: floa
     per_target: dict[tuple, int] = {}
     for r in audited:
         per_target[_target_key(r)] = per_target.get(_target_key(r), 0) + 1
+    heads = headlines(audited, delta=d, confidence=conf)
     out = []
     for r in audited:
-        out.append(audit_result(r, delta=d, confidence=conf, n_attacks=per_target[_target_key(r)]))
+        a = audit_result(r, delta=d, confidence=conf, n_attacks=per_target[_target_key(r)])
+        a["headline"] = heads.get(_target_key(r))
+        out.append(a)
     if not out:
         raise BadInput(f"{' '.join(map(str, paths))}: no membership attack results with scores to audit")
     return out
@@ -299,8 +307,28 @@ def _claim_cell(a: dict) -> str:
     return NONE_TEXT
 
 
+def format_headlines(audits: list[dict]) -> str:
+    """One line per model: its headline bound (:mod:`privbench.reports.headline`) and the sentence saying what it
+    bounds."""
+    out = io.StringIO()
+    seen: set = set()
+    for a in audits:
+        h = a.get("headline")
+        if not h or h["statement"] in seen:
+            continue
+        seen.add(h["statement"])
+        src = f"{KIND_TEXT[h['bound']]} of {h['attack']}" if h["bound"] else "no bound above 0"
+        out.write(f"HEADLINE {h['model']} (run {h['run']}): eps_lb {num(h['epsilon_lower_bound'], 3)} ({src}), confidence "
+                  f"{h['confidence']:g} family-wise over {h['family_size']} bounds, delta {h['delta']:g}\n"
+                  f"  {h['statement']}\n")
+    return out.getvalue()
+
+
 def format_audit(audits: list[dict]) -> str:
     out = io.StringIO()
+    out.write(format_headlines(audits))
+    out.write(f"({RULE}.)\n\nDetails: every bound at confidence {audits[0]['confidence']:g} on its own (not "
+              f"family-wise):\n")
     hdr = (f"{'target':24s} {'attack':7s} {'eps_lb CP':>9s} {'(ceil)':>7s} {'eps_lb 1-run':>12s} {'(ceil)':>7s} "
            f"{'formal eps':>10s}  flag")
     out.write(hdr + "\n" + "-" * len(hdr) + "\n")

@@ -8,6 +8,10 @@
 * ``roc-<attack>-<dataset>-seed<S>.*`` — each of those panels alone (a paper's single-column figure), its legend
   with every curve's AUC.
 
+An attack whose AUC is inverted on a target (its 95 % CI lies below 0.5: the attack's premise fails there, the
+tables mark it the same way) is marked "inverted" in the legend of the per-target and per-attack figures and
+named under "inverted:" in its panel's title of the by-attack figure.
+
 Every result that belongs in a figure is one curve in it, named by method/target plus the fewest parts that tell
 it apart from the others there (reports.curve_labels: ``dpdm/model ε=4``; never one curve for several results).
 A target keeps its colour, line style and marker in every figure of a (dataset, seed); the results of one
@@ -21,10 +25,13 @@ from pathlib import Path
 
 from ..core.io import safe_name
 from ..metrics.plots import plot_roc, plot_roc_panels
+from ..metrics.roc import is_inverted
 from .collect import Result
 from .curve_labels import distinguishing_parts, file_suffix, label
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
+#: the word a figure adds to an inverted AUC's curve (the tables' "inverted" mark)
+INVERTED = "inverted"
 
 
 def grid_columns(k: int) -> int:
@@ -50,8 +57,11 @@ def _curves(targets: list[dict], cache: dict) -> list[dict]:
     drawn = []
     for b in targets:
         scores = {a["attack"]: sy for a in b["attacks"] if (sy := _scores(a["result"], cache)) is not None}
+        inverted = {a["attack"] for a in b["attacks"]
+                    if is_inverted(a["metrics"].get("auc"), (a.get("ci") or {}).get("auc"))}
         if scores:
-            drawn.append({"block": b, "scores": scores, "base": f"{b['method']}/{b['target']}"})
+            drawn.append({"block": b, "scores": scores, "base": f"{b['method']}/{b['target']}",
+                          "inverted": inverted & set(scores)})
     by_figure: dict[tuple, list[dict]] = {}
     for d in drawn:
         by_figure.setdefault((d["block"]["dataset"], d["block"]["seed"]), []).append(d)
@@ -76,8 +86,9 @@ def _axis_value(block: dict) -> float:
 
 def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) -> dict:
     """Every ROC figure of the report; returns {"per_target": [...], "by_attack": [...], "per_attack": [...]},
-    each entry with its ``title``, ``png`` (path), ``files`` (every format written) and ``curves`` (the names
-    drawn: one per result that belongs in the figure; ``by_attack``: per panel)."""
+    each entry with its ``title``, ``png`` (path), ``files`` (every format written), ``curves`` (the names
+    drawn: one per result that belongs in the figure; ``by_attack``: per panel) and ``inverted`` (the curves
+    marked inverted, likewise)."""
     fig_dir = out / "figures"
     used: set[str] = set()
 
@@ -89,35 +100,42 @@ def write_roc_figures(targets: list[dict], out: Path, formats=FIGURE_FORMATS) ->
         return fig_dir / s
 
     curves = _curves(targets, {})
-    per_target, panels, groups = [], {}, {}
+    per_target, panels, groups, marks = [], {}, {}, {}
     for d in curves:
         b = d["block"]
         for attack, sy in d["scores"].items():
             panels.setdefault((b["dataset"], b["seed"]), {}).setdefault(attack, {})[d["name"]] = sy
+            if attack in d["inverted"]:
+                marks.setdefault((b["dataset"], b["seed"]), {}).setdefault(attack, {})[d["name"]] = INVERTED
         groups.setdefault((b["dataset"], b["seed"]), {})[d["name"]] = d["base"]
         extra = "".join(f", {p.text}" for p in d["parts"])
         title = f"{d['base']}{extra} ({b['dataset']}, seed {b['seed']})"
         base = stem(f"roc-{safe_name(b['dataset'])}-seed{b['seed']}-{safe_name(b['method'])}-"
                     f"{safe_name(b['target'])}{file_suffix(d['parts'])}")
         fig_dir.mkdir(parents=True, exist_ok=True)
-        png = plot_roc(d["scores"], base.with_suffix(".png"), title=title, formats=formats)
+        png = plot_roc(d["scores"], base.with_suffix(".png"), title=title, formats=formats,
+                       marks={a: INVERTED for a in d["inverted"]})
         per_target.append({"title": title, "role": b["role"], "png": png, "curves": list(d["scores"]),
+                           "inverted": sorted(d["inverted"]),
                            "files": [base.with_suffix(f".{f}") for f in formats]})
     by_attack, per_attack = [], []
     for (dataset, seed), by in panels.items():
         title = f"Membership attacks across targets ({dataset}, seed {seed}; log-log ROC)"
         base = stem(f"roc-by-attack-{safe_name(dataset)}-seed{seed}")
         same = groups[(dataset, seed)]  # a method/target's curves share a colour
+        marked = marks.get((dataset, seed), {})
         files = plot_roc_panels(by, base.with_suffix(".png"), title=title, formats=formats,
-                                ncols=grid_columns(len(by)), groups=same)
+                                ncols=grid_columns(len(by)), groups=same, marks=marked)
         by_attack.append({"title": title, "png": files[0], "files": files, "dataset": dataset, "seed": seed,
-                          "attacks": list(by), "curves": {a: list(c) for a, c in by.items()}})
+                          "attacks": list(by), "curves": {a: list(c) for a, c in by.items()},
+                          "inverted": {a: list(c) for a, c in marked.items()}})
         order = list(dict.fromkeys(n for drawn in by.values() for n in drawn))  # the grid's style order
         for attack, drawn in by.items():
             ptitle = f"{attack} across targets ({dataset}, seed {seed})"
             pbase = stem(f"roc-{safe_name(attack)}-{safe_name(dataset)}-seed{seed}")
             png = plot_roc(drawn, pbase.with_suffix(".png"), title=ptitle, formats=formats, order=order,
-                           groups=same)
+                           groups=same, marks=marked.get(attack))
             per_attack.append({"title": ptitle, "png": png, "attack": attack, "dataset": dataset, "seed": seed,
-                               "curves": list(drawn), "files": [pbase.with_suffix(f".{f}") for f in formats]})
+                               "curves": list(drawn), "inverted": list(marked.get(attack) or {}),
+                               "files": [pbase.with_suffix(f".{f}") for f in formats]})
     return {"per_target": per_target, "by_attack": by_attack, "per_attack": per_attack}

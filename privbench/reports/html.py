@@ -21,11 +21,13 @@ from ..core.io import atomic_write_text, safe_name
 from ..core.provenance import git_info, package_version, version
 from ..core.registry import entry_attribute, has_entry
 from ..metrics.roc import INVERTED_NOTE, is_inverted
+from ..privacy.compare import KIND_TEXT
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
 from .coincide import coinciding
 from .collect import Result, released_start_weight
 from .figures import grid_columns, write_roc_figures
+from .headline import RULE
 from .order import target_rank
 from .present import (
     FPR_OF,
@@ -207,7 +209,8 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "methods": sorted({b["method"] for b in targets}),
         "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
         "role_labels": ROLE_LABELS, "split_rows": _records(tables.split_check_frame()),
-        "cp_example": cp_example, "one_example": one_example,
+        "cp_example": cp_example, "one_example": one_example, "kind_text": KIND_TEXT, "headline_rule": RULE,
+        "headlines": list({id(b["headline"]): b["headline"] for b in targets if b.get("headline")}.values()),
         "upload_audits": ups, "flags": flags, "flags_up": flags_up,
         "rocs": rocs, "rocs_by_attack": rocs_by_attack, "roc_columns": grid_columns(len(rocs)),
         "rocs_per_attack": rocs_per_attack, "attack_columns": grid_columns(len(rocs_per_attack)),

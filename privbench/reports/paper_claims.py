@@ -26,10 +26,11 @@ from .collect import read_result
 from .latex import escape
 
 #: decimals a metric is shown with (FIDs are tens, rates are in [0, 1])
-DECIMALS = {"fid": 1}
+DECIMALS = {"fid": 1, "fid_heldout": 1, "kid": 4, "kid_heldout": 4}
 #: a metric's name in the LaTeX table's narrow column
 SHORT = {"auc": "AUC", "asr": "ASR", "tpr_at_1pct_fpr": "TPR@1%", "tpr_at_0_1pct_fpr": "TPR@0.1%", "fid": "FID",
-         "downstream_accuracy": "acc.", "class_fidelity": "fidelity", "precision": "precision", "recall": "recall"}
+         "kid": "KID", "fid_heldout": "FID (held-out)", "kid_heldout": "KID (held-out)", "downstream_accuracy": "acc.",
+         "class_fidelity": "fidelity", "precision": "precision", "recall": "recall"}
 #: the LaTeX columns: the claim and the two sides wrap inside a table* of a two-column page (469 pt wide)
 _COLUMNS = r"p{0.24\linewidth}lp{0.1\linewidth}p{0.13\linewidth}p{0.13\linewidth}lp{0.1\linewidth}"
 KEY = "paper_claims"
@@ -75,8 +76,17 @@ def _attack(claim: PaperClaim, c: BenchCell, base) -> dict:
                                                                    f"non-members"}
 
 
-def _fid_value(rec: dict, classes: str) -> dict:
-    """The FID of ``classes`` with its image counts (bench/cells.py ``run_fid_cell``'s record)."""
+def _fid_value(rec: dict, classes: str, metric: str = "fid") -> dict:
+    """The FID (or KID, or either against held-out records) of ``classes`` with its image counts (bench/cells.py
+    ``run_fid_cell``'s record)."""
+    gen = rec.get("n_generated")
+    if metric.endswith("_heldout"):
+        rec = {**(rec.get("heldout") or {}), "n_generated": gen}
+    key = classes if metric.startswith("fid") else f"{classes}_kid"
+    if key not in rec:
+        return {"value": None, "ci": None, "n": None,
+                "why": f"the FID record has no {metric} (the suite's fid: needs "
+                       f"{'heldout: true' if metric.endswith('_heldout') else 'kid: true'})"}
     if classes == "overall":
         n_gen, n_real = rec.get("n_overall"), rec.get("n_real_overall")
     else:
@@ -85,7 +95,7 @@ def _fid_value(rec: dict, classes: str) -> dict:
         n_gen = sum(gen[g] for g in groups if g in gen) if gen else None
         n_real = sum(real[g] for g in groups if g in real) if real else None
     n = f"{n_gen} generated / {n_real} real" if n_gen is not None or n_real is not None else None
-    return {"value": rec.get(classes), "ci": None, "n": n}
+    return {"value": rec.get(key), "ci": None, "n": n}
 
 
 #: utility metric → (section of the utility record, its key, the key of its CI or None)
@@ -109,7 +119,7 @@ def _observe(claim: PaperClaim, side: str, c: BenchCell, base) -> dict:
         return _attack(claim, c, base)
     if claim.kind == "fid":
         rec = _json(_file(c.result_path, base)) or {"overall": (c.summary or {}).get("overall")}
-        return _fid_value(rec, getattr(claim, side).classes)
+        return _fid_value(rec, getattr(claim, side).classes, claim.metric)
     return _utility(claim, c, base)
 
 

@@ -4,7 +4,7 @@ From a bench whose suite has an ``epsilons`` axis (bench/plan.py: each cell carr
 ``epsilon``), one row per run (method entry × ε × seed) with: formal ε, its kind and basis; FID (the fid cell's
 overall FID); downstream accuracy with its bootstrap CI and chance, class fidelity, precision and recall (the utility
 cell, runs/utility.py); the best membership attack by AUC with its AUC and TPR@1%FPR and their bootstrap CIs (a TPR
-the non-member count cannot resolve stays empty); the largest empirical ε lower bound of the run's attacks. Written
+the non-member count cannot resolve stays empty); the run's headline empirical ε lower bound (reports.headline; the largest over its targets' headlines when it has several). Written
 as ``privacy_utility.csv``, ``tex/privacy_utility.tex`` (one row per method × ε, means over seeds, the ε basis of
 each kind of row as a footnote) and the figures of reports.privacy_utility_figure (a grid and each panel alone).
 """
@@ -120,8 +120,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
             row.update({"best_attack": best["attack"], "best_auc": best["auc"], "best_auc_ci_lo": best["auc_ci_lo"],
                         "best_auc_ci_hi": best["auc_ci_hi"], "best_tpr_1pct": best["tpr_1pct"],
                         "best_tpr_1pct_ci_lo": best["tpr_1pct_ci_lo"], "best_tpr_1pct_ci_hi": best["tpr_1pct_ci_hi"],
-                        "eps_lower_bound": np.nanmax(mem[["eps_lb_cp", "eps_lb_one_run"]].to_numpy(dtype=float))
-                        if mem[["eps_lb_cp", "eps_lb_one_run"]].notna().any().any() else None})
+                        "eps_lower_bound": float(np.nanmax(mem["eps_lb"].to_numpy(dtype=float)))
+                        if "eps_lb" in mem and mem["eps_lb"].notna().any() else None})
         rows.append(row)
     df = pd.DataFrame(rows)
     return df.sort_values(["role", "method", "epsilon", "seed"], ascending=[False, True, True, True],

@@ -3,9 +3,11 @@
 Ordering everywhere: dataset, seed, then private methods (pfdm, dpdm, dpsad) before the non-private baselines
 (centralized, feddm, local), so each private method's rows sit next to the baselines they are compared with.
 
-Empirical ε in the side-by-side table: for a target with k membership attacks, each attack's Clopper–Pearson (split)
-and one-run bounds are computed at confidence 1 − α/k (Bonferroni), so the maximum over the k attacks — the number
-shown — holds at 1 − α (95 %). ``results.csv`` and ``audit.csv`` give every attack's own bound at 1 − α.
+Empirical ε in the side-by-side table: the target's headline (:mod:`privbench.reports.headline`): for a target with
+k membership attacks, each attack's Clopper–Pearson (split) and one-run bounds are computed at confidence 1 − α/(2k)
+(Bonferroni over the 2k bounds), and the largest of them — the number shown, ``eps_lb`` — holds at 1 − α (95 %)
+family-wise; ``eps_lb_cp`` / ``eps_lb_one_run`` are the largest corrected bound of each kind. ``results.csv`` and
+``audit.csv`` give every attack's own bounds at 1 − α (details, not family-wise).
 
 The "exceeds formal ε" flag (``eps_lb_exceeds_formal``, ``exceeds_formal`` in ``audit.csv``) is one decision per
 target over 2k bounds (Clopper–Pearson and one-run of each of its k attacks): each is recomputed at 1 − α/(2k) and
@@ -26,10 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.constants import DEFAULT_DELTA, MEMBERSHIP, MEMORIZATION, RECONSTRUCTION, SEEDED_NOISE_LABEL
+from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION, SEEDED_NOISE_LABEL
 from ..metrics.split_verdict import flagged
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
 from ..privacy.compare import (
+    KIND_TEXT,
     bound_confidence,
     comparable_claim,
     exceeds,
@@ -40,6 +43,7 @@ from ..privacy.compare import (
 from .cells import ci, num, resolvable
 from .cells import metric_value as cell_value
 from .collect import Result, released_start_weight, role_of
+from .headline import headlines, result_delta
 from .order import attack_rank, method_rank, target_rank
 
 CONFIDENCE = 0.95
@@ -109,8 +113,9 @@ def load_fids(run_dirs: list[Path]) -> dict[tuple, dict]:
 # ------------------------------------------------------------------------------------------ audits
 
 def _audits(results: list[Result]) -> dict[int, dict]:
-    """Per membership result: CP and one-run bounds at 95 % and at the Bonferroni level of its target, and the
-    flag's bounds (2k per target at 1 − α/(2k), at the δ of the comparable claim)."""
+    """Per membership result: CP and one-run bounds at 95 %, the same at its target's headline level 1 − α/(2k) with
+    the target's headline (reports.headline), and the flag's bounds (2k per target at 1 − α/(2k), at the δ of the
+    comparable claim)."""
     # lazy: privacy.audit loads scipy.optimize/stats; only for audits
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
@@ -118,24 +123,22 @@ def _audits(results: list[Result]) -> dict[int, dict]:
     for r in results:
         if r.kind == MEMBERSHIP and r.scores_file is not None:
             groups.setdefault(_tkey(r), []).append(r)
+    heads = headlines(results, confidence=CONFIDENCE)
     out: dict[int, dict] = {}
-    for rs in groups.values():
+    for key, rs in groups.items():
         k = len(rs)
-        conf_b = 1.0 - (1.0 - CONFIDENCE) / k
+        head = heads.get(key)
+        corrected = {(b["result"], b["bound"]): b["epsilon_lower_bound"] for b in (head or {}).get("bounds", [])}
         for r in rs:
             try:
                 s, y = r.load_scores()
             except Exception:  # noqa: BLE001 - a result without readable scores has no audit
                 continue
-            p = r.privacy or {}
-            d = float(p["delta"]) if p.get("delta") else DEFAULT_DELTA
+            d = result_delta(r)
             cp = clopper_pearson_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             one = one_run_epsilon(s, y, delta=d, confidence=CONFIDENCE)
-            if k > 1:
-                cpb = clopper_pearson_epsilon(s, y, delta=d, confidence=conf_b)["epsilon_lower_bound"]
-                oneb = one_run_epsilon(s, y, delta=d, confidence=conf_b)["epsilon_lower_bound"]
-            else:
-                cpb, oneb = cp["epsilon_lower_bound"], one["epsilon_lower_bound"]
+            cpb, oneb = corrected.get((str(r.path), "clopper_pearson")), corrected.get((str(r.path), "one_run"))
+            p = r.privacy or {}
             claim, flag_bounds, conf_f, d_flag = None, {}, bound_confidence(CONFIDENCE, 2 * k), None
             stated = compared_claim(p)  # formal, or claimed by a paper or the user (privbench.privacy.claims)
             if stated is not None:
@@ -145,14 +148,22 @@ def _audits(results: list[Result]) -> dict[int, dict]:
                 if claim["testable"]:
                     flag_bounds = membership_flag_bounds(s, y, delta=d_flag, confidence=conf_f)
             out[id(r)] = {"cp": cp, "one_run": one, "cp_bonf": cpb, "one_run_bonf": oneb, "k": k, "delta": d,
-                          "confidence_bonf": conf_b, "claim": claim, "flag_bounds": flag_bounds,
-                          "flag_bound_confidence": conf_f, "flag_delta": d_flag}
+                          "confidence_bonf": head["bound_confidence"] if head else None, "headline": head,
+                          "claim": claim, "flag_bounds": flag_bounds, "flag_bound_confidence": conf_f,
+                          "flag_delta": d_flag}
     return out
 
 
 def _exceeds(audit: dict) -> bool:
     """The family-wise flag's part for one result: any of its flag bounds above the comparable formal ε."""
     return bool(audit["claim"] is not None and exceeds(audit["flag_bounds"], audit["claim"]))
+
+
+def _headline_source(h: dict | None) -> str | None:
+    """Where a headline came from: "<bound> of <attack>" (None without a headline or for a bound of 0)."""
+    if not h or h["bound"] is None:
+        return None
+    return f"{KIND_TEXT[h['bound']]} of {h['attack']}"
 
 
 def _relation_text(claim: dict) -> str:
@@ -214,6 +225,8 @@ class Tables:
             row["formal_delta"] = as_number(p.get("delta"))
             row["epsilon_basis"] = p.get("basis")
             row.update(conditional_columns(p))
+            # the target's headline (family-wise), then this result's own bounds at 95 % each (details)
+            row["eps_lb"] = a["headline"]["epsilon_lower_bound"] if a and a["headline"] else None
             row["eps_lb_cp"] = a["cp"]["epsilon_lower_bound"] if a else None
             row["eps_lb_cp_ceiling"] = a["cp"]["ceiling"] if a else None
             row["eps_lb_one_run"] = a["one_run"]["epsilon_lower_bound"] if a else None
@@ -283,17 +296,12 @@ class Tables:
                                 b["registered_method"], b["method"], target_rank(b["registered_method"], b["target"])))
         for b in out:
             b["attacks"].sort(key=lambda a: (attack_rank(a["attack"]), a["attack"]))
-            lbs = [(a["audit"]["cp_bonf"], a["attack"]) for a in b["attacks"] if a["audit"]]
-            ors = [a["audit"]["one_run_bonf"] for a in b["attacks"] if a["audit"]]
-            b["eps_lb_cp"], b["eps_lb_attack"] = max(lbs) if lbs else (None, None)
-            if not b["eps_lb_cp"]:
-                b["eps_lb_attack"] = None  # a bound of 0 came from no attack in particular
-            b["eps_lb_one_run"] = max(ors) if ors else None
+            self._headline(b)
             b["noise_source"] = conditional_columns(b["privacy"])["noise_source"]
             b["claim"] = claim_of(b["privacy"])  # {kind, epsilon, delta, basis} (privbench.privacy.claims)
             b["formal_epsilon"] = formal_epsilon(b["privacy"])
             claim = compared_claim(b["privacy"])  # formal or claimed; a conditional ε is never flagged
-            hit = (None if claim is None or b["eps_lb_cp"] is None
+            hit = (None if claim is None or b["eps_lb"] is None
                    else any(_exceeds(a["audit"]) for a in b["attacks"] if a["audit"]))
             b["exceeds_claim"] = hit
             b["exceeds_formal"] = hit if claim is not None and claim["kind"] == "formal" else None
@@ -301,6 +309,20 @@ class Tables:
             b["comparable_epsilon"] = claims[0]["comparable_epsilon"] if claims else None
             b["neighbouring_relation"] = _relation_text(claims[0]) if claims else None
         return out
+
+    @staticmethod
+    def _headline(b: dict) -> None:
+        """The target's headline ε lower bound (reports.headline) into its block: ``eps_lb`` (the headline),
+        ``eps_lb_attack`` / ``eps_lb_bound`` (where it came from), ``headline`` (the whole record), and
+        ``eps_lb_cp`` / ``eps_lb_one_run`` (the largest corrected bound of each kind, details)."""
+        head = next((a["audit"]["headline"] for a in b["attacks"] if a["audit"] and a["audit"]["headline"]), None)
+        b["headline"] = head
+        b["eps_lb"] = head["epsilon_lower_bound"] if head else None
+        b["eps_lb_attack"] = head["attack"] if head else None  # None for a bound of 0: it came from no attack
+        b["eps_lb_bound"] = head["bound"] if head else None
+        for kind, col in (("clopper_pearson", "eps_lb_cp"), ("one_run", "eps_lb_one_run")):
+            vals = [x["epsilon_lower_bound"] for x in (head or {}).get("bounds", []) if x["bound"] == kind]
+            b[col] = max(vals) if vals else None
 
     def side_by_side_frame(self) -> pd.DataFrame:
         rows = []
@@ -340,8 +362,15 @@ class Tables:
             for k in ("overall", "majority", "minority", "average"):
                 row[f"fid_{k}"] = as_number(f.get(k))
             row["fid_extractor"] = f.get("extractor")
+            h = b["headline"] or {}
+            row["eps_lb"] = b["eps_lb"]
+            row["eps_lb_attack"] = b["eps_lb_attack"]
+            row["eps_lb_bound"] = b["eps_lb_bound"]
+            row["eps_lb_confidence"] = h.get("confidence")
+            row["eps_lb_delta"] = h.get("delta")
+            row["eps_lb_family_size"] = h.get("family_size")
+            row["eps_lb_statement"] = h.get("statement")
             row["eps_lb_cp"] = b["eps_lb_cp"]
-            row["eps_lb_cp_attack"] = b["eps_lb_attack"]
             row["eps_lb_one_run"] = b["eps_lb_one_run"]
             row["eps_lb_exceeds_formal"] = b["exceeds_formal"]
             row["eps_lb_exceeds_claim"] = b["exceeds_claim"]
@@ -371,6 +400,12 @@ class Tables:
                 "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
                 "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
                 "one_run_guesses": one["n_guesses"], "one_run_correct": one["n_correct"],
+                # the target's headline (reports.headline) and this result's two bounds in its family
+                "headline_eps_lb": a["headline"]["epsilon_lower_bound"] if a["headline"] else None,
+                "headline_confidence": a["headline"]["confidence"] if a["headline"] else None,
+                "headline_from": _headline_source(a["headline"]),
+                "corrected_confidence": a["confidence_bonf"],
+                "corrected_eps_lb_cp": a["cp_bonf"], "corrected_eps_lb_one_run": a["one_run_bonf"],
                 "formal_epsilon": e, "conditional_epsilon": other["conditional_epsilon"],
                 "claimed_epsilon": other["claimed_epsilon"], "claim_kind": other["claim_kind"],
                 "exceeds_formal": None if e is None else _exceeds(a),
@@ -433,8 +468,9 @@ class Tables:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
                             "basis": "none claimed: external model (trained outside privbench)"
                             if b["registered_method"] == "external" else "none: non-private target (no formal guarantee)"})
-            row["empirical_eps_lb_cp"] = b["eps_lb_cp"]
+            row["empirical_eps_lb"] = b["eps_lb"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
+            row["empirical_eps_lb_bound"] = b["eps_lb_bound"]
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -459,8 +495,19 @@ class Tables:
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
                                                  "sampler", "seconds")}
                         | {"method": labels.get(rd, rec.get("method")), "registered_method": rec.get("method"),
-                           "run_dir": Path(rd).name})
+                           "run_dir": Path(rd).name} | _fid_extras(rec))
         return pd.DataFrame(rows)
+
+
+def _fid_extras(rec: dict) -> dict:
+    """The KID and held-out columns of an FID record that has them (a suite's ``fid: {kid, heldout}``); none
+    otherwise, so the FID table of a bench without them keeps its columns."""
+    out = {f"{g}_kid": rec[f"{g}_kid"] for g in ("majority", "minority", "average") if f"{g}_kid" in rec}
+    held = rec.get("heldout") or {}
+    for k in ("majority", "minority", "average", "majority_kid", "minority_kid", "average_kid"):
+        if k in held:
+            out[f"heldout_{k}"] = held[k]
+    return out
 
 
 def fmt(v, nd: int = 3) -> str:

@@ -235,7 +235,7 @@ def format_bench(res: dict) -> str:
             for i, a in enumerate(atts):
                 head = (f"{(b['method'] + '/' + b['target'])[:24]:24s} {b['role'][:8]:8s} "
                         f"{fmt(formal_epsilon(p), 2) if formal_epsilon(p) is not None else 'none':>10s} "
-                        f"{fmt(b['eps_lb_cp'], 2):>6s}{'!' if b['exceeds_claim'] else ' '}" if i == 0 else " " * 52)
+                        f"{fmt(b['eps_lb'], 2):>6s}{'!' if b['exceeds_claim'] else ' '}" if i == 0 else " " * 52)
                 if a:
                     m = a["metrics"]
                     auc = f"{fmt(m.get('auc'))}{_ci(a['ci'].get('auc'))}"
@@ -247,8 +247,8 @@ def format_bench(res: dict) -> str:
                 tail = (f" {fmt(mem.get('memorized_fraction')) if mem else NONE_TEXT:>9s} "
                         f"{fmt(rec.get('reid_rate')) if rec else NONE_TEXT:>6s} {fid:>17s}") if i == 0 else ""
                 lines.append(head + body + tail)
-        lines.append("eps lb: Clopper-Pearson lower bound (split threshold), max over the target's membership attacks "
-                     "with a Bonferroni correction, 95%; '!' = exceeds the formal or claimed epsilon; TPR n/a: fewer "
+        lines.append("eps lb: the target's headline lower bound, the largest of the Clopper-Pearson and one-run bounds "
+                     "of all its membership attacks, each at 1 - 0.05/(2k) (Bonferroni), so 95% family-wise; '!' = exceeds the formal or claimed epsilon; TPR n/a: fewer "
                      "non-members than 1/FPR, so that FPR cannot be resolved")
     c = res.get("counts", {})
     lines.append(f"bench {res.get('suite')}: {c.get('done', 0)} done, {c.get('skipped', 0)} skipped, "

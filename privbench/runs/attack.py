@@ -18,6 +18,11 @@ The latest result.json and scores.npz are also copied to the run directory's top
 holds them); the copy carries ``copy_of`` so tools that collect result.json files recursively can skip it.
 An existing result with the same attack hash is reused only when it was computed from the run's current, intact
 training artefacts and its scores.npz still has the recorded content hash; otherwise the attack runs again.
+
+The runner itself (:func:`execute`) serves every target: a source — :class:`NativeSource` here, an outside model's
+:class:`~privbench.runs.external.OutsideSource` — names the run directory and the attack's folder and stages the
+target, records, environment and privacy claim; one list of refusals (:func:`refuse`), one attack step
+(:func:`attack_once`) and one writer (:func:`write_result`) follow.
 """
 from __future__ import annotations
 
@@ -25,14 +30,14 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, Attack, AttackEnv, AttackOutput, Records, split_label
+from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, Attack, AttackEnv, AttackOutput, Records, split_label
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
@@ -42,7 +47,7 @@ from ..metrics.roc import calibrated_metrics, membership_metrics
 from .references import build_references, check_pool
 from .result_schema import AttackResult, ThreatModel, Timing
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
-from .train import make_method, train
+from .train import ensure_trained, make_method
 
 LOG = logging.getLogger(__name__)
 
@@ -129,8 +134,9 @@ def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> AttackRe
     res_path = Path(out_dir) / "result.json"
     if not res_path.exists():
         return None
-    # an external model's run (runs/external.py) is its own attack folder and has no training artefacts
-    external = Path(out_dir) == Path(run_dir) and Path(run_dir).name.startswith("external-")
+    # an outside model's run (runs/external.py) is its own attack folder and has no training artefacts; a
+    # method's attack folders lie under its run directory's attacks/
+    external = Path(out_dir) == Path(run_dir)
     done = None if external else verified_done(Path(run_dir))
     if done is None and not external:
         return None  # training retrains first (and says why); the result is then checked against it
@@ -186,6 +192,108 @@ def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, 
 
 # ---------------------------------------------------------------------- the runner
 
+@dataclass
+class Staged:
+    """What a source hands the attack step: the loaded target (named ``name`` in results), the records under test,
+    the attack's environment and the privacy the result reports; and what a written run records about its source:
+    ``timing`` so far (training, references), ``notes`` shown before the attack's own, ``warnings`` after its own,
+    result ``fields`` the source sets and JSON ``files`` written beside result.json (before it)."""
+    target: Any
+    name: str
+    records: Records
+    env: AttackEnv
+    privacy: dict | None = None
+    timing: dict = field(default_factory=lambda: {"train_s": None})
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, dict] = field(default_factory=dict)
+
+
+def refuse(attack: Attack, source, capabilities=None) -> None:
+    """Bad input (one line, exit 2) when ``attack`` cannot run on ``source``'s target: the one list of refusals of
+    every source (``capabilities``: the loaded target's, once known)."""
+    why = None
+    if not source.outside and not attack.applies(source.name):
+        why = f"does not apply to target {source.name!r} (it attacks: {', '.join(attack.applies_to)})"
+    elif source.outside and attack.kind == RECONSTRUCTION:
+        why = ("reconstructs records from PFDM's noised uploads; an external model has none (use a membership "
+               "attack or memorization)")
+    elif attack.needs_references:
+        why = source.reference_gap(attack)
+    if why is None and capabilities is not None:
+        reason = attack.refusal(capabilities)
+        why = f"{reason} (target {source.name!r})" if reason else None
+    if why:
+        raise BadInput(f"--attack {attack.label}: {why}")
+
+
+@dataclass(frozen=True)
+class NativeSource:
+    """A privbench method's target: trained (or reused) in its run directory, attacked on the records of its split;
+    each attack writes its own folder under ``attacks/`` and the latest result is copied to the run's top."""
+    cfg: Any
+    method: Any
+    name: str
+    run_dir: Path
+    outside: ClassVar[bool] = False
+    capabilities: ClassVar[None] = None  # known once the target is loaded (:meth:`stage`)
+
+    @classmethod
+    def of(cls, cfg, target: str | None = None, runs_dir=None, device="auto") -> NativeSource:
+        run_dir = run_dir_for(cfg, runs_dir)
+        method = make_method(cfg, run_dir, device)
+        return cls(cfg, method, method.check_target(target), run_dir)  # unknown target → BadInput
+
+    def reference_gap(self, attack: Attack) -> str | None:
+        if not self.method.reference_models:
+            return f"trains reference models, which method {self.method.name} does not support (docs/methods.md)"
+        check_pool(self.cfg, self.method, attack.reference_pool, population_size(attack))  # too small → BadInput
+        return None
+
+    def out_dir(self, attack: Attack) -> Path:
+        return attack_dir(self.run_dir, attack, self.cfg, self.name)
+
+    def lock_name(self, out_dir: Path) -> str:
+        return f"attack-{out_dir.name}"  # in the run directory: a refused attack leaves no folder behind
+
+    def ready(self) -> dict:
+        """Train the target if needed; the timing so far."""
+        t0 = time.time()
+        trained = ensure_trained(self.method)
+        return {"train_s": round(time.time() - t0, 1) if trained else None}
+
+    def stage(self, attack: Attack, out_dir: Path, timing: dict) -> Staged:
+        method, cfg = self.method, self.cfg
+        tgt = method.load_target(self.name)
+        refuse(attack, self, tgt.capabilities)
+        records = build_records(method, self.name)
+        qx, qy = tgt.query_inputs(records.x, records.y)  # a latent target: latents and caption rows
+        if qx is not records.x:
+            records = Records(qx, qy, records.labels, records.index)
+        env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
+        # the target's own training records (a client model's: its client's) are what it can memorize
+        mem = records.index[records.labels == 1].tolist()
+        env.train_data, env.train_index = method.ctx.records(mem), mem
+        timing = {**timing, "references_s": None}
+        if attack.needs_references:
+            t_ref = time.time()
+            env.references = build_references(cfg, method, self.name, records, n=int(attack.n_reference),
+                                               mode=attack.reference_pool, n_population=population_size(attack),
+                                               device=tgt.device)
+            timing["references_s"] = round(time.time() - t_ref, 1)
+        try:
+            privacy = method.privacy(self.name)
+        except NotImplementedError:
+            privacy = None
+        return Staged(tgt, self.name, records, env, privacy, timing)
+
+    def finish(self, out_dir: Path, result: AttackResult, fresh: bool) -> None:
+        if fresh:
+            self.method.ctx.log(f"[attack] {result.attack} on {self.name}: {result.summary()}")
+        _publish(self.run_dir, out_dir, result)
+
+
 def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto", *,
                strict: bool = True) -> AttackResult:
     """Validate, train if needed, attack, write the results; returns the result (docs/cli.md §5).
@@ -193,74 +301,54 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     ``strict=False`` (a bench cell): ``attack.*`` keys of other attacks in the config are ignored (see
     :func:`make_attack`)."""
     attack = make_attack(cfg, attack_name, strict=strict)  # unknown attack / bad settings → BadInput
-    run_dir = run_dir_for(cfg, runs_dir)
-    method = make_method(cfg, run_dir, device)
-    target_name = method.check_target(target)              # unknown target → BadInput
-    if not attack.applies(target_name):
-        raise BadInput(f"--attack {attack_name}: does not apply to target {target_name!r} (it attacks: "
-                       f"{', '.join(attack.applies_to)})")
-    if attack.needs_references and not method.reference_models:
-        raise BadInput(f"--attack {attack_name}: trains reference models, which method {method.name} does not "
-                       f"support (docs/methods.md)")
-    if attack.needs_references:                            # a pool the dataset cannot give → BadInput
-        check_pool(cfg, method, attack.reference_pool, _population_size(attack))
-    out_dir = attack_dir(run_dir, attack, cfg, target_name)
-    cached = cached_result(run_dir, out_dir)
+    return execute(attack, NativeSource.of(cfg, target, runs_dir, device))
+
+
+def execute(attack: Attack, source) -> AttackResult:
+    """Run ``attack`` on the target ``source`` gives (:class:`NativeSource`, or an outside model's
+    :class:`~privbench.runs.external.OutsideSource`) and write its result; an intact earlier result of the same
+    request is reused. Everything that can be bad input is refused before anything is trained or written."""
+    refuse(attack, source, source.capabilities)
+    out_dir = source.out_dir(attack)
+    cached = cached_result(source.run_dir, out_dir)
     if cached is not None:
         LOG.info(f"privbench: attack cache hit: {out_dir}")
-        _publish(run_dir, out_dir, cached)
+        source.finish(out_dir, cached, False)
         return cached
-
-    t_train = time.time()
-    trained_before = verified_done(run_dir) is not None
-    method = train(cfg, runs_dir, device)                  # validates the training config before writing
-    train_s = None if trained_before else round(time.time() - t_train, 1)
-
-    # the lock lives in the run directory: a refused or failed attack leaves no folder behind
-    with run_lock(run_dir, "attack", lock_name=f"attack-{out_dir.name}"):
-        cached = cached_result(run_dir, out_dir, say=False)
-        if cached is not None:  # another process finished it while we waited
-            _publish(run_dir, out_dir, cached)
-            return cached
-        created = not out_dir.exists()
-        try:
-            tgt = method.load_target(target_name)
-            reason = attack.refusal(tgt.capabilities)
-            if reason:
-                raise BadInput(f"--attack {attack_name}: {reason} (target {target_name!r})")
-            records = build_records(method, target_name)
-            qx, qy = tgt.query_inputs(records.x, records.y)  # a latent target: latents and caption rows
-            if qx is not records.x:
-                records = Records(qx, qy, records.labels, records.index)
-            env = AttackEnv(cfg=cfg, method=method, out_dir=out_dir, seed=cfg.seed)
-            # the target's own training records (a client model's: its client's) are what it can memorize
-            mem = records.index[records.labels == 1].tolist()
-            env.train_data, env.train_index = method.ctx.records(mem), mem
-            refs_s = None
-            if attack.needs_references:
-                t_ref = time.time()
-                env.references = build_references(cfg, method, target_name, records, n=int(attack.n_reference),
-                                                   mode=attack.reference_pool,
-                                                   n_population=_population_size(attack), device=tgt.device)
-                refs_s = round(time.time() - t_ref, 1)
-            t0 = time.time()
-            out = attack.run(tgt, records, env)
-            if tgt.device.type == "cuda":
-                torch.cuda.synchronize(tgt.device)
-            attack_s = time.time() - t0
-            result = assemble_result(cfg, attack, method, target_name, records, out, out_dir, run_dir,
-                               timing={"train_s": train_s, "references_s": refs_s, "attack_s": round(attack_s, 3),
-                                       "device": str(tgt.device)})
-        except BaseException:
-            if created and out_dir.is_dir() and not (out_dir / "result.json").exists():
-                shutil.rmtree(out_dir, ignore_errors=True)  # no half-written attack folder
-            raise
-        method.ctx.log(f"[attack] {attack.name} on {target_name}: {result.summary()}")
-    _publish(run_dir, out_dir, result)
+    timing = source.ready()
+    created, held = not out_dir.exists(), False
+    try:
+        with run_lock(source.run_dir, "attack", lock_name=source.lock_name(out_dir)):
+            held = True  # from here the folder is this process's to remove (not while another one writes it)
+            result = cached_result(source.run_dir, out_dir, say=False)  # another process finished it meanwhile
+            fresh = result is None
+            if fresh:
+                staged = source.stage(attack, out_dir, timing)
+                result = attack_once(source.cfg, attack, staged, out_dir=out_dir, run_dir=source.run_dir)[0]
+    except BaseException:
+        if held and created and out_dir.is_dir() and not (out_dir / "result.json").exists():
+            shutil.rmtree(out_dir, ignore_errors=True)  # no half-written attack folder
+        raise
+    source.finish(out_dir, result, fresh)
     return result
 
 
-def _population_size(attack: Attack) -> int:
+def attack_once(cfg, attack: Attack, staged: Staged, *, out_dir: Path | None = None,
+                run_dir: Path | None = None) -> tuple[AttackResult, AttackOutput]:
+    """The attack step: run ``attack`` on the staged target and records, timed (synchronised with the GPU), then
+    write its folder (:func:`write_result`), or with no ``out_dir`` only build the result (``privbench.attack``)."""
+    tgt = staged.target
+    t0 = time.time()
+    out = attack.run(tgt, staged.records, staged.env)
+    if tgt.device.type == "cuda":
+        torch.cuda.synchronize(tgt.device)
+    timing = {**staged.timing, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
+    if out_dir is None:
+        return new_result(cfg, attack, staged.name, staged.records, out, privacy=staged.privacy, timing=timing), out
+    return write_result(cfg, attack, staged, out, out_dir, run_dir, timing), out
+
+
+def population_size(attack: Attack) -> int:
     """Population records (outside the split and the pool) the attack needs: RMIA's z."""
     return int(attack.rmia_population) if "rmia_population" in attack.setting_names() else 0
 
@@ -269,7 +357,7 @@ def new_result(cfg, attack: Attack, target_name: str, records: Records, out: Att
                run_dir: Path | None = None, scores_path: str | None = None,
                attack_hash: str | None = None) -> AttackResult:
     """The typed result of one attack's output, its scores summarised (:func:`summarise`): what the runner's writer
-    (:func:`assemble_result`) completes and writes, and what ``privbench.attack`` returns in memory (nothing
+    (:func:`write_result`) completes and writes, and what ``privbench.attack`` returns in memory (nothing
     written: no run directory, scores path or attack hash)."""
     if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
         timing["nfe_per_record"] = out.nfe_per_record
@@ -304,17 +392,15 @@ def summarise(result: AttackResult, sec: dict[str, Any], rule: str) -> None:
                             "(-1) may claim leakage with the sign flipped")
 
 
-def assemble_result(cfg, attack: Attack, method, target_name, records: Records, out: AttackOutput, out_dir: Path,
-                    run_dir: Path, timing: dict) -> AttackResult:
-    """Write ``out_dir``'s scores.npz, figures and result.json (last: it marks the attack complete); returns the
-    result. Also the writer of an external model's run (runs/external.py), which adds its own keys and rewrites it."""
+def write_result(cfg, attack: Attack, staged: Staged, out: AttackOutput, out_dir: Path, run_dir: Path,
+                 timing: dict) -> AttackResult:
+    """The one writer of a run's attack: ``out_dir``'s scores.npz, figures, the source's files and result.json
+    (last: it marks the attack complete); returns the result."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        privacy = method.privacy(target_name)
-    except NotImplementedError:
-        privacy = None
-    result = new_result(cfg, attack, target_name, records, out, privacy=privacy, timing=timing, run_dir=run_dir,
-                        scores_path=str(out_dir / "scores.npz"), attack_hash=out_dir.name.rsplit("-", 1)[-1])
+    records, target_name = staged.records, staged.name
+    result = new_result(cfg, attack, target_name, records, out, privacy=staged.privacy, timing=timing,
+                        run_dir=run_dir, scores_path=str(out_dir / "scores.npz"),
+                        attack_hash=out_dir.name.rsplit("-", 1)[-1])
     if attack.kind == MEMBERSHIP:
         arrays = _membership_arrays(result, cfg, attack, target_name, records, out, out_dir)
     else:
@@ -329,6 +415,12 @@ def assemble_result(cfg, attack: Attack, method, target_name, records: Records, 
     result.sha256 = {"scores.npz": sha256_file(out_dir / "scores.npz")}
     done = read_done(run_dir)
     result.trained_from = done_digest(done) if done is not None else None
+    result.notes = staged.notes + result.notes
+    result.warnings = result.warnings + staged.warnings
+    for k, v in staged.fields.items():
+        setattr(result, k, v)
+    for name, obj in staged.files.items():
+        atomic_write_json(out_dir / name, obj)
     atomic_write_json(out_dir / "result.json", result.to_json())  # written last: marks the attack complete
     return result
 

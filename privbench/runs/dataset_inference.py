@@ -21,7 +21,7 @@ from ..attacks.statistics import LOSS_STATISTIC, attack_distance, statistic_atta
 from ..core.errors import BadInput
 from ..metrics.set_inference import set_inference_test
 from ..metrics.split_shift import flagged
-from .external import load_external_target
+from .external import OutsideSpec, load_external_target
 
 DEFAULT_STATISTICS = ("loss", "pia", "sima")
 
@@ -46,9 +46,9 @@ def infer_dataset(model_path, suspect, reference, *, statistics=DEFAULT_STATISTI
         raise BadInput("--statistics: name at least one per-record statistic")
     for n in names:
         statistic_attack(n, 1)  # an unknown statistic is bad input, before loading anything
-    ext = load_external_target(model_path, suspect, reference, device=device, arch=arch,
-                               scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
-                               data_root=data_root)
+    ext = load_external_target(OutsideSpec(model_path, suspect, reference, device=device, arch=arch,
+                                           scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
+                                           data_root=data_root))
     rec = ext.records
     is_s = rec.labels.numpy() == 1
     feats = record_statistics(ext.tgt, rec, names, seed)

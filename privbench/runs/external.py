@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, AttackEnv, Records, split_label
+from ..attacks.base import MEMBERSHIP, AttackEnv, Records, split_label
 from ..core.config import Config, apply_preset, check_seed, config_hash, parse_set_args, set_key
 from ..core.errors import BadInput
-from ..core.io import atomic_write_json
 from ..core.registry import ATTACKS, DATASETS, PRESETS
 from ..data.base import load_dataset
 from ..data.captions import check_template, template_captions
@@ -39,10 +36,10 @@ from ..data.records_io import dataset_records, fit_to_model, load_records, read_
 from ..metrics.roc import FPR_OF, resolvable, unresolvable_reason
 from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
-from .attack import assemble_result, cached_result, make_attack, metrics_hash_dict, new_result
+from .attack import Staged, attack_once, execute, make_attack, metrics_hash_dict, refuse
 from .external_references import build_external_references, load_recipe
 from .result_schema import AttackResult, Provenance
-from .store import default_runs_dir, run_lock
+from .store import default_runs_dir
 
 LOG = logging.getLogger(__name__)
 
@@ -76,25 +73,6 @@ def _schedule_into(cfg: Config, tgt) -> None:
     d.num_timesteps, d.beta_start, d.beta_end = int(s.num_timesteps), float(s.beta_start), float(s.beta_end)
     d.beta_schedule = s.beta_schedule
     d.variance_type = s.variance_type
-
-
-def _check_attack(cfg: Config, attack_name: str, tgt, *, strict: bool = True, references=None):
-    _schedule_into(cfg, tgt)
-    attack = make_attack(cfg, attack_name, strict=strict)
-    reason = attack.refusal(tgt.capabilities)
-    if reason:
-        raise BadInput(f"attack {attack_name!r} {reason}")
-    if attack.kind == RECONSTRUCTION:
-        raise BadInput(f"attack {attack_name!r} reconstructs records from PFDM's noised uploads; an external model "
-                       f"has none (use a membership attack or memorization)")
-    if attack.needs_references and (references is None or (int(attack.n_reference) and references.get("recipe")
-                                                           is None)):
-        raise BadInput(f"attack {attack_name!r} needs reference models: give --reference-recipe FILE (how to train "
-                       f"one) and --reference-data SPEC (public records; qmia needs only the data)")
-    if attack.needs_references and attack.reference_pool == "online":
-        raise BadInput(f"attack {attack_name!r}: an outside model's references train on --reference-data only "
-                       f"(offline); the online pool would retrain on the evaluation records")
-    return attack
 
 
 # ---------------------------------------------------------------------- records
@@ -186,18 +164,6 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
 
 # ---------------------------------------------------------------------- the run
 
-class _NoMethod:
-    """What the runner's writer asks of a Method: an external model carries no formal guarantee, only the claim its
-    user stated (``--claimed-epsilon``; privbench.privacy.claims), if any."""
-
-    def __init__(self, claim: dict | None = None):
-        self.claim = claim
-
-    def privacy(self, target):
-        del target  # Method.privacy's interface; the claim is the one model's
-        return dict(self.claim) if self.claim else None
-
-
 def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str, claim: dict | None = None,
              captions=None) -> str:
     """The external run's name. A user's privacy claim and captions enter it only when given (a result is never
@@ -254,17 +220,96 @@ class ExternalTarget:
     #: ``--reference-recipe``/``--reference-data`` (runs/external_references.py): {"recipe": loaded or None, "data"}
     references: dict | None = None
 
-    def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Config, Any, Path]:
-        """(config, attack, run directory) of ``attack`` at ``seed``: validates the attack's settings (``strict``:
-        an ``attack.*`` key it does not use is refused) and names its run directory by :func:`run_hash`."""
+    def plan(self, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> tuple[Any, OutsideSource]:
+        """(attack, source) of ``attack`` at ``seed``: validates the attack's settings (``strict``: an ``attack.*``
+        key it does not use is refused) and whether it can run here, and names its run directory by
+        :func:`run_hash`."""
         cfg = external_config(self.preset, seed, self.sets, self.dataset)
-        att = _check_attack(cfg, attack, self.tgt, strict=strict, references=self.references)
+        _schedule_into(cfg, self.tgt)
+        att = make_attack(cfg, attack, strict=strict)
+        source = OutsideSource(self, cfg, Path(), runs_dir)
+        refuse(att, source, source.capabilities)
         h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim, self.captions)
         if att.needs_references:  # the recipe's content and the reference data key the run too
             r = self.references
             h = config_hash({"run": h, "recipe": (r["recipe"] or {}).get("sha256"), "data": str(r["data"]),
                              "data_sha256": r["data_sha256"]})
-        return cfg, att, (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
+        run_dir = (Path(runs_dir) if runs_dir else default_runs_dir()) / f"external-{h}"
+        return att, replace(source, run_dir=run_dir)
+
+
+@dataclass(frozen=True)
+class OutsideSource:
+    """A model privbench did not train, with the records its user brought (``ext``), as one attack's source: the
+    run directory ``external-<hash>/`` is the attack's folder; the result carries the user's claim (if any) as its
+    privacy, the provenance of the model and records, and notes saying what privbench did not verify."""
+    ext: ExternalTarget
+    cfg: Config
+    run_dir: Path
+    runs_dir: Any = None
+    outside: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return self.ext.name
+
+    @property
+    def capabilities(self):
+        return self.ext.tgt.capabilities
+
+    def reference_gap(self, attack) -> str | None:
+        r = self.ext.references
+        if r is None or (int(attack.n_reference) and r.get("recipe") is None):
+            return ("needs reference models: give --reference-recipe FILE (how to train one) and --reference-data "
+                    "SPEC (public records; qmia needs only the data)")
+        if attack.reference_pool == "online":
+            return ("an outside model's references train on --reference-data only (offline); the online pool "
+                    "would retrain on the evaluation records")
+        return None
+
+    def out_dir(self, attack) -> Path:
+        del attack  # the source's interface; the run directory is named for the attack already (plan)
+        return self.run_dir
+
+    def lock_name(self, out_dir: Path) -> None:
+        del out_dir  # the source's interface; the run directory is the attack's own
+        return None
+
+    def ready(self) -> dict:
+        return {"train_s": None}  # nothing to train
+
+    def stage(self, attack, out_dir: Path | None, timing: dict) -> Staged:
+        """The target, records and environment; written runs also get the provenance and notes (and references
+        trained by the user's recipe)."""
+        ext, cfg = self.ext, self.cfg
+        records = ext.records
+        train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
+        env = AttackEnv(cfg=cfg, method=None, out_dir=out_dir, seed=cfg.seed,
+                        train_data=(train.x[train.labels == 1], train.y[train.labels == 1]),
+                        train_index=records.index[records.labels == 1].tolist())
+        staged = Staged(ext.tgt, ext.name, records, env, dict(ext.claim) if ext.claim else None, timing)
+        if out_dir is None:  # privbench.attack: nothing written, nothing to record
+            return staged
+        provenance = Provenance(model={k: v for k, v in ext.prov.items() if k != "weights_note"},
+                                members=ext.mem.provenance, nonmembers=ext.non.provenance,
+                                records_sha256=records_sha256(records.x, records.y, records.labels, records.index),
+                                captions_sha256=None if ext.captions is None else captions_sha256(ext.captions))
+        staged.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim)
+        if attack.needs_references:
+            env.references, provenance.references = build_external_references(
+                ext, ext.references["recipe"], ext.references["data"], n=int(attack.n_reference), seed=cfg.seed,
+                runs_dir=self.runs_dir, device=ext.tgt.device, dataset=ext.references.get("dataset"),
+                data_root=ext.references.get("data_root"))
+            staged.notes.append(provenance.references["note"])
+        staged.fields = {"provenance": provenance, "records_range": ext.records_range,
+                         "split_check": ext.split_check}
+        if ext.split_check and flagged(ext.split_check):
+            staged.warnings = [ext.split_check["verdict"]]
+        staged.files = {"provenance.json": provenance.to_json()}
+        return staged
+
+    def finish(self, out_dir: Path, result, fresh: bool) -> None:
+        del out_dir, result, fresh  # the source's interface; the run directory is the result's only copy
 
 
 def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
@@ -279,39 +324,66 @@ def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
     return shift
 
 
-def load_external_target(model_path, members_spec, nonmembers_spec, *, preset: str = "tiny", sets=(),
-                         device="auto", arch: str | None = None, scheduler_config=None, use_ema: bool = True,
-                         dataset: str | None = None, data_root=None, split=None,
-                         target_name: str = "model", claim: dict | None = None,
-                         records_range: str = "auto", lora=None, caption: str | None = None) -> ExternalTarget:
-    """Load and check an external model and its records (everything that can be bad input, nothing written).
+@dataclass(frozen=True)
+class OutsideSpec:
+    """An outside model and its records as the ``--model`` option group names them (a bench suite's ``external``
+    entry alike): what :func:`load_external_target` loads and checks. ``claim``: the privacy object of the user's
+    claim (:func:`privbench.privacy.claims.user_claim`); ``sets``: ``--set`` overrides of the attack, sample and
+    metrics settings (:func:`external_config`)."""
+    model_path: Any
+    members_spec: Any = None
+    nonmembers_spec: Any = None
+    split: Any = None
+    dataset: str | None = None
+    data_root: Any = None
+    arch: str | None = None
+    scheduler_config: Any = None
+    use_ema: bool = True
+    target_name: str = "model"
+    claim: dict | None = None
+    records_range: str = "auto"
+    lora: Any = None
+    caption: str | None = None
+    reference_recipe: Any = None
+    reference_data: Any = None
+    preset: str = "tiny"
+    sets: tuple = ()
+    device: Any = "auto"
 
-    ``claim``: the privacy object of the user's claim (:func:`privbench.privacy.claims.user_claim`).
+
+def load_external_target(spec: OutsideSpec) -> ExternalTarget:
+    """Load and check an outside model, its records and its reference inputs (everything that can be bad input,
+    nothing written).
+
     A text-to-image target (:class:`~privbench.models.latent.LatentTarget`) takes records in pixel space with one
-    caption each (given with the records, or ``caption`` — a template filled from their labels); they are
+    caption each (given with the records, or ``spec.caption`` — a template filled from their labels); they are
     encoded once by its VAE and conditioned on their caption's row (:func:`latent_records`)."""
-    external_config(preset, 0, sets, dataset)  # an unknown preset or a bad --set, before loading anything
-    check_range_name(records_range)
-    if dataset:
-        DATASETS.get(dataset)
-    if caption is not None:
-        check_template(caption)
-    tgt, prov = load_external(model_path, arch=arch, scheduler_config=scheduler_config, use_ema=use_ema,
-                              device=device, name=target_name, lora=lora)
+    external_config(spec.preset, 0, spec.sets, spec.dataset)  # an unknown preset or a bad --set, before loading
+    check_range_name(spec.records_range)
+    if spec.dataset:
+        DATASETS.get(spec.dataset)
+    if spec.caption is not None:
+        check_template(spec.caption)
+    tgt, prov = load_external(spec.model_path, arch=spec.arch, scheduler_config=spec.scheduler_config,
+                              use_ema=spec.use_ema, device=spec.device, name=spec.target_name, lora=spec.lora)
     text = tgt.capabilities.text_conditioned
-    if caption is not None and not text:
-        raise BadInput(f"--caption {caption!r}: the model is not text-conditional")
-    mem, non = load_member_sets(members_spec, nonmembers_spec, tgt.capabilities.record_shape,
-                                dataset=dataset, data_root=data_root, split=split, records_range=records_range)
+    if spec.caption is not None and not text:
+        raise BadInput(f"--caption {spec.caption!r}: the model is not text-conditional")
+    mem, non = load_member_sets(spec.members_spec, spec.nonmembers_spec, tgt.capabilities.record_shape,
+                                dataset=spec.dataset, data_root=spec.data_root, split=spec.split,
+                                records_range=spec.records_range)
     # the overlap check (on the 8-bit grid) runs before the encoding check: a re-encoded copy is reported as shared
     if not text:
         records, captions, pixels = build_external_records(mem, non, tgt.num_classes), None, None
     else:
-        records, captions, pixels = latent_records(tgt, mem, non, caption)
-    used = {"requested": records_range, **check_same_encoding(mem.provenance, non.provenance)}
+        records, captions, pixels = latent_records(tgt, mem, non, spec.caption)
+    used = {"requested": spec.records_range, **check_same_encoding(mem.provenance, non.provenance)}
     shift = _split_check(mem, non)
-    return ExternalTarget(tgt, prov, mem, non, records, target_name, preset, tuple(sets or ()), dataset, claim=claim,
-                          records_range=used, split_check=shift, captions=captions, pixels=pixels)
+    references = external_reference_inputs(spec.reference_recipe, spec.reference_data, records,
+                                           dataset=spec.dataset, data_root=spec.data_root)
+    return ExternalTarget(tgt, prov, mem, non, records, spec.target_name, spec.preset, tuple(spec.sets or ()),
+                          spec.dataset, claim=spec.claim, records_range=used, split_check=shift, captions=captions,
+                          pixels=pixels, references=references)
 
 
 def captions_sha256(captions) -> str:
@@ -343,92 +415,26 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
     return Records(z, rows, pixels.labels, pixels.index), caps, pixels
 
 
-def cached_external(run_dir: Path, *, say: bool = True) -> AttackResult | None:
-    """The finished result of an external run directory, or None (not finished, unreadable, or its scores.npz
-    missing or changed: :func:`privbench.runs.attack.cached_result`)."""
-    return cached_result(Path(run_dir), Path(run_dir), say=say)
+def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None,
+                 strict: bool = True) -> AttackResult:
+    """Run ``attack`` on a loaded outside target and write ``<runs_dir>/external-<hash>/`` (an equal request
+    reuses the finished run); returns the result."""
+    att, source = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
+    return execute(att, source)
 
 
-def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None, strict: bool = True) -> dict:
-    """Run ``attack`` on a loaded external target and write ``<runs_dir>/external-<hash>/`` (an equal request
-    reuses the finished run); returns result.json's dict."""
-    cfg, att, run_dir = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
-    cached = cached_external(run_dir)
-    if cached is not None:
-        LOG.info(f"privbench: attack cache hit: {run_dir}")
-        return cached.to_json()
-    records = ext.records
-    provenance = Provenance(model={k: v for k, v in ext.prov.items() if k != "weights_note"},
-                            members=ext.mem.provenance, nonmembers=ext.non.provenance,
-                            records_sha256=records_sha256(records.x, records.y, records.labels, records.index),
-                            captions_sha256=None if ext.captions is None else captions_sha256(ext.captions))
-    fresh = not run_dir.exists()
-    try:
-        with run_lock(run_dir, "attack"):
-            cached = cached_external(run_dir, say=False)
-            if cached is not None:
-                return cached.to_json()
-            result = _attack_and_write(ext, cfg, att, run_dir, provenance, runs_dir)
-    except BadInput:  # bad input found by the attack itself: leave no directory, lock or provenance behind
-        if fresh:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return result
-
-
-def _attack_and_write(ext: ExternalTarget, cfg: Config, att, run_dir: Path, provenance: Provenance,
-                      runs_dir) -> dict:
-    tgt, records = ext.tgt, ext.records
-    train = ext.pixels if ext.pixels is not None else records  # memorization compares pixels
-    env = AttackEnv(cfg=cfg, method=None, out_dir=run_dir, seed=cfg.seed,
-                    train_data=(train.x[train.labels == 1], train.y[train.labels == 1]),
-                    train_index=records.index[records.labels == 1].tolist())
-    ref_note = None
-    if att.needs_references:
-        env.references, provenance.references = build_external_references(
-            ext, ext.references["recipe"], ext.references["data"], n=int(att.n_reference), seed=cfg.seed,
-            runs_dir=runs_dir, device=tgt.device, dataset=ext.references.get("dataset"),
-            data_root=ext.references.get("data_root"))
-        ref_note = provenance.references["note"]
-    t0 = time.time()
-    out = att.run(tgt, records, env)
-    if tgt.device.type == "cuda":
-        torch.cuda.synchronize(tgt.device)
-    timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-    atomic_write_json(run_dir / "provenance.json", provenance.to_json())  # only once the attack ran
-    result = assemble_result(cfg, att, _NoMethod(ext.claim), ext.name, records, out, run_dir, run_dir, timing)
-    result.notes = _notes(ext.prov, ext.mem, ext.non, ext.claim) + ([ref_note] if ref_note else []) + result.notes
-    result.provenance = provenance
-    result.records_range = ext.records_range
-    result.split_check = ext.split_check
-    if ext.split_check and flagged(ext.split_check):
-        result.warnings = result.warnings + [ext.split_check["verdict"]]
-    # again, now with the provenance (marks the run complete)
-    atomic_write_json(run_dir / "result.json", result.to_json())
-    return result.to_json()
-
-
-def attack_external(model_path, members_spec, nonmembers_spec, attack: str, *, runs_dir=None,
-                    preset: str = "tiny", seed: int = 0, sets=(), device="auto", arch: str | None = None,
-                    scheduler_config=None, use_ema: bool = True, dataset: str | None = None, data_root=None,
-                    split=None, target_name: str = "model", strict: bool = True, claim: dict | None = None,
-                    records_range: str = "auto", lora=None, caption: str | None = None, reference_recipe=None,
-                    reference_data=None) -> dict:
-    """Run ``attack`` on an external model and write ``<runs_dir>/external-<hash>/``; returns result.json's dict.
+def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=None,
+                    strict: bool = True) -> AttackResult:
+    """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/``; returns the
+    result.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
-    with ``strict=False``). ``claim``: the user's privacy claim (:func:`privbench.privacy.claims.user_claim`), written
-    as the result's ``privacy`` object; audit compares the empirical bounds with it."""
-    external_config(preset, seed, sets, dataset)  # a bad seed, before loading anything
+    with ``strict=False``). ``spec.claim`` is written as the result's ``privacy`` object; audit compares the
+    empirical bounds with it."""
+    external_config(spec.preset, seed, spec.sets, spec.dataset)  # a bad seed, before loading anything
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
-    ext = load_external_target(model_path, members_spec, nonmembers_spec, preset=preset, sets=sets, device=device,
-                               arch=arch, scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
-                               data_root=data_root, split=split, target_name=target_name, claim=claim,
-                               records_range=records_range, lora=lora, caption=caption)
-    ext.references = external_reference_inputs(reference_recipe, reference_data, ext.records, dataset=dataset,
-                                               data_root=data_root)
-    return run_external(ext, attack, seed, runs_dir=runs_dir, strict=strict)
+    return run_external(load_external_target(spec), attack, seed, runs_dir=runs_dir, strict=strict)
 
 
 def external_reference_inputs(recipe_path, data_spec, records: Records | None = None, *, dataset: str | None = None,
@@ -545,18 +551,15 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     cfg = external_config("tiny", seed)
     for k, v in settings.items():
         set_key(cfg, k if "." in k else f"attack.{k}", v)
-    att = _check_attack(cfg, attack, tgt)
+    _schedule_into(cfg, tgt)
+    att = make_attack(cfg, attack)
     shape = tgt.meta.get("shape")
     mem = _in_memory_set(members, shape, "members")
     non = _in_memory_set(nonmembers, shape, "nonmembers")
-    records = build_external_records(mem, non, tgt.num_classes)
-    env = AttackEnv(cfg=cfg, method=None, out_dir=None, seed=cfg.seed,
-                    train_data=(records.x[records.labels == 1], records.y[records.labels == 1]))
-    t0 = time.time()
-    out = att.run(tgt, records, env)
-    if tgt.device.type == "cuda":
-        torch.cuda.synchronize(tgt.device)
-    timing = {"train_s": None, "attack_s": round(time.time() - t0, 3), "device": str(tgt.device)}
-    result = new_result(cfg, att, tgt.name, records, out, privacy=None, timing=timing)
+    ext = ExternalTarget(tgt, {}, mem, non, None, tgt.name, "tiny", (), None)
+    source = OutsideSource(ext, cfg, None)
+    refuse(att, source, source.capabilities)
+    ext.records = build_external_records(mem, non, tgt.num_classes)
+    result, out = attack_once(cfg, att, source.stage(att, None, source.ready()))
     scores = np.asarray(out.scores, dtype=np.float64) if att.kind == MEMBERSHIP else None
-    return InMemoryResult(result, scores, records.labels.numpy().astype(np.int64))
+    return InMemoryResult(result, scores, ext.records.labels.numpy().astype(np.int64))

@@ -1,5 +1,5 @@
 """Typed, versioned schema of ``result.json`` (docs/cli.md §5): what crosses from the runs (the writers:
-:func:`privbench.runs.attack.assemble_result`, :func:`privbench.runs.external.run_external`) to the reports (the
+:func:`privbench.runs.attack.write_result`, for a method's target and an outside model alike) to the reports (the
 readers: :mod:`privbench.reports.collect`) through a file.
 
 * :class:`AttackResult` — the file: one attack on one target. Every key it may hold is a declared field; a writer
@@ -22,7 +22,9 @@ a claim's kind comes from :mod:`privbench.privacy.claims`, which ``core`` may no
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from functools import cache
+from types import UnionType
+from typing import Any, get_args, get_type_hints
 
 from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
@@ -160,15 +162,12 @@ class ThreatModel:
 
     # nothing is always written: an attack that declares no threat model writes {}
     _ALWAYS = ()
-    _TYPES = {"queries": (str, None), "reference_models": (int, None), "reference_training": (str, None),
-              "auxiliary_data": (str, None), "queries_per_record": (str, int, float, None),
-              "reference_pool": (str, None)}
 
     @classmethod
     def from_json(cls, d: dict) -> ThreatModel:
         if not isinstance(d, dict):
             raise BadInput(f"threat_model: expected an object or null, got {type(d).__name__}")
-        for k, types in cls._TYPES.items():
+        for k, types in json_types(cls).items():
             if k in d:
                 check_type(f"threat_model.{k}", d[k], types)
         names = _declared(cls)
@@ -194,8 +193,6 @@ class Provenance:
     key_order: tuple = field(default=(), repr=False, compare=False)
 
     _ALWAYS = ("model", "members", "nonmembers", "records_sha256")
-    _TYPES = {"model": (dict, None), "members": (dict, None), "nonmembers": (dict, None),
-              "records_sha256": (str, None), "captions_sha256": (str, None), "references": (dict, None)}
 
     @classmethod
     def from_json(cls, d: dict, *, strict: bool = True) -> Provenance:
@@ -208,7 +205,7 @@ class Provenance:
             raise BadInput(f"provenance: undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
         kept = {k: v for k, v in d.items() if k in names}
         for k, v in kept.items():
-            check_type(f"provenance.{k}", v, cls._TYPES[k])
+            check_type(f"provenance.{k}", v, json_types(cls)[k])
         return cls(**kept, key_order=tuple(kept))
 
     def to_json(self) -> dict:
@@ -224,36 +221,22 @@ class Provenance:
 #: the nested objects of a result, each with its own ``from_json`` / ``to_json``
 _NESTED = (PrivacyClaim, Timing, ThreatModel, Provenance)
 
-#: the result's keys in the order writers write them (schema_version first); ``_OPTIONAL``'s only when set
-_ORDER = ("schema_version", "method", "target", "attack", "label", "dataset", "preset", "seed", "run_dir",
-          "n_members", "n_nonmembers", "metrics", "privacy", "scores_path", "kind", "threat_model", "attack_config",
-          "attack_hash", "calibrated", "sweep", "figures", "warnings", "notes", "timing", "artifacts", "tpr_rule",
-          "sha256", "trained_from", "provenance", "records_range", "split_check", "copy_of")
-#: written only when set: tpr_rule at a non-default rule; the external-run keys with ``provenance``; copy_of on the
-#: run directory's copy
-_OPTIONAL = ("tpr_rule", "provenance", "records_range", "split_check", "copy_of")
-_EXTERNAL = ("provenance", "records_range", "split_check")
 #: keys a version-0 file must have (what reports always required)
 _V0_REQUIRED = ("method", "target", "attack", "dataset", "metrics")
-#: JSON types of the keys (None: also null)
-_TYPES: dict[str, tuple] = {
-    "method": (str,), "target": (str,), "attack": (str,), "label": (str,), "dataset": (str,), "preset": (str,),
-    "seed": (int,), "run_dir": (str, None), "n_members": (int, None), "n_nonmembers": (int, None),
-    "metrics": (dict,), "scores_path": (str, None), "kind": (str,), "threat_model": (dict, None),
-    "attack_config": (dict,), "attack_hash": (str, None), "calibrated": (dict, None), "sweep": (dict, None),
-    "figures": (dict,), "warnings": (list,), "notes": (list,), "artifacts": (dict,), "tpr_rule": (str, None),
-    "sha256": (dict, None), "trained_from": (str, None), "provenance": (dict, None), "records_range": (dict, None),
-    "split_check": (dict, None), "copy_of": (str, None), "schema_version": (int,)}
 
-
-@dataclass
+@dataclass(kw_only=True)
 class AttackResult:
-    """One attack on one target: the content of ``result.json`` (docs/cli.md §5); the JSON keys are the field names.
+    """One attack on one target: the content of ``result.json`` (docs/cli.md §5). The fields are the schema: the
+    JSON keys in the order they are written, each key's JSON type from its type hint (a schema class: an object;
+    ``| None``: also null); a field with ``written`` metadata is written only when set (``"outside"``: the three
+    keys of an outside model's run, all with its ``provenance``), every other one is required in a file.
 
     Read-only mapping access (``res["metrics"]``, ``res.get("privacy")``) gives the JSON values."""
+    schema_version: int = SCHEMA_VERSION
     method: str
     target: str
     attack: str
+    label: str = ""                             # attack name + @variant (lira@online); default: the attack
     dataset: str
     preset: str
     seed: int
@@ -264,7 +247,6 @@ class AttackResult:
     privacy: PrivacyClaim | None
     scores_path: str | None
     kind: str = MEMBERSHIP
-    label: str | None = None                    # attack name + @variant (lira@online)
     threat_model: ThreatModel | None = None     # the attack's declared threat model (docs/attacks-threat-models.md)
     attack_config: dict = field(default_factory=dict)
     attack_hash: str | None = None
@@ -275,14 +257,15 @@ class AttackResult:
     notes: list = field(default_factory=list)
     timing: Timing = field(default_factory=Timing)
     artifacts: dict = field(default_factory=dict)
-    tpr_rule: str | None = None                 # only at metrics.tpr_rule=lt
+    tpr_rule: str | None = field(default=None, metadata={"written": "when set"})  # only at metrics.tpr_rule=lt
     sha256: dict | None = None                  # file in the attack folder -> content hash (checked on a cache hit)
     trained_from: str | None = None             # digest of the training artefacts' hashes (train_done.json)
-    provenance: Provenance | None = None        # external runs: the model and the records
-    records_range: dict | None = None           # external runs: how the records' range was decided
-    split_check: dict | None = None             # external runs: the member/non-member shift check (null: none ran)
-    copy_of: str | None = None                  # the run directory's copy: the attack folder's file
-    schema_version: int = SCHEMA_VERSION
+    #: outside runs: the model and the records; how the records' range was decided; the member/non-member shift
+    #: check (null: none ran)
+    provenance: Provenance | None = field(default=None, metadata={"written": "outside"})
+    records_range: dict | None = field(default=None, metadata={"written": "outside"})
+    split_check: dict | None = field(default=None, metadata={"written": "outside"})
+    copy_of: str | None = field(default=None, metadata={"written": "when set"})  # the run directory's copy
 
     def __post_init__(self):
         # writers hand over the plain objects their producers return (Method.privacy, the runner's timing)
@@ -294,7 +277,7 @@ class AttackResult:
             self.threat_model = ThreatModel.from_json(self.threat_model)
         if isinstance(self.provenance, dict):
             self.provenance = Provenance.from_json(self.provenance)
-        if self.label is None:
+        if not self.label:
             self.label = self.attack
 
     # ------------------------------------------------------------------ JSON
@@ -359,6 +342,25 @@ class AttackResult:
         if self.kind == MEMBERSHIP:
             return f"AUC {m.get('auc', float('nan')):.3f} TPR@1% {m.get('tpr_at_1pct_fpr', float('nan')):.3f}"
         return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
+
+
+@cache
+def json_types(cls) -> dict[str, tuple]:
+    """Each JSON key's types from its field's type hint: a schema class is an object, ``None`` also allows null."""
+    hints = get_type_hints(cls)
+    out = {}
+    for name in _declared(cls):
+        args = get_args(hints[name]) if isinstance(hints[name], UnionType) else (hints[name],)
+        out[name] = tuple(None if a is type(None) else dict if a in _NESTED else a for a in args)
+    return out
+
+
+#: the result's keys in the order writers write them (schema_version first), their JSON types, and those written
+#: only when set (the ``written`` fields), of which the outside run's keys
+_ORDER = tuple(f.name for f in fields(AttackResult))
+_TYPES = json_types(AttackResult)
+_OPTIONAL = tuple(f.name for f in fields(AttackResult) if f.metadata.get("written"))
+_EXTERNAL = tuple(f.name for f in fields(AttackResult) if f.metadata.get("written") == "outside")
 
 
 def check_type(key: str, v, types: tuple) -> None:

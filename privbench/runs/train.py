@@ -146,24 +146,32 @@ def _check_splits(method: Method) -> None:
         if not same:
             _say(f"{p}: damaged (differs from the split of this config and seed); rewriting it")
             p.unlink()
+            ctx.__dict__.pop(p.stem, None)  # a split read from it before (ctx.split, ctx.clients) is re-derived
 
 
 def train(cfg: Config, runs_dir=None, device="auto") -> Method:
     """Train the method's targets (cached by config hash; resumes an interrupted run; retrains what is missing or
-    damaged). Returns the Method.
+    damaged). Returns the Method."""
+    method = make_method(cfg, run_dir_for(cfg, runs_dir), device)
+    ensure_trained(method)
+    return method
+
+
+def ensure_trained(method: Method) -> bool:
+    """Train ``method``'s targets in its run directory unless the run finished with intact artefacts (then: a
+    cache hit); resumes an interrupted run and retrains what is missing or damaged. True when it trained now.
 
     Under torchrun (``torchrun --nproc-per-node N -m privbench train …``) rank 0 alone takes the run lock, repairs
     and writes the run; every branch (cache hit, finished while waiting) is rank 0's decision, agreed by all ranks
     (a rank that took another branch would wait forever in a collective of the training)."""
-    run_dir = run_dir_for(cfg, runs_dir)
-    method = make_method(cfg, run_dir, device)
+    cfg, run_dir = method.cfg, method.ctx.run_dir
     main = distributed.is_main()
     done = read_done(run_dir)
     bad = damaged_artefacts(run_dir, done) if done is not None else None
     if distributed.agree(done is not None and not bad):
         if main:
             LOG.info(f"privbench: cache hit: {run_dir}")
-        return method
+        return False
     if done is not None and main:
         what = ("no content hashes are recorded" if bad == ["*"] else
                 f"{', '.join(bad[:4])}{' …' if len(bad) > 4 else ''} missing or damaged")
@@ -172,16 +180,16 @@ def train(cfg: Config, runs_dir=None, device="auto") -> Method:
     with run_lock(run_dir) if main else contextlib.nullcontext():
         done = read_done(run_dir)
         if distributed.agree(done is not None and not damaged_artefacts(run_dir, done)):
-            return method  # another process finished (or repaired) it while we waited
+            return False  # another process finished (or repaired) it while we waited
         kept = _repair(method, done) if main else {}
         if main:
             write_config(run_dir, cfg)
         distributed.barrier()  # the other ranks read the run only once rank 0 has repaired it
         t0 = time.time()
         method.train()
-        method.ctx.split  # noqa: B018 - split.json exists in every finished run (attacks read it)
+        method.ctx.write_split()  # every finished run holds its split (attacks read it)
         if "clients.json" in kept or (run_dir / "clients.json").exists():
-            method.ctx.clients  # noqa: B018
+            method.ctx.write_clients()
         if main:
             world = {"world_size": distributed.world_size()} if distributed.is_distributed() else {}
             record = write_done(run_dir, {"seconds": round(time.time() - t0, 1), "device": str(method.ctx.device),
@@ -191,7 +199,7 @@ def train(cfg: Config, runs_dir=None, device="auto") -> Method:
                 _say(f"note: {', '.join(changed)} regenerated with other content than before (the checkpoints "
                      f"were trained with the old one; delete {run_dir} to retrain everything)")
         distributed.barrier()
-    return method
+    return True
 
 
 def load_target(run_dir, target: str | None = None, device="auto"):

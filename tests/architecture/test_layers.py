@@ -31,7 +31,7 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
     ("privbench/models/training.py", "loss"),
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
-    ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"),
+    ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"), ("privbench/api.py", "local"),
     # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; its default "loss" is LiRA's own
     # fixed-noise loss statistic, not the loss attack (sima measured best: docs/attacks.md §13)
     ("privbench/attacks/references.py", "loss"), ("privbench/attacks/qmia.py", "loss"),
@@ -39,6 +39,9 @@ NAME_LITERAL_EXCEPTIONS = {
     # infer-dataset's default per-record statistics (docs/attacks.md §12)
     ("privbench/runs/dataset_inference.py", "loss"), ("privbench/runs/dataset_inference.py", "pia"),
     ("privbench/runs/dataset_inference.py", "sima"),
+    # the shipped attack contract check builds its config (attack settings, schedule) from the plain baseline's
+    # test preset
+    ("privbench/testing/contracts.py", "centralized"),
     # the same executor (--jobs N) and submitit's local cluster (--slurm-cluster local)
     ("privbench/bench/pool_executor.py", "local"), ("privbench/bench/slurm_executor.py", "local"),
 }

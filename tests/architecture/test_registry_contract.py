@@ -4,7 +4,6 @@ attack is one file (a toy attack dropped into a copy of the package runs through
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -13,105 +12,53 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from privbench.core.registry import ACCOUNTANTS, ATTACKS, METHODS
+from privbench.testing import CheckSkipped, check_attack, check_method
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "tests" / "attacks"))
-from attack_fakes import fake_target, memorizing_eps  # noqa: E402
-
-
-def _records(n=16):
-    from privbench.attacks.base import Records
-    from privbench.data.base import load_dataset
-
-    x, y = load_dataset("digits")
-    idx = torch.arange(2 * n)
-    labels = torch.cat([torch.ones(n), torch.zeros(n)]).long()
-    return Records(x[idx], y[idx], labels, idx)
-
-
-def _fake_references(recs, ac, n=4):
-    """Online reference models: each memorises a seeded random half of the evaluation records (plus a population
-    of other digits for the attacks that need one)."""
-    from privbench.attacks.base import Records
-    from privbench.attacks.references import ReferenceModels
-    from privbench.data.base import load_dataset
-
-    g = np.random.default_rng(0)
-    masks = np.zeros((n, len(recs)), dtype=bool)
-    targets = []
-    for r in range(n):
-        masks[r, g.permutation(len(recs))[: len(recs) // 2]] = True
-        targets.append(fake_target(memorizing_eps(recs.x[torch.as_tensor(masks[r])], ac)))
-    x, y = load_dataset("digits")
-    pop_idx = torch.arange(100, 164)
-    population = Records(x[pop_idx], y[pop_idx], torch.zeros(64, dtype=torch.long), pop_idx)
-    return ReferenceModels(targets=targets, in_masks=masks, mode="online", pool=recs, pool_in=masks,
-                           population=population, seeds=list(range(n)))
 
 
 @pytest.mark.parametrize("name", ATTACKS.names())
 def test_every_attack_runs_on_an_analytic_target(name):
-    from privbench.attacks.base import MEMBERSHIP, AttackEnv
-    from privbench.core.config import build_config
-    from privbench.metrics.roc import auc
-    from privbench.runs.attack import make_attack
-
-    if getattr(ATTACKS.get(name).factory, "requires_text", False):
-        pytest.skip(f"{name} needs captions (a text-to-image target); tests/latent runs it end to end")
-    cfg = build_config("centralized", "digits", "test", 0, [("sample.sampler", "ddim"), ("sample.ddim_steps", "5"),
-                                                            ("attack.batch_size", "16")])
-    recs = _records()
-    members = recs.x[recs.labels == 1]
-    ac = torch.linspace(1e-4, 0.02, 1000, dtype=torch.float64).neg().add(1).cumprod(0).float()
-    target = fake_target(memorizing_eps(members, ac))
-    attack = make_attack(cfg, name, strict=False)
-    env = AttackEnv(cfg=cfg, seed=0, train_data=(members, recs.y[recs.labels == 1]),
-                    train_index=recs.index[recs.labels == 1].tolist())
-    if attack.needs_references:
-        if not target.white_box and attack.threat_model.get("queries", "").startswith("white-box"):
-            pytest.skip(f"{name} is white-box (gradients of a network); tests/attacks/test_attacks_sota.py runs it "
-                        "end to end on trained reference models")
-        env.references = _fake_references(recs, ac)
-    out = attack.run(target, recs, env)
-    if attack.kind == MEMBERSHIP:
-        s = np.asarray(out.scores)
-        assert s.shape == (len(recs),) and np.isfinite(s).all()
-        # a model that memorised the members exactly: every sound membership score separates them
-        assert auc(s, recs.labels.numpy()) > 0.75, name
-    else:
-        assert out.metrics and all(math.isfinite(v) for v in out.metrics.values() if isinstance(v, float))
+    """privbench.testing.check_attack — the check a plug-in author runs on their own attack class."""
+    try:
+        check_attack(ATTACKS.get(name).factory)
+    except CheckSkipped as e:  # text-to-image only (tests/latent), or white-box with references
+        pytest.skip(str(e))
 
 
 @pytest.mark.parametrize("name", METHODS.names())
 def test_every_method_trains_and_yields_its_targets(name, runs_dir):
-    from helpers import train_cfg
+    """privbench.testing.check_method — the check a plug-in author runs on their own method class."""
+    check_method(METHODS.get(name).factory, runs_dir)
 
-    from privbench.runs import train as api
 
-    cfg = train_cfg(name, "test")
-    method = api.train(cfg, runs_dir, "cpu")
-    assert method.default_target in method.target_names()
-    x = torch.randn(3, *method.ctx.image_shape)
-    y = torch.tensor([0, 1, 2])
-    for t in method.target_names():
-        tgt = method.load_target(t)
-        xq, yq = tgt.query_inputs(x, y)  # what the network takes (a latent target: latents and caption rows)
-        eps = tgt.predict_noise(xq, torch.tensor([0, 10, 100]), yq)
-        assert eps.shape == xq.shape and torch.isfinite(eps).all(), t
-        p = method.privacy(t)
-        # a formal ε > 0, or no formal ε (null) with a conditional or claimed one (dpsad; privbench.privacy.claims)
-        # — or ε = 0 with δ = 0 for a target that never reads a member (public-only), which then says so
-        assert p is None or (p["basis"] and (p["epsilon"] > 0 if p["epsilon"] is not None
-                                             else (p.get("conditional_epsilon") or p.get("claimed_epsilon")) > 0)
-                             or (p["epsilon"] == 0 and p["delta"] == 0 and "by construction" in p["accountant"]
-                                 and not method.private)), t
-    # a private method's targets carry a guarantee; a non-private one claims nothing but a by-construction zero
-    claims = [method.privacy(t) for t in method.target_names()]
-    assert method.private == any(c is not None and c.get("epsilon") != 0 for c in claims)
+def test_the_shipped_checks_fail_a_broken_class():
+    """check_attack refuses an unregistered class and one whose scores do not separate a memoriser's members."""
+    from privbench.attacks.base import Attack, AttackOutput
+    from privbench.attacks.loss import LossAttack
+
+    class Unregistered(Attack):
+        name = "not-registered"
+
+    with pytest.raises(AssertionError, match="not registered"):
+        check_attack(Unregistered)
+
+    class Backwards(LossAttack):  # registered under the name of loss for the check, scores negated
+        def run(self, target, records, env=None):
+            out = super().run(target, records, env)
+            return AttackOutput(scores=-np.asarray(out.scores), nfe_per_record=out.nfe_per_record)
+
+    entry = ATTACKS._entries["loss"]
+    ATTACKS._entries["loss"] = type(entry)(entry.name, Backwards, entry.description)
+    Backwards.name = "loss"
+    try:
+        with pytest.raises(AssertionError, match="AUC"):
+            check_attack(Backwards)
+    finally:
+        ATTACKS._entries["loss"] = entry
 
 
 @pytest.mark.parametrize("name", ACCOUNTANTS.names())

@@ -210,3 +210,16 @@ def test_class_conditional_targets_get_the_record_label():
     log.labels.clear()
     PIA().run(unconditional, rec)
     assert all(s is None for s in log.labels)
+
+
+def test_secmi_default_level_is_100_on_pixel_targets_and_another_k_is_not_refused():
+    """The pixel-space default stays t_sec = 100 (the latent level attack.secmi_t_latent is not used here, so a
+    stride it is no multiple of is not refused on a pixel target)."""
+    from privbench.core.config import build_config
+    from privbench.runs.attack import make_attack
+
+    rec = _records(5, 5)
+    out = SecMI(batch_size=64).run(fake_target(memorizing_eps(rec.x[:5], _ac())), rec)
+    assert out.figures["t_sec"] == 100 and out.figures["t_sec_setting"] == "secmi_t"
+    cfg = build_config("centralized", "digits", "test", 0, [("attack.secmi_k", "20"), ("attack.secmi_t", "100")])
+    assert make_attack(cfg, "secmi").secmi_k == 20

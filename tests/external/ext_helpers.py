@@ -8,56 +8,9 @@ import numpy as np
 import torch
 from click.testing import CliRunner
 
+from privbench.testing.ddpm import MEMORIZE_STEPS, digits_split, tiny_unet, train_memorizing_unet, write_npz
 
-def tiny_unet(seed: int = 0, *, channels: int = 1, size: int = 8, block_out_channels=(16, 32),
-              num_class_embeds: int | None = None):
-    from diffusers import UNet2DModel
-
-    torch.manual_seed(seed)
-    n = len(block_out_channels)
-    return UNet2DModel(sample_size=size, in_channels=channels, out_channels=channels,
-                       block_out_channels=tuple(block_out_channels), layers_per_block=1,
-                       down_block_types=("DownBlock2D",) * n, up_block_types=("UpBlock2D",) * n,
-                       norm_num_groups=8, num_class_embeds=num_class_embeds).eval()
-
-
-MEMORIZE_STEPS = 500  # full-batch Adam steps on 32 records: PIA AUC ≈ 1 at t = 200 (≈ 40 s on one CPU thread)
-
-
-def train_memorizing_unet(x: torch.Tensor, steps: int = MEMORIZE_STEPS, seed: int = 0):
-    """The DDPM objective with diffusers' own DDPMScheduler.add_noise and a plain Adam loop."""
-    from diffusers import DDPMScheduler
-
-    unet = tiny_unet(seed).train()
-    sched = DDPMScheduler(num_train_timesteps=1000)
-    opt = torch.optim.Adam(unet.parameters(), lr=2e-3)
-    g = torch.Generator().manual_seed(seed + 1)
-    for _ in range(steps):
-        noise = torch.randn(x.shape, generator=g)
-        t = torch.randint(0, 1000, (len(x),), generator=g)
-        loss = torch.nn.functional.mse_loss(unet(sched.add_noise(x, noise, t), t).sample, noise)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return unet.eval(), sched
-
-
-def digits_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0):
-    """Disjoint member / non-member digits records (8×8, [−1, 1]) with labels."""
-    from privbench import load_dataset
-
-    x, y = load_dataset("digits")
-    perm = np.random.default_rng(seed).permutation(len(y))
-    m, n = perm[:n_members], perm[n_members:n_members + n_nonmembers]
-    return (x[m], y[m]), (x[n], y[n]), (m, n)
-
-
-def write_npz(path: Path, x: torch.Tensor, y: torch.Tensor | None = None) -> Path:
-    arrays = {"images": x.numpy().astype(np.float32)}
-    if y is not None:
-        arrays["labels"] = y.numpy().astype(np.int64)
-    np.savez(path, **arrays)
-    return path
+__all__ = ["MEMORIZE_STEPS", "digits_split", "tiny_unet", "train_memorizing_unet", "write_npz"]
 
 
 def cli(*args):

@@ -1,5 +1,5 @@
 """Helpers of the text-to-image fault tests: a tiny random Stable-Diffusion-layout pipeline (the builders of
-tests/latent/t2i_helpers.py), captioned digits records, a copy of the pipeline with one config value changed, and
+privbench.testing.sd), captioned digits records, a copy of the pipeline with one config value changed, and
 a privbench process whose peak memory is measured."""
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "latent"))  # t2i_helpers: the tiny SD builders
-
-import t2i_helpers as H
 from untrusted_files import BOUNDED_BYTES
+
+from privbench.testing import sd as H
 
 #: the peak resident memory a refusing process may reach (torch and diffusers imported: about 0.6 GB)
 PEAK_LIMIT_KB = int(1.5 * (1 << 20))
@@ -28,7 +27,7 @@ def tiny_pipeline(root: Path) -> dict:
     pipe = H.save_pipeline(root / "pipe", H.unet(0), H.vae(0), tok, te)
     return {"pipe": pipe, "tok": tok, "te": te,
             "members": H.write_captioned_npz(root / "m.npz", xm, H.record_captions(ym), ym),
-            "nonmembers": H.write_captioned_npz(root / "n.npz", xn, H.record_captions(yn, 8), yn)}
+            "nonmembers": H.write_captioned_npz(root / "n.npz", xn, H.record_captions(yn, range(8, 16)), yn)}
 
 
 def edited(pipe: Path, dst: Path, component: str, file: str = "config.json", **values) -> Path:

@@ -15,16 +15,17 @@ def t2i_parts(tmp_path_factory):
     from privbench import load_dataset
 
     root = tmp_path_factory.mktemp("t2i")
-    (xm, ym), (xn, yn), (xp, yp) = H.digits_split(32, 32, seed=0)
+    split = H.recipe_split()
+    (xm, ym, cm), (xn, yn, cn), (xp, yp, cp) = split["members"], split["nonmembers"], split["public"]
     x_all, _ = load_dataset("digits")
     tok = H.tokenizer()
     te = H.text_encoder(tok, 0)
     v = H.vae(0, x_all)
     base = H.unet(0)
-    return {"root": root, "xm": xm, "ym": ym, "xn": xn, "yn": yn, "xp": xp, "yp": yp, "tok": tok, "te": te, "vae": v, "base": base,
-            "random": H.save_pipeline(root / "random", base, v, tok, te),
-            "members": H.write_captioned_npz(root / "members.npz", xm, H.record_captions(ym), ym),
-            "nonmembers": H.write_captioned_npz(root / "nonmembers.npz", xn, H.record_captions(yn, 32), yn)}
+    return {"root": root, "xm": xm, "ym": ym, "xn": xn, "yn": yn, "xp": xp, "yp": yp, "cm": cm, "cn": cn, "cp": cp,
+            "tok": tok, "te": te, "vae": v, "base": base, "random": H.save_pipeline(root / "random", base, v, tok, te),
+            "members": H.write_captioned_npz(root / "members.npz", xm, cm, ym),
+            "nonmembers": H.write_captioned_npz(root / "nonmembers.npz", xn, cn, yn)}
 
 
 @pytest.fixture(scope="session")
@@ -32,10 +33,9 @@ def t2i(t2i_parts):
     p = dict(t2i_parts)
     tok, te, v, base, root = p["tok"], p["te"], p["vae"], p["base"], p["root"]
     zm = H.latents(v, p["xm"])
-    cond = H.embed(tok, te, H.record_captions(p["ym"]))
+    cond = H.embed(tok, te, p["cm"])
     null = H.embed(tok, te, [""])
-    pre = H.pretrain(copy.deepcopy(base), H.latents(v, p["xp"]), H.embed(tok, te, H.record_captions(p["yp"], 64)),
-                     null)
+    pre = H.pretrain(copy.deepcopy(base), H.latents(v, p["xp"]), H.embed(tok, te, p["cp"]), null)
     tuned = H.finetune(copy.deepcopy(pre), zm, cond, null, H.FINETUNE_STEPS, lr=H.FINETUNE_LR)
     lora_unet = copy.deepcopy(pre)
     params = H.add_lora(lora_unet)

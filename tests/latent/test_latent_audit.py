@@ -82,3 +82,28 @@ def test_memorization_generates_from_member_captions_in_pixel_space(t2i, tmp_pat
     assert res["kind"] == "memorization" and res["metrics"]["n_generated"] == 4
     assert res["figures"]["n_training_records"] == 32           # the 32 members, in pixel space
     assert torch.tensor(res["metrics"]["memorized_fraction"]).isfinite()
+
+
+def test_clid_scores_do_not_depend_on_the_batch(t2i_parts, tmp_path):
+    """Each record's noise is its own (seeded by its index): the scores, and so the AUC, are the same whether the
+    64 records go through in batches of 8 or in one batch of 64."""
+    import numpy as np
+
+    res = {b: attack(t2i_parts["random"], t2i_parts, tmp_path, "clid", "--set", f"attack.batch_size={b}", "--set",
+                     "attack.clid_draws=2", "--set", "attack.bootstrap=0") for b in (8, 64)}
+    s8, s64 = (np.load(res[b]["scores_path"])["scores"] for b in (8, 64))
+    # float32 convolutions round differently in batches of different size: equal up to that (the batch-seeded
+    # noise this replaces moved scores by their whole spread)
+    assert np.allclose(s8, s64, rtol=1e-4, atol=1e-4), np.abs(s8 - s64).max()
+    assert res[8]["metrics"]["auc"] == pytest.approx(res[64]["metrics"]["auc"], abs=1e-9)
+    assert res[8]["figures"]["draws"] == 2 and res[8]["figures"]["queries_per_record"] == 2 * 3 * 3
+
+
+def test_secmi_runs_at_the_secmi_ldm_level_on_a_latent_target(t2i_parts, tmp_path):
+    res = attack(t2i_parts["random"], t2i_parts, tmp_path, "secmi", "--set", "attack.bootstrap=0")
+    assert res["figures"]["t_sec"] == 150 and res["figures"]["t_sec_setting"] == "secmi_t_latent"
+    assert res["figures"]["compared_levels"] == [140, 150]        # the official offset: t_sec - k and t_sec
+    code, _, err = cli("attack", "--model", t2i_parts["random"], "--members", t2i_parts["members"], "--nonmembers",
+                       t2i_parts["nonmembers"], "--attack", "secmi", "--runs-dir", tmp_path, "--device", "cpu",
+                       "--set", "attack.secmi_k=20")
+    assert code == 2 and "attack.secmi_t_latent=150" in err and "Traceback" not in err, err

@@ -49,7 +49,7 @@ def test_latent_scores_equal_plain_diffusers_calls(t2i_parts, tmp_path):
     p = t2i_parts
     res = _ok(p["random"], p["members"], p["nonmembers"], tmp_path)
     x = torch.cat([p["xm"], p["xn"]])
-    caps = H.record_captions(p["ym"]) + H.record_captions(p["yn"], 32)
+    caps = p["cm"] + p["cn"]
     want = _hand_loss(p["base"], p["tok"], p["te"], H.latents(p["vae"], x), caps)
     got = np.load(res["scores_path"])["scores"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -64,7 +64,7 @@ def test_identity_vae_pipeline_equals_the_pixel_space_unet(t2i_parts, tmp_path):
     folder = H.save_pipeline(tmp_path / "identity", pix, None, p["tok"], p["te"])
     res = _ok(folder, p["members"], p["nonmembers"], tmp_path / "runs")
     x = torch.cat([p["xm"], p["xn"]])
-    caps = H.record_captions(p["ym"]) + H.record_captions(p["yn"], 32)
+    caps = p["cm"] + p["cn"]
     want = _hand_loss(pix, p["tok"], p["te"], x, caps)
     np.testing.assert_allclose(np.load(res["scores_path"])["scores"], want, rtol=1e-5, atol=1e-5)
     assert res["provenance"]["model"]["latent_encoding"] == "identity (pixels)"

@@ -55,7 +55,7 @@ def test_inception_needs_a_weights_file(digits, runs_dir, tmp_path):
 def test_client_fid_shape(runs_dir):
     m = api.train(train_cfg("local"), runs_dir, "cpu")
     assert m.fid_target(1) == "client:1"
-    r = client_fid(m, client=1, n_per_class=3, sampler="ddim", ddim_steps=3, heldout=True)
+    r = client_fid(m, client=1, n_per_class=3, sampler="ddim", ddim_steps=3, heldout=True, kid=True)
     assert set(r) >= {"majority", "minority", "average", "extractor", "target", "n_generated", "n_real"}
     assert r["target"] == "client:1" and r["extractor"].startswith("privbench-cnn")
     assert r["average"] == pytest.approx((r["majority"] + r["minority"]) / 2)
@@ -68,6 +68,8 @@ def test_client_fid_shape(runs_dir):
     _, yh = m.ctx.records(m.ctx.split.nonmembers)
     assert ho["n_real"]["minority"] == int(torch.isin(yh, torch.tensor(split.minority[1])).sum())
     assert ho["average"] == pytest.approx((ho["majority"] + ho["minority"]) / 2)
+    for part in (r, ho):  # KID beside each FID, own and held-out
+        assert part["average_kid"] == pytest.approx((part["majority_kid"] + part["minority_kid"]) / 2)
 
 
 def test_client_fid_targets_per_method(runs_dir):

@@ -39,7 +39,8 @@ def test_wheel_installs_offline_and_runs_the_test_suite(tmp_path):
     for data in ("privbench/bench/suites/tiny.yaml", "privbench/bench/suites/test.yaml",
                  "privbench/bench/suites/paper.yaml", "privbench/bench/gates/tiny.yaml",
                  "privbench/reports/templates/report.html", "privbench/models/t2i_tokenizer/vocab.json",
-                 "privbench/models/t2i_tokenizer/merges.txt"):
+                 "privbench/models/t2i_tokenizer/merges.txt", "privbench/testing/__init__.py",
+                 "privbench/testing/sd.py"):
         assert data in names, data
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
@@ -78,3 +79,7 @@ def test_wheel_installs_offline_and_runs_the_test_suite(tmp_path):
     chk = subprocess.run([pb, "check", "--gates", "tiny", work / "bench"], cwd=work, env=env, capture_output=True,
                          text=True)
     assert chk.returncode == 2 and "matched none" in chk.stderr, chk.stderr   # the shipped gates are found
+    # the test models ship too: the tiny SD recipe builds from the installed package (tokenizer as package data)
+    run([vpy, "-c", "import privbench.testing as t; t.tiny_sd_pipeline('sd')"], work, env)
+    assert {"pipeline", "pretrained", "random", "lora", "members.npz", "heldout.npz", "audit.yaml"} <= {
+        p.name for p in (work / "sd").iterdir()}

@@ -45,6 +45,12 @@ def check(*args):
     return r.exit_code, r.stdout, r.stderr
 
 
+def _first_row(text: str) -> str:
+    """The first result row of the audit's table (after the headline lines, the header and its rule)."""
+    lines = text.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("target ")) + 2]
+
+
 @pytest.mark.parametrize("privacy", [PAPER_NEW, PAPER_OLD], ids=["new", "old-format"])
 def test_a_paper_claim_is_never_a_formal_epsilon(tmp_path, privacy):
     p = _chance(tmp_path / "run", privacy)
@@ -60,7 +66,7 @@ def test_a_paper_claim_is_never_a_formal_epsilon(tmp_path, privacy):
     (a,) = audit_results([str(p)])
     assert a["formal_epsilon"] is None and a["exceeds_formal"] is None
     assert a["claimed_epsilon"] == 3.0 and a["exceeds_claim"] is False and a["claim"]["kind"] == "claimed_by_paper"
-    row = format_audit([a]).splitlines()[2]
+    row = _first_row(format_audit([a]))
     assert "3.000*" in row and "not refuted (paper's claim)" in row and " ok" not in row
     # the tables: no formal ε; the claim in its own column with its kind
     t = Tables.build(load_results([p]))
@@ -78,7 +84,7 @@ def test_a_paper_claim_below_the_bound_is_flagged_as_a_claim(tmp_path):
     (a,) = audit_results([str(p)])
     assert a["exceeds_claim"] is True and a["exceeds_formal"] is None
     text = format_audit([a])
-    assert "EXCEEDS CLAIM (paper)" in text and "EXCEEDS FORMAL" not in text.splitlines()[2]
+    assert "EXCEEDS CLAIM (paper)" in text and "EXCEEDS FORMAL" not in _first_row(text)
     (b,) = Tables.build(load_results([p])).targets()
     assert b["exceeds_claim"] is True and b["exceeds_formal"] is None
 
@@ -92,7 +98,8 @@ def test_the_audit_states_one_basis_per_run(tmp_path):
     audits = audit_results([str(tmp_path)])
     assert len(audits) == 2
     text = format_audit(audits)
-    lines = [line for line in text.splitlines() if " of dpsad/student (" in line]
+    # the basis lines (the headline's sentence also names the model: "the training of dpsad/student (...)")
+    lines = [line for line in text.splitlines() if " of dpsad/student (" in line and "epsilon >=" not in line]
     assert len(lines) == 2, text
     by_run = {("paper-run" in line): line for line in lines}
     assert PAPER_BASIS in by_run[True] and "paper" in by_run[True].split(" of ")[0]

@@ -125,3 +125,29 @@ def test_outside_models_keep_one_curve_each(tmp_path, drawn):
     labels = {lab.split(" (AUC")[0] for lab in drawn["roc-pia-digits-seed0"][0]}
     assert labels == {"external/model ddpm-a members.npz", "external/model ddpm-b",
                       "external/model ddpm-a members-2.npz"}, labels
+
+
+def test_an_inverted_auc_is_marked_in_every_roc_figure(tmp_path, drawn):
+    """An AUC whose CI lies below 0.5 is marked "inverted" as in the tables: in the per-target and per-attack
+    legends and in the by-attack panel's title; an AUC whose CI reaches 0.5 is not."""
+    rng = np.random.default_rng(2)
+    root = tmp_path / "results"
+    run = root / "fake-0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("method: fake\nseed: 0\n")  # its attacks share the run
+    for attack, sep, ci in (("pia", -1.5, [0.12, 0.35]), ("loss", 1.5, [0.7, 0.9])):
+        write_result(run / "attacks" / attack, *_scores(rng, sep), attack=attack,
+                     metrics={"auc": float(np.mean(ci)), "ci95": {"auc": ci}})
+    _, figures = _figures(root, tmp_path / "out")
+    (target,) = figures["per_target"]
+    assert target["inverted"] == ["pia"]
+    labels = set(drawn[target["files"][0].stem][0])
+    assert any(lab.startswith("pia (AUC=") and lab.endswith(", inverted)") for lab in labels), labels
+    assert any(lab.startswith("loss (AUC=") and "inverted" not in lab for lab in labels), labels
+    per_attack = {f["attack"]: f for f in figures["per_attack"]}
+    assert per_attack["pia"]["inverted"] and not per_attack["loss"]["inverted"]
+    assert all(lab.endswith(", inverted)") for lab in drawn[per_attack["pia"]["files"][0].stem][0])
+    (grid,) = figures["by_attack"]
+    assert set(grid["inverted"]) == {"pia"}
+    svg = grid["files"][0].read_text()
+    assert svg.count("inverted: ") == 1, "one panel title names its inverted curve"

@@ -102,7 +102,9 @@ def _claim(**kw):
 @pytest.mark.parametrize("claims,needle", [
     ({"leak": {}}, "expected a list of claims"),
     ([_claim(colour="red")], "claims[0]: unknown key(s) colour"),
-    ([_claim(metric="kid")], "claims.leak.metric: 'kid'; choose auc"),
+    ([_claim(metric="mmd")], "claims.leak.metric: 'mmd'; choose auc"),
+    ([_claim(metric="kid", subject={"method": "pfdm", "classes": "overall"}, baseline={"method": "centralized"})],
+     "classes: 'overall'; choose majority"),
     ([_claim(better="smaller")], "claims.leak.better"),
     ([_claim(source=None)], "missing key(s) source"),
     ([_claim(id="a b")], "is not an id"),
@@ -111,7 +113,7 @@ def _claim(**kw):
     ([_claim(subject={"method": "pfdm"})], "name the attack"),
     ([_claim(subject={"method": "pfdm", "attack": "pia", "client": 0})], "unknown key(s) client"),
     ([_claim(subject={"method": "pfdm", "attack": "pia", "epsilon": -1})], "not a finite epsilon"),
-    ([_claim(subject={"method": "pfdm", "attack": "pia", "classes": "minority"})], "only a fid claim"),
+    ([_claim(subject={"method": "pfdm", "attack": "pia", "classes": "minority"})], "only a fid / kid claim"),
     ([_claim(metric="fid", subject={"method": "pfdm", "classes": "rare"}, baseline={"method": "centralized"})],
      "classes: 'rare'"),
     ([_claim(metric="fid", subject={"method": "pfdm", "attack": "pia"}, baseline={"method": "centralized"})],
@@ -222,7 +224,9 @@ def _bench(tmp_path, claims=CLAIMS, *, seeds=3):
             fid_path.parent.mkdir()
             fid_path.write_text(json.dumps({"target": "model", "minority": fid + seed, "majority": fid / 2,
                                             "overall": fid, "n_generated": {"majority": 60, "minority": 40},
-                                            "n_real": {"majority": 150, "minority": 15}}))
+                                            "n_real": {"majority": 150, "minority": 15},
+                                            "minority_kid": fid / 1000 + seed / 1e4,
+                                            "heldout": {"minority": 2 * fid + seed, "n_real": {"minority": 25}}}))
             util_path = rd / "utility.json"
             acc = 0.9 if method == "subj" else 0.5
             util_path.write_text(json.dumps({"downstream": {"accuracy": acc + seed / 100, "ci": [acc - 0.1, acc],
@@ -290,6 +294,44 @@ def test_every_claim_metric_is_read_and_labelled():
     assert set(SHORT) == set(METRICS)
     assert set(UTILITY_FIELDS) == {m for m, kind in METRICS.items() if kind == "utility"}
     assert set(METRICS.values()) == {"attack", "fid", "utility"}  # the kinds reports/paper_claims.py reads
+
+
+def test_kid_and_held_out_claims_read_their_part_of_the_fid_record(tmp_path):
+    """``metric: kid`` reads the group's KID, ``fid_heldout`` the same samples against held-out records (with
+    their own real-image count); a record without them says which suite key computes them."""
+    side = {"classes": "minority"}
+    claims = [_claim(id="kid", metric="kid", paper=None, subject={"method": "subj", **side},
+                     baseline={"method": "base", **side}),
+              _claim(id="held", metric="fid_heldout", paper=None, subject={"method": "subj", **side},
+                     baseline={"method": "base", **side}),
+              _claim(id="heldkid", metric="kid_heldout", paper=None, subject={"method": "subj", **side},
+                     baseline={"method": "base", **side})]
+    out = tmp_path / "out"
+    render_report(_bench(tmp_path, claims=claims), out, ["csv"])
+    df = pd.read_csv(out / "paper_claims.csv").set_index("id")
+    assert df.loc["kid", "subject_mean"] == pytest.approx(0.0301) and df.loc["kid", "baseline_mean"] == pytest.approx(0.0901)
+    assert df.loc["kid", "verdict"] == DIRECTION
+    assert df.loc["held", "subject_mean"] == pytest.approx(61.0) and df.loc["held", "subject_n"] == "40 generated / 25 real"
+    assert df.loc["heldkid", "verdict"] == INCONCLUSIVE and "heldout: true" in df.loc["heldkid", "reason"]
+    fid = pd.read_csv(out / "fid.csv")
+    assert {"minority_kid", "heldout_minority"} <= set(fid.columns)
+
+
+def test_the_fid_cell_hash_changes_only_when_kid_or_heldout_is_asked_for():
+    """A suite without the new keys keeps its FID records' paths (their cache); asking for KID or held-out FID
+    computes a new record."""
+    from types import SimpleNamespace
+
+    from privbench.bench.plan import fid_settings_hash
+    from privbench.bench.suite import fid_settings
+
+    c = SimpleNamespace(target="model", seed=0, cfg=SimpleNamespace(sample=SimpleNamespace(
+        sampler="ddim", ddim_steps=50, batch_size=256)))
+    base = fid_settings({"fid": {"n_per_class": 50}})
+    assert fid_settings_hash(c, base) == fid_settings_hash(c, {**base, "kid": False, "heldout": False})
+    assert len({fid_settings_hash(c, {**base, "kid": k, "heldout": h}) for k in (0, 1) for h in (0, 1)}) == 4
+    with pytest.raises(BadInput, match="fid.kid: expected true or false"):
+        fid_settings({"fid": {"kid": "yes"}})
 
 
 def test_a_newer_claims_record_is_refused_in_one_line(tmp_path):

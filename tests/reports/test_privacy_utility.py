@@ -40,7 +40,7 @@ def _bench(tmp_path):
                          "auc_ci_hi": auc + 0.02, "tpr_1pct": 0.01, "tpr_1pct_ci_lo": 0.0, "tpr_1pct_ci_hi": 0.03,
                          "formal_epsilon": formal if formal is not None else float("nan"), "epsilon_basis": basis,
                          "claim_kind": None, "conditional_epsilon": float("nan"), "eps_lb_cp": 0.1,
-                         "eps_lb_one_run": 0.2 if attack == "pia" else float("nan")})
+                         "eps_lb_one_run": 0.3 if attack == "pia" else float("nan"), "eps_lb": 0.2})
     return {"cells": cells}, pd.DataFrame(rows)
 
 
