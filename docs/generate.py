@@ -8,6 +8,12 @@
   COMMAND (``privbench …`` runs as ``python -m privbench …`` from this checkout, in a scratch folder, one thread),
   so README's sample outputs are real runs of today's code. Only with ``--samples`` (they train models:
   minutes); ``--only TEXT`` reruns the samples whose command contains TEXT.
+* Transcripts — a ```` ```text ```` block right after ``<!-- transcript: SCENARIO`` + lines ``$ COMMAND`` +
+  ``-->`` is replaced by each ``$ COMMAND`` line followed by its stdout, run in the scratch folder that
+  :data:`SCENARIOS` ``[SCENARIO]`` prepared (a model trained with plain diffusers code, a privbench run, record
+  files); ``{name}`` in a command is a value the scenario returned (a run folder). The scratch folder's path is
+  printed as a relative one. ``--only TEXT`` reruns the transcripts whose scenario or commands contain TEXT.
+  ``tests/test_docs.py`` fails when a block that shows privbench output has neither marker.
 
 Usage: ``python docs/generate.py [--check] [--samples [--only TEXT]]``; ``--check`` writes nothing and exits 1
 listing the stale blocks.
@@ -26,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.S)
 SAMPLE = re.compile(r"(<!-- sample: (.+?) -->\n```text\n)(.*?)(```)", re.S)
+TRANSCRIPT = re.compile(r"(<!-- transcript: ([\w-]+)\n((?:\$ [^\n]*\n)+)-->\n```text\n)(.*?)(```)", re.S)
 REGISTRIES = ("methods", "attacks", "datasets", "accountants", "presets")
 
 
@@ -126,6 +133,130 @@ def run_sample(command: str, cwd: Path) -> str:
     return r.stdout
 
 
+# ------------------------------------------------------------------ transcripts: their scenarios
+
+def _digits_records(folder: Path, members, nonmembers, names=("members.npz", "heldout.npz")) -> None:
+    """``members.npz`` / ``heldout.npz`` (float N×C×H×W in [-1, 1], labels) of the given digits indices."""
+    import numpy as np
+
+    from privbench import load_dataset
+
+    x, y = load_dataset("digits")
+    for name, idx in zip(names, (members, nonmembers)):
+        idx = np.asarray(idx)
+        np.savez(folder / name, images=x[idx].numpy().astype(np.float32), labels=y[idx].numpy())
+
+
+def _my_ddpm(folder: Path) -> dict:
+    """A diffusers UNet2DModel (16/32 channels) trained with plain diffusers + torch code for 500 full-batch Adam
+    steps on 32 of the 8×8 digits until it memorizes them, saved with DDPMPipeline.save_pretrained as my-ddpm/;
+    those 32 members and 32 held-out digits; a gate and a suite over it."""
+    import numpy as np
+    import torch
+    from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
+
+    perm = np.random.default_rng(0).permutation(1797)
+    members, nonmembers = perm[:32], perm[32:64]
+    _digits_records(folder, members, nonmembers)
+    x = torch.from_numpy(np.load(folder / "members.npz")["images"])
+    torch.manual_seed(0)
+    unet = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(16, 32), layers_per_block=1,
+                       down_block_types=("DownBlock2D",) * 2, up_block_types=("UpBlock2D",) * 2, norm_num_groups=8)
+    sched = DDPMScheduler(num_train_timesteps=1000)
+    opt = torch.optim.Adam(unet.parameters(), lr=2e-3)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(500):
+        noise = torch.randn(x.shape, generator=g)
+        t = torch.randint(0, 1000, (len(x),), generator=g)
+        loss = torch.nn.functional.mse_loss(unet(sched.add_noise(x, noise, t), t).sample, noise)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    DDPMPipeline(unet=unet.eval(), scheduler=sched).save_pretrained(str(folder / "my-ddpm"))
+    (folder / "gates.yaml").write_text("gates:\n  - {method: external, target: my-ddpm, attack: pia, "
+                                       "metric: auc_ci95_high, max: 0.75, note: release bar of the model card}\n")
+    (folder / "audit.yaml").write_text("name: audit\npreset: tiny\ndevice: cpu\nexternal:\n  my-ddpm: {model: "
+                                       "my-ddpm, members: members.npz, nonmembers: heldout.npz, attacks: "
+                                       "[pia, secmi, loss]}\n")
+    return {}
+
+
+def _exported(folder: Path) -> dict:
+    """privbench's tiny centralized digits target, trained here; its members and held-out records as .npz files
+    and a gate on the exported copy."""
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "privbench", "train", "--method", "centralized", "--dataset", "digits",
+                        "--preset", "tiny", "--runs-dir", "runs", "--json"], cwd=folder, env=_env(),
+                       capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"scenario exported: training failed: {r.stderr.strip()[-500:]}")
+    run = Path(json.loads(r.stdout)["run_dir"])  # relative to the scenario's folder, where the command ran
+    split = json.loads(((run if run.is_absolute() else folder / run) / "split.json").read_text())
+    _digits_records(folder, split["members"], split["nonmembers"])
+    (folder / "gates.yaml").write_text("gates:\n  - {method: external, target: exported, attack: pia, metric: auc, "
+                                       "max: 0.6, note: the team's release bar}\n")
+    return {"run": str(run.relative_to(folder.resolve()) if run.is_absolute() else run)}
+
+
+def _check_split(folder: Path) -> dict:
+    """128 + 128 digits: a random split, and classes 0-4 against 5-9."""
+    import numpy as np
+
+    from privbench import load_dataset
+
+    perm = np.random.default_rng(0).permutation(1797)
+    _digits_records(folder, perm[:128], perm[128:256])
+    _, y = load_dataset("digits")
+    low, high = perm[y.numpy()[perm] < 5][:128], perm[y.numpy()[perm] >= 5][:128]
+    _digits_records(folder, low, high, names=("digits0-4.npz", "digits5-9.npz"))
+    return {}
+
+
+#: transcript scenarios: name → set-up in its own scratch sub-folder, returning the values its commands name
+SCENARIOS = {"my-ddpm": _my_ddpm, "exported": _exported, "check-split": _check_split}
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PRIVBENCH_PROGRESS": "0"}
+
+
+def run_transcript(scenario: str, commands: list[str], scratch: Path, prepared: dict) -> str:
+    """``$ COMMAND`` and its stdout for each command, run in the scenario's folder (prepared once per process)."""
+    folder = scratch / scenario
+    if scenario not in prepared:
+        if scenario not in SCENARIOS:
+            raise SystemExit(f"transcript: unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        folder.mkdir(parents=True, exist_ok=True)
+        prepared[scenario] = SCENARIOS[scenario](folder)
+    out = []
+    for command in commands:
+        shown = command.format(**prepared[scenario])
+        argv = shlex.split(shown.split("  #", 1)[0])
+        if argv[0] == "privbench":
+            argv = [sys.executable, "-m", "privbench", *argv[1:]]
+        r = subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True, timeout=3600)
+        if r.returncode not in (0, 1):  # 1: a gate breached or a shift found, as the docs show
+            raise SystemExit(f"transcript `{shown}` exited {r.returncode}: {r.stderr.strip()[-500:]}")
+        # exit 1: the BREACH / SHIFT lines are on stderr (warnings are not shown)
+        text = r.stdout + ("".join(line for line in r.stderr.splitlines(True)
+                                   if not line.startswith("privbench: warning:")) if r.returncode == 1 else "")
+        out.append(f"$ {shown}\n" + text.replace(str(folder.resolve()) + os.sep, "").replace(str(folder) + os.sep, ""))
+    return "".join(out)
+
+
+def render_transcripts(text: str, scratch: Path, only: str | None = None, prepared: dict | None = None) -> str:
+    prepared = {} if prepared is None else prepared
+
+    def one(m: re.Match) -> str:
+        commands = [line[2:] for line in m.group(3).splitlines()]
+        if only and only not in m.group(2) and not any(only in c for c in commands):
+            return m.group(0)
+        return m.group(1) + run_transcript(m.group(2), commands, scratch, prepared) + m.group(5)
+
+    return TRANSCRIPT.sub(one, text)
+
+
 def render_samples(text: str, cwd: Path, only: str | None = None) -> str:
     def one(m: re.Match) -> str:
         if only and only not in m.group(2):
@@ -147,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"stale: {b} (run `make docs`)" for b in bad) or "docs up to date")
         return 1 if bad else 0
     (ROOT / "docs" / "registry.md").write_text(registry_page())
+    prepared: dict = {}
     with tempfile.TemporaryDirectory() as scratch:
         for f in doc_files():
             if f.name == "registry.md":
@@ -154,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             text = render_blocks(f.read_text())
             if args.samples:
                 text = render_samples(text, Path(scratch), args.only)
+                text = render_transcripts(text, Path(scratch), args.only, prepared)
             if text != f.read_text():
                 f.write_text(text)
                 print(f"wrote {f.relative_to(ROOT)}")

@@ -23,7 +23,7 @@ from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, build_config, config
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
 from .core.registry import ATTACKS, listing
-from .core.threads import configure_threads
+from .core.threads import configure_threads, env_world_size
 from .core.version import __version__
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
@@ -64,18 +64,39 @@ def common(f):
 
     @functools.wraps(f)
     def with_threads(*args, threads=None, **kwargs):
-        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-        from .core.distributed import env_world_size
-
         if env_world_size() > 1 and f.__name__ != "train":
             raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
                            f"{env_world_size()}) only `privbench train` does")
-        configure_threads(threads)
+        _precheck_inputs(kwargs)
+        configure_threads(threads)  # imports torch: after the inputs are checked
         return f(*args, **kwargs)
 
     for o in reversed(opts):
         with_threads = o(with_threads)
     return with_threads
+
+
+def _precheck_inputs(options: dict) -> None:
+    """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
+    headers): the claimed-ε options, records (--members, --nonmembers, --reference-data, --dataset PATH), --set
+    syntax and a --config YAML. The full checks follow when the command loads them."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .core.yamlio import read_yaml
+    from .data.records_check import is_records_path, precheck_records
+
+    claim = [options.get(k) for k in ("claimed_epsilon", "claimed_delta", "claim_basis")]
+    if any(v is not None for v in claim):
+        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+        from .privacy.claims import user_claim
+
+        user_claim(*claim)
+    for key in ("members", "nonmembers", "reference_data"):
+        precheck_records(options.get(key))
+    if is_records_path(options.get("dataset")):
+        precheck_records(options["dataset"])
+    parse_set_args(options.get("sets") or ())
+    if options.get("config_file"):
+        read_yaml(options["config_file"], f"--config {options['config_file']}")
 
 
 def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
@@ -355,8 +376,9 @@ def external_options(f):
     """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
     opts = [
         click.option("--model", "model_path", default=None, type=click.Path(),
-                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, or a "
-                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm"),
+                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, a "
+                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm, or a Hub id org/name already in the local "
+                          "Hugging Face cache (never downloaded; safetensors only)"),
         click.option("--members", default=None,
                      help="with --model: member records (.npz, image folder, or .npy indices)"),
         click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)"),
@@ -437,6 +459,8 @@ def _external_kw(options: dict, sets) -> dict:
 
 def _external_attacks(command, method, model_path, attack_name, config_file, download, **kw) -> list | None:
     """--model: each attack of ATTACK (comma-separated) on the outside model → their results; None for --method."""
+    if model_path is not None:
+        model_path, kw["target"] = _model_folder(model_path), kw["target"] or default_target_name(model_path)
     only = [kw[k] for k in _EXTERNAL_ONLY]
     only[_EXTERNAL_ONLY.index("records_range")] = None if kw["records_range"] == "auto" else kw["records_range"]
     if not _external_or_method(command, method, model_path, only, config_file, download):
@@ -448,7 +472,7 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
 
     spec = OutsideSpec(model_path, kw["members"], kw["nonmembers"], split=kw["split"], dataset=kw["dataset"],
                        data_root=kw["data_root"], arch=kw["arch"], scheduler_config=kw["scheduler_config"],
-                       use_ema=kw["ema"], target_name=kw["target"] or "model",
+                       use_ema=kw["ema"], target_name=kw["target"],
                        claim=user_claim(kw["claimed_epsilon"], kw["claimed_delta"], kw["claim_basis"]),
                        records_range=kw["records_range"], lora=kw["lora"], caption=kw["caption"],
                        reference_recipe=kw["reference_recipe"], reference_data=kw["reference_data"],
@@ -457,13 +481,34 @@ def _external_attacks(command, method, model_path, attack_name, config_file, dow
             for a in names]
 
 
+def _model_folder(model_path) -> str:
+    """``--model``: a path as given, or the local snapshot of a Hub id (models/hub_cache.py; never downloaded)."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .models.hub_cache import is_hub_id, resolve_hub_model
+
+    return resolve_hub_model(model_path) if is_hub_id(model_path) else model_path
+
+
+def default_target_name(model_path) -> str:
+    """The name an outside model's results carry without --target: its folder's name (a checkpoint file's
+    folder; a Hub id's name), so that the rows of several models differ."""
+    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
+    from .models.hub_cache import HUB_ID, is_hub_id
+
+    if is_hub_id(model_path):
+        return HUB_ID.match(str(model_path))["repo"].split("/", 1)[1]
+    p = Path(str(model_path).rstrip("/\\"))
+    name = p.name if p.is_dir() or not p.suffix else p.parent.name
+    return name or "model"
+
+
 @main.command()
 @click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
 @click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
                                               "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--attack", "attack_name", required=True)
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: model]")
+                                             "[default: the model's folder name]")
 @embedding_option
 @external_options
 @common
@@ -473,12 +518,12 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
     RUNS_DIR/external-<hash>/ that audit, report and check read)."""
+    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
+        click.get_current_context().params, sets))
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table
     from .runs.attack import run_attack
 
-    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
     if results is not None:
         # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
         from .reports.text import result_summary
@@ -486,7 +531,7 @@ def attack(method, dataset, attack_name, target, model_path, preset, seed, devic
         if len(results) == 1:
             _emit(results[0], as_json, result_summary(results[0]))
         else:
-            _emit({"results": results}, as_json, "\n".join(result_summary(r) for r in results))
+            _emit({"results": results}, as_json, result_summary(results))
         return
     cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
     names = _attack_list(attack_name, cfg)
@@ -552,7 +597,7 @@ def _combined_report(results: list[dict], runs_dir) -> dict:
 @click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
                                               "dataset that --members/--nonmembers .npy indices or --split refer to")
 @click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: model]")
+                                             "[default: the model's folder name]")
 @embedding_option
 @external_options
 @common
@@ -562,12 +607,12 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
     RUNS_DIR/external-<hash>/ run."""
+    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
+        click.get_current_context().params, sets))
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .reports.text import format_table, write_run_report
     from .runs.attack import run_attack
 
-    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
     if results is None:
         cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
         names = _attack_list(attack_name, cfg)
@@ -607,6 +652,8 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, scheduler_config, ema, seed, device,
                   data_root, as_json):
     """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
+    _precheck_inputs({"members": suspect, "nonmembers": reference})
+    model_path = _model_folder(model_path)
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
     from .runs.dataset_inference import infer_dataset as run
 
@@ -639,8 +686,9 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
     Exit 0 when no shift is detected, 1 when a label-permutation test of the classifier's AUC against 0.5 gives
     p <= 0.05 or the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these records is then not
     evidence of leakage), 2 for bad input."""
+    _precheck_inputs({"members": members, "nonmembers": nonmembers})
     # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .metrics.split_shift import flagged
+    from .metrics.split_verdict import flagged
     from .runs.split_check import check_split
 
     res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,

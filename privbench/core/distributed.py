@@ -29,11 +29,7 @@ import torch.distributed as dist
 
 from .errors import BadInput
 from .mechanisms import SECURE, poisson_sample
-from .threads import env_positive_int
-
-
-def env_world_size() -> int:
-    return env_positive_int("WORLD_SIZE", 1, " (set by torchrun)")
+from .threads import env_world_size
 
 
 def init_from_env(device="auto") -> bool:

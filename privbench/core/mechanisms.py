@@ -24,11 +24,10 @@ from typing import Callable, Sequence, Union
 import numpy as np
 import torch
 
+from .constants import SEEDED_NOISE_LABEL
 from .errors import BadInput
 
 NOISE_SOURCES = ("seeded", "secure")
-#: the label every result with seeded privacy noise carries (privacy block, report text and tables)
-SEEDED_NOISE_LABEL = "reproducible benchmark noise, not a deployable release"
 
 
 # ------------------------------------------------------------------ noise source

@@ -46,3 +46,16 @@ def version_line() -> str:
     if g["commit"]:
         line += f" (commit {g['commit'][:12]}{', with uncommitted changes' if g.get('dirty') else ''})"
     return line
+
+
+def package_version(name: str) -> str | None:
+    """An installed package's version from its metadata, without importing it (a report names torch's version
+    and stays torch-free); None when it is not installed."""
+    # lazy: importlib.metadata is only read by the reports that print versions
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(name)
+    except PackageNotFoundError:
+        return None

@@ -121,6 +121,7 @@ PLUGIN_GROUPS = {"privbench.attacks": ATTACKS, "privbench.methods": METHODS, "pr
 
 _loaded = False
 _source_listing: dict | None = None  # registry_source's reading, once per process
+_source_reader: Any = None  # registry_source's reader of the built-ins (class attributes), once per process
 #: the built-ins' loader and the modules it imports, handed over by privbench/__init__.py (privbench/builtins.py):
 #: core names no upper layer
 _builtin_loader: Callable[[], None] | None = None
@@ -172,6 +173,67 @@ def listing(var: str) -> list[tuple[str, str]]:
         except (Unresolvable, SyntaxError, OSError, UnicodeDecodeError):
             pass
     return [(e.name, e.description) for e in reg]
+
+
+def _static_reader():
+    """registry_source's reader of the built-ins while nothing imported them and no plug-in is declared (None
+    otherwise, or when their source cannot be read statically)."""
+    global _source_reader
+    if _loaded or (_source_reader is None and _plugins_declared()):
+        return None
+    if _source_reader is None:
+        # lazy: only the light commands (report, audit, check) read the sources
+        from .registry_source import Unresolvable, read_builtins
+
+        try:
+            _source_reader = read_builtins(BUILTIN_MODULES)
+        except (Unresolvable, SyntaxError, OSError, UnicodeDecodeError):
+            _source_reader = False
+    return _source_reader or None
+
+
+def has_entry(var: str, name: str) -> bool:
+    """``name in REGISTRY`` for the registry named ``var``; before the built-ins are imported (and without
+    plug-ins) answered from their source, so asking about a name no built-in registers imports nothing."""
+    reg = globals()[var]
+    if name in reg._entries:
+        return True
+    reader = _static_reader()
+    if reader is not None:
+        return any(name == n for n in reader.entries[var])
+    return name in reg
+
+
+def entry_attribute(var: str, name: str, attr: str, default: Any = None) -> Any:
+    """``getattr(REGISTRY.get(name).factory, attr, default)`` for the registry named ``var``; a built-in class's
+    literal attribute is read from its source while nothing imported the built-ins (reports, audit and gates
+    order rows without importing the attacks and methods, and so torch); otherwise imported."""
+    reg = globals()[var]
+    reader = _static_reader() if name not in reg._entries else None
+    if reader is not None:
+        # lazy: registry_source is read only by the light commands
+        from .registry_source import Unresolvable, class_attribute
+
+        try:
+            return class_attribute(reader, var, name, attr)
+        except Unresolvable:
+            pass
+    return getattr(reg.get(name).factory, attr, default)
+
+
+def entry_owners(var: str, name: str, attrs: tuple[str, ...]) -> set[str] | None:
+    """The names of the classes that define ``attrs`` for the built-in registered as ``name``, read from the
+    source while nothing imported the built-ins; None when that is not possible (then ask the imported class)."""
+    reader = _static_reader() if name not in globals()[var]._entries else None
+    if reader is None:
+        return None
+    # lazy: registry_source is read only by the light commands
+    from .registry_source import Unresolvable, attribute_owner
+
+    try:
+        return {attribute_owner(reader, var, name, a) for a in attrs}
+    except Unresolvable:
+        return None
 
 
 def _load_plugins() -> None:

@@ -77,10 +77,18 @@ def _import_time_nodes(tree):
             stack.extend(ast.iter_child_nodes(node))
 
 
+#: a class-body attribute whose value is not a literal (a method, a property, an expression)
+_NOT_LITERAL = object()
+
+
 class _Reader:
     def __init__(self):
         self.visited: set[str] = set()
         self.entries: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        #: every top-level class of the modules read: name → [(literal class-body attributes, base names)]
+        self.classes: dict[str, list[tuple[dict, list]]] = {}
+        #: registry variable → entry name → the name of the class registered under it
+        self.class_of: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
 
     def add(self, reg: str, name, description, where: str) -> None:
         if not isinstance(name, str) or not isinstance(description, str):
@@ -111,6 +119,8 @@ class _Reader:
             for target in self._imports(node, module, is_pkg):
                 self.visit(target)
             handled |= self._registration(node, module)
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, []).append(_class_attributes(node))
         for node in _import_time_nodes(tree):  # a registry touched anywhere else on import (a loop, a condition)
             if isinstance(node, ast.Attribute) and node.attr in _REGISTRY_CALLS and \
                     isinstance(node.value, ast.Name) and node.value.id in KINDS and id(node) not in handled:
@@ -161,6 +171,7 @@ class _Reader:
                 raise Unresolvable(f"{where}: name not set in the class body")
             desc = _literal(attrs["description"], where) if "description" in attrs else ""
             self.add(deco.value.id, _literal(attrs["name"], where), desc or _doc_line(node), where)
+            self.class_of[deco.value.id][_literal(attrs["name"], where)] = node.name
             return {id(deco)}
         if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "register" \
                 and isinstance(deco.func.value, ast.Name) and deco.func.value.id in KINDS:
@@ -176,6 +187,74 @@ class _Reader:
         return set()
 
 
+def _class_attributes(node: ast.ClassDef) -> tuple[dict, list]:
+    """A class's body attributes (literal values; anything else :data:`_NOT_LITERAL`) and its bases' names (None
+    for a base that is not a plain name)."""
+    attrs: dict = {}
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+            stmt, ast.AnnAssign) and stmt.value is not None else []
+        for t in targets:
+            if isinstance(t, ast.Name):
+                try:
+                    attrs[t.id] = ast.literal_eval(stmt.value)
+                except ValueError:
+                    attrs[t.id] = _NOT_LITERAL
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            attrs[stmt.name] = _NOT_LITERAL
+    return attrs, [b.id if isinstance(b, ast.Name) else None for b in node.bases]
+
+
+def _find(reader: _Reader, cls: str, attr: str, depth: int = 0) -> tuple[str, object]:
+    """(the class that sets ``attr``, its value) for class ``cls``: its body, then its bases' (depth first, left to
+    right); KeyError when none sets it, :class:`Unresolvable` when the source does not say (a base class defined
+    outside the modules read, a class name defined twice)."""
+    defs = reader.classes.get(cls)
+    if not defs or len(defs) > 1 or depth > 20:
+        raise Unresolvable(f"class {cls}")
+    attrs, bases = defs[0]
+    if attr in attrs:
+        return cls, attrs[attr]
+    for base in bases:
+        if base == "object":
+            continue
+        try:
+            return _find(reader, base, attr, depth + 1)
+        except KeyError:
+            continue
+    raise KeyError(attr)
+
+
+def _registered_class(reader: _Reader, var: str, name: str) -> str:
+    cls = reader.class_of[var].get(name)
+    if cls is None:
+        raise Unresolvable(f"{var} {name!r}: not a registered class")
+    return cls
+
+
+def class_attribute(reader: _Reader, var: str, name: str, attr: str):
+    """The literal value of ``attr`` on the class registered as ``name`` in registry ``var`` (set in its body or
+    a base's); :class:`Unresolvable` when the source does not say it (a non-literal value, a base outside the
+    modules read)."""
+    cls = _registered_class(reader, var, name)
+    try:
+        where, value = _find(reader, cls, attr)
+    except KeyError:
+        raise Unresolvable(f"{cls}.{attr}: not set in its classes") from None
+    if value is _NOT_LITERAL:
+        raise Unresolvable(f"{where}.{attr}")
+    return value
+
+
+def attribute_owner(reader: _Reader, var: str, name: str, attr: str) -> str:
+    """The name of the class that defines ``attr`` (a value or a method) for the class registered as ``name``."""
+    cls = _registered_class(reader, var, name)
+    try:
+        return _find(reader, cls, attr)[0]
+    except KeyError:
+        raise Unresolvable(f"{cls}.{attr}: not set in its classes") from None
+
+
 def _walk(module: str):
     """``module`` and, for a package, every module in it, in registry._import_all's order."""
     yield module
@@ -187,11 +266,17 @@ def _walk(module: str):
                 yield from _walk(f"{module}.{child}")
 
 
-def builtin_listing(builtins: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
-    """{registry variable name: [(name, description)] in registration order} of the built-in modules; raises
-    :class:`Unresolvable` (or SyntaxError/OSError) when the source cannot be read statically."""
+def read_builtins(builtins: tuple[str, ...]) -> _Reader:
+    """The reader of the built-in modules' sources; raises :class:`Unresolvable` (or SyntaxError/OSError) when
+    the source cannot be read statically."""
     reader = _Reader()
     for name in builtins:
         for module in _walk(name):
             reader.visit(module)
-    return {reg: list(entries.items()) for reg, entries in reader.entries.items()}
+    return reader
+
+
+def builtin_listing(builtins: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
+    """{registry variable name: [(name, description)] in registration order} of the built-in modules; raises
+    :class:`Unresolvable` (or SyntaxError/OSError) when the source cannot be read statically."""
+    return {reg: list(entries.items()) for reg, entries in read_builtins(builtins).entries.items()}

@@ -98,6 +98,11 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def env_world_size() -> int:
+    """The number of processes torchrun started (``WORLD_SIZE``; 1 without torchrun)."""
+    return env_positive_int("WORLD_SIZE", 1, " (set by torchrun)")
+
+
 def env_positive_int(var: str, default: int, hint: str = "") -> int:
     """A positive integer from the environment variable ``var`` (``default`` when unset or empty); BadInput
     otherwise."""

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..core.errors import BadInput
+from .records_check import CHANNEL_COUNTS, check_image_array
 
 RANGES = ("auto", "-1:1", "0:1", "0:255")
 #: slack on the range bounds (float rounding of a rescaled image)
@@ -32,8 +33,6 @@ TOLERANCE = 1e-4
 #: images with no pixel brighter than half-white is rare, while a 0..16 (sklearn's raw digits) or 0..100 scale read
 #: as 0..255 squeezes every record into the dark end and hides a memorising model's leak
 EIGHT_BIT_MIN_MAX = 128.0
-#: the channel counts an image array may have (gray, RGB, RGBA)
-CHANNEL_COUNTS = (1, 3, 4)
 
 
 def check_range_name(records_range) -> str:
@@ -61,8 +60,6 @@ def _decode_uint8(images: np.ndarray, spec, records_range: str, want_channels: i
         raise BadInput(f"{spec}: uint8 images hold 0..255; --records-range {records_range} does not apply to them")
     if images.ndim == 3:
         images = images[..., None]
-    if images.ndim != 4:
-        raise BadInput(f"{spec}: uint8 images must be N×H×W×C, N×C×H×W or N×H×W, got shape {images.shape}")
     layout = _uint8_layout(images, spec, want_channels)
     t = torch.from_numpy(np.ascontiguousarray(images))
     if layout == "NHWC":
@@ -93,11 +90,6 @@ def infer_float_range(lo: float, hi: float, spec) -> str:
 
 
 def _decode_float(images: np.ndarray, spec, records_range: str):
-    if images.ndim != 4:
-        raise BadInput(f"{spec}: float images must be N×C×H×W, got shape {images.shape}")
-    if images.shape[1] not in CHANNEL_COUNTS and images.shape[-1] in CHANNEL_COUNTS:
-        raise BadInput(f"{spec}: float images must be N×C×H×W (channels first), got {images.shape}; "
-                       f"transpose them or store uint8 N×H×W×C")
     x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
     if not bool(torch.isfinite(x).all()):
         raise BadInput(f"{spec}: images hold NaN or infinite values")
@@ -122,11 +114,10 @@ def _decode_float(images: np.ndarray, spec, records_range: str):
 def decode_images(images: np.ndarray, spec, records_range: str = "auto", want_channels: int | None = None):
     """(x N×C×H×W float32 in [−1, 1], layout text, range provenance) of an image array (uint8 or float)."""
     check_range_name(records_range)
+    check_image_array(images.shape, images.dtype, spec)
     if images.dtype == np.uint8:
         return _decode_uint8(images, spec, records_range, want_channels)
-    if np.issubdtype(images.dtype, np.floating):
-        return _decode_float(images, spec, records_range)
-    raise BadInput(f"{spec}: images of dtype {images.dtype}: expected uint8 0..255 or float (--records-range)")
+    return _decode_float(images, spec, records_range)
 
 
 def eight_bit_range(spec, records_range: str) -> dict:

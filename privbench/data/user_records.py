@@ -18,6 +18,7 @@ import torch
 from ..core.errors import BadInput
 from ..core.registry import DATASETS
 from .base import Dataset, DatasetInfo
+from .records_check import is_records_path  # noqa: F401 - the CLI's --dataset PATH test, imported from here too
 from .records_io import load_records, records_sha256
 
 PREFIX = "records-"
@@ -27,15 +28,6 @@ _PATHS: dict[str, str] = {}  # dataset name -> the path it was registered from, 
 def registered_paths() -> dict[str, str]:
     """The user's records registered in this process (name -> path): what a worker process registers again."""
     return dict(_PATHS)
-
-
-def is_records_path(value: str | None) -> bool:
-    """Whether a ``--dataset`` value names the user's records (an existing .npz or folder) rather than a
-    registered dataset."""
-    if not value or value in DATASETS:
-        return False
-    p = Path(value)
-    return p.suffix == ".npz" or p.is_dir() or "/" in value or "\\" in value
 
 
 def register_records(path: str) -> str:

@@ -50,6 +50,7 @@ import torch.nn.functional as F
 
 from ..core.errors import BadInput
 from .roc import membership_metrics
+from .split_verdict import flagged  # noqa: F401 - the check's verdict, imported from here by the runs
 
 #: the "material shift" bound on the AUC's 95 % CI lower bound
 SHIFT_AUC_BOUND = 0.6
@@ -250,11 +251,6 @@ def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int =
                 "classifier": CLASSIFIER})
     out["verdict"] = verdict(out)
     return out
-
-
-def flagged(res: dict) -> bool:
-    """Whether a shift check's dict flags a shift: detected (p ≤ α) or material (CI lower bound > 0.6)."""
-    return bool(res.get("shift") or res.get("material"))
 
 
 def verdict(res: dict) -> str:

@@ -15,6 +15,7 @@ import torch
 
 from ..core.errors import BadInput
 from ..core.io import append_log, atomic_write_text
+from ..core.ranks import rank_target
 from ..core.registry import METHODS
 from ..core.schedule import Schedule
 from ..data.base import dataset_info, extractor_split, load_dataset
@@ -184,6 +185,9 @@ class Method:
     config_keys: tuple[str, ...] | None = None
     #: config keys shown with its results in reports' provenance
     provenance_keys: tuple[str, ...] = ()
+    #: why one of its targets can score exactly as another target does (reports add it as a note when two rows
+    #: of one attack have identical scores); a literal string, read without importing the method
+    coinciding_note = ""
     #: whether reference-model attacks (LiRA, RMIA, …) can train this method's reference models and query them
     #: with the target's records
     reference_models = True
@@ -197,10 +201,7 @@ class Method:
 
     @classmethod
     def target_rank(cls, target: str) -> tuple:
-        kind = cls.target_kind(target)
-        order = list(cls.target_order)
-        idx = target.split(":", 1)[1] if ":" in target else ""
-        return (order.index(kind) if kind in order else len(order), int(idx) if idx.isdigit() else 0, target)
+        return rank_target(target, cls.target_order, cls.target_kind(target))
 
     @classmethod
     def epsilon_settings(cls, cfg, epsilon: float) -> list[tuple[str, object]] | None:

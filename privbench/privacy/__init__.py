@@ -1,32 +1,27 @@
 """Formal privacy accounting: PFDM's LDP upload (``ldp``) and DP-SGD (``dpsgd``).
 
 The accountants register themselves from ``privbench.privacy.accountants`` (one file each). opacus and
-dp_accounting are imported only when a DP-SGD number is computed.
+dp_accounting are imported only when a DP-SGD number is computed; ``dpsgd`` and ``ldp`` (scipy) load on first
+use of one of their names, so the reports and gates that read ``privacy.claims`` stay light.
 """
-from .dpsgd import (
-    account_dpsgd,
-    dpsgd_accountant_names,
-    dpsgd_basis,
-    dpsgd_epsilon,
-    noise_multiplier_for_epsilon,
-    pld_epsilon,
-    prv_epsilon,
-    rdp_epsilon,
-)
-from .ldp import (
-    LDP_BASIS,
-    account_ldp,
-    alpha_bar,
-    delta_analytic_gaussian,
-    epsilon_analytic_gaussian,
-    epsilon_paper_bound,
-    epsilon_rdp,
-    epsilon_rdp_improved,
-    ldp_sigma,
-    min_t0,
-    pfdm_epsilon,
-    pfdm_privacy,
-)
+_FROM = {
+    **dict.fromkeys(("account_dpsgd", "dpsgd_accountant_names", "dpsgd_basis", "dpsgd_epsilon",
+                     "noise_multiplier_for_epsilon", "pld_epsilon", "prv_epsilon", "rdp_epsilon"), ".dpsgd"),
+    **dict.fromkeys(("LDP_BASIS", "account_ldp", "alpha_bar", "delta_analytic_gaussian", "epsilon_analytic_gaussian",
+                     "epsilon_paper_bound", "epsilon_rdp", "epsilon_rdp_improved", "ldp_sigma", "min_t0",
+                     "pfdm_epsilon", "pfdm_privacy"), ".ldp"),
+}
+
+
+def __getattr__(name: str):
+    """The accounting functions of ``dpsgd`` and ``ldp``, imported on first use."""
+    if name in _FROM:
+        # lazy: importlib only when an accounting name is asked for
+        import importlib
+
+        return getattr(importlib.import_module(_FROM[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "LDP_BASIS",

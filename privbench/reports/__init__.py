@@ -30,6 +30,20 @@ from ..core.io import atomic_path
 FORMATS = ("html", "csv", "latex", "markdown")
 
 
+def report_title(d: Path, bench: dict | None, targets: list[dict]) -> str:
+    """What the report is about: the suite; the outside models with their attacks (their run folders are named by
+    a hash); else the folder of the run or runs."""
+    if bench and bench.get("suite"):
+        return f"privbench report — suite {bench['suite']}"
+    if targets and all(b.get("model") for b in targets):
+        models = list(dict.fromkeys(b["model"] for b in targets))
+        attacks = list(dict.fromkeys(a["attack"] for b in targets for a in b["attacks"]))
+        names = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
+        return (f"privbench report — outside model{'s' if len(models) > 1 else ''} {names}"
+                + (f" ({', '.join(attacks)})" if attacks else ""))
+    return f"privbench report — {d.resolve().name}"
+
+
 def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None,
                   results_from: list | None = None, *, latex_style: str = "single",
                   attacks: list[str] | None = None, targets: list[str] | None = None) -> list[Path]:
@@ -39,7 +53,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders).
     ``latex_style``: "single" or "twocolumn" (reports.latex); ``attacks`` / ``targets``: only these attacks and
     targets, by name (reports.layout) — in every table, figure and CSV of the report."""
-    # lazy: torch and pandas only when a report is rendered; this __init__ runs for every reports module
+    # lazy: pandas only when a report is rendered; this __init__ runs for every reports module
     from .collect import load_results, read_bench
     from .layout import select_results
     from .tables import Tables
@@ -55,12 +69,11 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
-    from .present import paper_tables, test_preset_banner  # lazy: imports torch and pandas (see render_report)
+    from .present import paper_tables, test_preset_banner  # lazy: imports pandas (see render_report)
 
     tables = Tables.build(results, bench, base=d)
     targets = tables.targets()
-    title = (f"privbench report — suite {bench['suite']}" if bench and bench.get("suite")
-             else f"privbench report — {d.resolve().name}")
+    title = report_title(d, bench, targets)
     banner = test_preset_banner(tables)
     written: list[Path] = _write_csvs(tables, targets, out) if "csv" in formats else []
     from .privacy_utility import write_privacy_utility  # an ε-axis bench: the privacy-utility figure and table
@@ -73,17 +86,17 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     written += pc_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):
-        from .figures import write_roc_figures  # lazy: imports torch (see render_report)
+        from .figures import write_roc_figures  # lazy: imports matplotlib (see render_report)
 
         figures = write_roc_figures(targets, out)
         written += [f for group in figures.values() for fig in group for f in fig["files"]]
     if "latex" in formats:
-        from .latex import write_latex  # lazy: imports torch and pandas (see render_report)
+        from .latex import write_latex  # lazy: imports pandas (see render_report)
 
         written += write_latex(paper_tables(tables, targets, by_family=latex_style == "twocolumn"), out,
                                title=title, banner=banner, style=latex_style)
     if "markdown" in formats:
-        # lazy: imports torch and pandas (see render_report)
+        # lazy: imports pandas (see render_report)
         from .layout import drop_empty_columns
         from .markdown import write_markdown
 
@@ -92,7 +105,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                 for f in figures[group]]
         written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
-        from .html import render_html  # lazy: imports torch and pandas (see render_report)
+        from .html import render_html  # lazy: imports pandas (see render_report)
 
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
@@ -105,7 +118,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
 
 def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
-    from .latex import LATEX_STYLES  # lazy: imports torch and pandas (see render_report)
+    from .latex import LATEX_STYLES  # lazy: imports pandas (see render_report)
 
     formats = list(formats or FORMATS)
     bad = [f for f in formats if f not in FORMATS]
@@ -118,7 +131,7 @@ def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
 
 def _write_csvs(tables, targets, out: Path) -> list[Path]:
     """side_by_side, results, audit, accountant, provenance (+ fid, seeds and split_check when they have rows)."""
-    from .present import seeds_frame, several_seeds  # lazy: imports torch and pandas (see render_report)
+    from .present import seeds_frame, several_seeds  # lazy: imports pandas (see render_report)
 
     frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
               "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),

@@ -41,14 +41,11 @@ from typing import Any
 
 from safetensors import safe_open
 
-from ..attacks.base import MEMBERSHIP
-from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
+from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA, MEMBERSHIP
 from ..core.errors import BadInput
-from ..core.registry import METHODS
+from ..core.registry import METHODS, has_entry
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
-from ..data.base import dataset_info
-from ..privacy.audit_uploads import audit_upload_mechanism
 from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
 from ..privacy.compare import (
     KIND_TEXT,
@@ -215,6 +212,9 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
     key = (mech["clip"], mech["t0"], delta, confidence, seed, n_trials, shape, mech["num_timesteps"],
            mech["beta_start"], mech["beta_end"], mech["beta_schedule"], flag_bound_confidence)
     if key not in _UPLOAD_CACHE:
+        # lazy: the upload audit simulates uploads with torch; `audit` of other results stays torch-free
+        from ..privacy.audit_uploads import audit_upload_mechanism
+
         _UPLOAD_CACHE[key] = audit_upload_mechanism(
             mech["clip"], mech["t0"], delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
             num_timesteps=mech["num_timesteps"], beta_start=mech["beta_start"], beta_end=mech["beta_end"],
@@ -224,7 +224,7 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
 
 def upload_mechanism_of(res: Result) -> dict | None:
     """The LDP upload mechanism behind a result's formal ε, as its method declares it (None: no such mechanism)."""
-    if res.method not in METHODS or not res.config:
+    if not res.config or not has_entry("METHODS", res.method):
         return None
     return METHODS.get(res.method).factory.upload_mechanism(res.config, res.target)
 
@@ -238,6 +238,9 @@ def _image_shape(res: Result) -> tuple[int, ...]:
                 return tuple(f.get_slice("x").get_shape()[1:])
         except Exception:  # noqa: BLE001
             pass
+    # lazy: data.base imports torch; only the upload audit needs a dataset's shape
+    from ..data.base import dataset_info
+
     try:
         info = dataset_info(res.dataset)
         res_px = int((res.config.get("data") or {}).get("resolution") or 0)

@@ -6,7 +6,9 @@ Markdown all format numbers here, so no two outputs disagree about the same resu
 * a TPR at a fixed FPR that the non-member count cannot resolve (FPR < 1/n: with n non-members the smallest
   non-zero FPR is 1/n, so "TPR at FPR ≤ x" is the TPR at zero false positives whatever x < 1/n is) is ``n/a``
   (in CSV: empty, and its CI ends too); result.json keeps the computed number;
-* a bootstrap interval is ``[lo, hi]`` after its value.
+* a bootstrap interval is ``[lo, hi]`` after its value, its ends rounded outward (lo down, hi up) to the
+  interval's decimals, so that the printed interval contains what the exact one contains: a value of 0.998 with
+  the interval [0.995, 1.0] reads ``0.998 [0.99, 1.00]``, never ``[1.00, 1.00]``.
 """
 from __future__ import annotations
 
@@ -60,11 +62,21 @@ def text(v: Any) -> str:
     return str(v)
 
 
+def _outward(v: float, nd: int, up: bool) -> float:
+    """``v`` rounded to ``nd`` decimals away from the interval's inside (a float's last-digit noise is ignored:
+    0.94 stays 0.94)."""
+    scaled = round(v * 10 ** nd, 6)
+    return (math.ceil(scaled) if up else math.floor(scaled)) / 10 ** nd
+
+
 def ci(c: Any, nd: int = 2) -> str:
-    """``[lo, hi]`` of a bootstrap interval, or "" when there is none."""
+    """``[lo, hi]`` of a bootstrap interval (ends rounded outward: the module doc), or "" when there is none."""
     if _missing(c) or not c or _missing(c[0]) or _missing(c[1]):
         return ""
-    return f"[{float(c[0]):.{nd}f}, {float(c[1]):.{nd}f}]"
+    lo, hi = float(c[0]), float(c[1])
+    lo = lo if math.isinf(lo) else _outward(lo, nd, up=False)
+    hi = hi if math.isinf(hi) else _outward(hi, nd, up=True)
+    return f"[{num(lo, nd)}, {num(hi, nd)}]"
 
 
 def metric_text(metrics: dict, metric: str, n_nonmembers: Any, nd: int = 3) -> str:

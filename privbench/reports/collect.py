@@ -19,13 +19,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..attacks.base import MEMBERSHIP
 from ..bench.cell_schema import BenchCell, cells_of
 from ..core.config import config_from_dict, migrate_config_dict
+from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.io import sha256_file
 from ..core.yamlio import read_yaml
 from ..metrics.roc import membership_metrics
+from ..models.hub_cache import hub_id_of
 from ..runs.result_schema import AttackResult
 from ..runs.store import find_results
 from .order import is_private
@@ -135,6 +136,29 @@ class Result:
             recs = prov.records_sha256 or json.dumps([prov.members, prov.nonmembers], sort_keys=True, default=str)
             return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{recs}", self.target)
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
+
+    @property
+    def outside_model(self) -> str | None:
+        """An outside model's name for tables: its folder's name (a Hub id as given); None for privbench's own."""
+        prov = self.res.provenance
+        model = (prov.model or {}) if prov is not None else {}
+        if self.method != "external" or not model:
+            return None
+        path = Path(str(model.get("path") or "?"))
+        hub = hub_id_of(path)
+        if hub:
+            return hub
+        return path.name if path.is_dir() or not path.suffix else f"{path.parent.name}/{path.name}"
+
+    @property
+    def outside_records(self) -> str | None:
+        """An outside model's records for tables: ``members.npz / heldout.npz`` with their pixel range."""
+        prov = self.res.provenance
+        if self.method != "external" or prov is None or not (prov.members or prov.nonmembers):
+            return None
+        names = [Path(str((d or {}).get("spec") or "?")).name for d in (prov.members, prov.nonmembers)]
+        rng = (prov.members or {}).get("range")
+        return " / ".join(names) + (f" ({rng})" if rng else "")
 
     def label(self) -> str:
         return f"{self.attack} on {self.method_label}/{self.target} ({self.dataset}, {self.preset}, seed {self.seed})"

@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..attacks.base import MEMBERSHIP
+from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
-from ..metrics.roc import is_inverted
+from ..metrics.roc import FPR_LABEL, FPR_OF, is_inverted, resolvable
 from .collect import Result, load_results, role_of
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
@@ -104,8 +104,6 @@ def _matches(g: dict, r: Result) -> bool:
 
 def _tpr_metric(metric: str) -> str | None:
     """The TPR-at-fixed-FPR key a gate metric reads (``tpr_at_1pct_fpr`` or one of its CI ends), else None."""
-    from .present import FPR_OF  # lazy: reports.present loads pandas and scipy; reports.gates does not
-
     for suf in ("", *_CI_SUFFIXES):
         base = metric[: len(metric) - len(suf)] if suf else metric
         if (not suf or metric.endswith(suf)) and base in FPR_OF:
@@ -116,8 +114,6 @@ def _tpr_metric(metric: str) -> str | None:
 def _check_resolvable(g: dict, r: Result) -> None:
     """A gate on a TPR at an FPR the result's non-member count cannot resolve checks a number every report shows
     as n/a (the TPR at zero false positives, whatever the FPR): bad input, naming the smallest resolvable FPR."""
-    from .present import FPR_LABEL, resolvable  # lazy: reports.present loads pandas and scipy; reports.gates does not
-
     base = _tpr_metric(g["metric"])
     n = r.get("n_nonmembers")
     if base is None or resolvable(base, n):
@@ -129,8 +125,6 @@ def _check_resolvable(g: dict, r: Result) -> None:
 
 
 def _fpr(metric: str) -> float:
-    from .present import FPR_OF  # lazy: reports.present loads pandas and scipy; reports.gates does not
-
     return FPR_OF[metric]
 
 
@@ -209,8 +203,8 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
         if not matched:
             if g.get("optional"):
                 continue
-            raise BadInput(f"{describe(g)} matched none of the {len(res)} results given; a gate that checks "
-                           f"nothing would pass silently (mark it optional: true to allow this)")
+            raise BadInput(f"{describe(g)} matched none of the {len(res)} results given ({present_pairs(res)}); a "
+                           f"gate that checks nothing would pass silently (mark it optional: true to allow this)")
         for r in matched:
             _check_resolvable(g, r)
             v, known = metric_value(r, g["metric"])
@@ -222,8 +216,9 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
                 v, why = audit_exceeds(g, r, res)
             n_checked += 1
             where = f"{r.label()} [{r.path}]"
+            note = f"; note: {' '.join(str(g['note']).split())}" if g.get("note") not in (None, "") else ""
             if v is None or (isinstance(v, float) and math.isnan(v)):
-                breaches.append(f"{describe(g)}: {g['metric']} is missing/NaN in {where}")
+                breaches.append(f"{describe(g)}: {g['metric']} is missing/NaN in {where}{note}")
                 continue
             bad = []
             if "max" in g and r.kind == MEMBERSHIP and is_inverted(r.metrics.get("auc"),
@@ -237,8 +232,20 @@ def check_gates(gates_path: str | Path, results: list[str]) -> tuple[list[str], 
                 bad.append(f"{v:.4g} < min {g['min']:g}")
             if bad:
                 shown = f"inf ({_why_infinite(r)})" if math.isinf(v) else f"{v:.4g}" + (f" ({why})" if why else "")
-                breaches.append(f"{describe(g)}: {g['metric']} = {shown} ({'; '.join(bad)}) in {where}")
+                breaches.append(f"{describe(g)}: {g['metric']} = {shown} ({'; '.join(bad)}) in {where}{note}")
     return breaches, n_checked
+
+
+def present_pairs(res: list[Result]) -> str:
+    """What the results hold, for a gate that matched none: each method/target with its attacks."""
+    pairs: dict[str, list[str]] = {}
+    for r in res:
+        attacks = pairs.setdefault(f"{r.method}/{r.target}", [])
+        if r.attack not in attacks:
+            attacks.append(r.attack)
+    if not pairs:
+        return "none"
+    return "they hold " + "; ".join(f"{k} ({', '.join(v)})" for k, v in sorted(pairs.items()))
 
 
 def skipped_optional(gates_path: str | Path, results: list[str]) -> list[str]:

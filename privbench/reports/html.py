@@ -15,17 +15,16 @@ from pathlib import Path
 import jinja2
 import numpy as np
 import pandas as pd
-import torch
 
-from ..attacks.base import MEMORIZATION, RECONSTRUCTION
-from ..core.constants import DEFAULT_DELTA
+from ..core.constants import DEFAULT_DELTA, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_write_text, safe_name
-from ..core.provenance import git_info, version
-from ..core.registry import METHODS
+from ..core.provenance import git_info, package_version, version
+from ..core.registry import entry_attribute, has_entry
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.compare import KIND_TEXT
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
+from .coincide import coinciding
 from .collect import Result, released_start_weight
 from .figures import grid_columns, write_roc_figures
 from .headline import RULE
@@ -86,14 +85,20 @@ def side_by_side_columns(targets: list[dict]) -> dict[str, bool]:
 
 
 def _annotate(targets: list[dict]) -> Footnotes:
-    """Footnote marks of the side-by-side table: each target's ε basis and each unresolvable TPR's reason."""
+    """Footnote marks of the side-by-side table: each target's ε basis, each unresolvable TPR's reason, and why two
+    rows of one attack have identical scores."""
     notes = Footnotes()
+    same = {(a, m, t): note for a, rows, note in coinciding(
+        [(a["attack"], b["method"], b["target"], (b["dataset"], b["seed"]), a["result"].scores_file)
+         for b in targets for a in b["attacks"]]) for m, t in rows}
     for b in targets:
         b["eps_mark"] = notes.mark(basis_text(b.get("privacy"), b["role"]))
         for a in b["attacks"]:
             n = a["result"].get("n_nonmembers")
             a["na"] = {m: notes.mark(unresolvable_reason(m, n)) for m in FPR_OF if not resolvable(m, n)}
             a["rule_mark"] = notes.mark(TPR_RULE_LT) if a["result"].get("tpr_rule") == "lt" else None
+            why = same.get((a["attack"], b["method"], b["target"]))
+            a["same_mark"] = notes.mark(why) if why else None
     return notes
 
 
@@ -197,9 +202,10 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "title": title, "source": source, "bench": bench or {}, "toc": toc, "lead_sections": list(lead_sections),
         "suite_file": Path(str((bench or {}).get("suite_path") or "")).name,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "version": version(), "git": git, "python": platform.python_version(), "torch": torch.__version__,
+        "version": version(), "git": git, "python": platform.python_version(), "torch": package_version("torch"),
         "numpy": np.__version__,
         "targets": targets, "n_results": len(tables.results), "show": show,
+        "only_outside": bool(targets) and all(b.get("model") for b in targets),
         "methods": sorted({b["method"] for b in targets}),
         "audit_rows": [dict(r, verdict=audit_verdict(r)) for r in _records(audit)],
         "role_labels": ROLE_LABELS, "split_rows": _records(tables.split_check_frame()),
@@ -264,9 +270,9 @@ def _runs(tables: Tables) -> list[dict]:
 
 def _provenance_settings(method: str, cfg: dict) -> dict | None:
     """The config keys a method asks to show beside its runs (``provenance_keys``)."""
-    if method not in METHODS:
+    if not has_entry("METHODS", method):
         return None
-    keys = METHODS.get(method).factory.provenance_keys
+    keys = entry_attribute("METHODS", method, "provenance_keys")
     out = {}
     for key in keys:
         sec, _, name = key.partition(".")

@@ -3,21 +3,24 @@
 that is not installed here) go last, in name order."""
 from __future__ import annotations
 
-from ..core.registry import ATTACKS, METHODS
+from ..core.ranks import rank_target
+from ..core.registry import METHODS, entry_attribute, entry_owners, has_entry
 
 UNKNOWN = 10_000
 
 
 def method_rank(method: str) -> int:
-    return METHODS.get(method).factory.report_order if method in METHODS else UNKNOWN
+    return entry_attribute("METHODS", method, "report_order") if has_entry("METHODS", method) else UNKNOWN
 
 
 def is_private(method: str) -> bool:
-    return bool(method in METHODS and METHODS.get(method).factory.private)
+    return bool(has_entry("METHODS", method) and entry_attribute("METHODS", method, "private"))
 
 
 def target_rank(method: str, target: str) -> tuple:
-    if method in METHODS:
+    if has_entry("METHODS", method):
+        if entry_owners("METHODS", method, ("target_rank", "target_kind")) == {"Method"}:  # the base's ranking
+            return rank_target(target, tuple(entry_attribute("METHODS", method, "target_order")))
         return METHODS.get(method).factory.target_rank(target)
     head, _, k = target.partition(":")
     return (UNKNOWN, int(k) if k.isdigit() else 0, target)
@@ -26,7 +29,7 @@ def target_rank(method: str, target: str) -> tuple:
 def attack_rank(attack: str) -> int:
     """By the attack's report_order; variants (``lira@online``) right after their attack's default."""
     name = attack.split("@", 1)[0]
-    return ATTACKS.get(name).factory.report_order if name in ATTACKS else UNKNOWN
+    return entry_attribute("ATTACKS", name, "report_order") if has_entry("ATTACKS", name) else UNKNOWN
 
 
 #: the attack families of a paper's membership tables, in page order (asked of each attack's ``needs_references``)
@@ -37,5 +40,5 @@ def attack_family(attack: str) -> str:
     """"reference-model attacks" for attacks that train reference models (LiRA, RMIA, GSA), else "single-model
     attacks" — the split a two-column paper's membership tables use (plug-ins not installed here: single-model)."""
     name = attack.split("@", 1)[0]
-    refs = name in ATTACKS and bool(getattr(ATTACKS.get(name).factory, "needs_references", False))
+    refs = has_entry("ATTACKS", name) and bool(entry_attribute("ATTACKS", name, "needs_references", False))
     return FAMILIES[1] if refs else FAMILIES[0]

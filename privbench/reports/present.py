@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..attacks.base import MEMORIZATION, RECONSTRUCTION
+from ..core.constants import MEMORIZATION, RECONSTRUCTION
 from ..core.registry import PRESETS
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
@@ -24,6 +24,7 @@ from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F
 from .cells import ci as _ci
 from .cells import num as _f
 from .cells import text as _t
+from .coincide import coinciding
 from .order import FAMILIES, attack_family
 from .tables import Tables
 
@@ -142,8 +143,14 @@ def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
 
 
 def _where_columns(targets: list[dict]) -> list[str]:
-    """"dataset" and/or "seed" columns, when the report spans several of them."""
-    return [k for k in ("dataset", "seed") if len({b[k] for b in targets}) > 1]
+    """"dataset" and/or "seed" columns, when the report spans several of them; "model" and/or "records" when it
+    spans several outside models or record sets (their rows would otherwise read alike)."""
+    return [k for k in ("dataset", "seed", "model", "records") if len({b.get(k) for b in targets}) > 1]
+
+
+def _frame_where(df) -> list[str]:
+    """:func:`_where_columns` for a table built from a frame (audit, shift check)."""
+    return [k for k in ("dataset", "seed", "model", "records") if k in df and df[k].astype(str).nunique() > 1]
 
 
 def membership_table(targets: list[dict], family: str | None = None) -> PaperTable:
@@ -162,6 +169,9 @@ def membership_table(targets: list[dict], family: str | None = None) -> PaperTab
         where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
                  tpr_header(targets, "0.1%")],
         "l" * len(where) + "llrrlrrrr")
+    same = {(a, m, tg): note for a, rows, note in coinciding(
+        [(a["attack"], b["method"], b["target"], (b["dataset"], b["seed"]), a["result"].scores_file)
+         for b in targets for a in b["attacks"]]) for m, tg in rows}
     for b in targets:
         attacks = [a for a in b["attacks"] if family is None or attack_family(a["attack"]) == family]
         if not attacks:
@@ -174,7 +184,9 @@ def membership_table(targets: list[dict], family: str | None = None) -> PaperTab
                      _lb_cell(b)] if i == 0
                     else [Cell("") for _ in range(len(where) + 4)])
             inv = [t.notes.mark(INVERTED_NOTE)] if is_inverted(m.get("auc"), a["ci"].get("auc")) else []
-            t.rows.append(head + [Cell(a["attack"]), Cell(_f(m.get("auc")), _ci(a["ci"].get("auc")), inv),
+            note = same.get((a["attack"], b["method"], b["target"]))
+            t.rows.append(head + [Cell(a["attack"], "", [t.notes.mark(note)] if note else []),
+                                  Cell(_f(m.get("auc")), _ci(a["ci"].get("auc")), inv),
                                   Cell(_f(m.get("asr"), 2)), tpr_cell(a, "tpr_at_1pct_fpr", t.notes),
                                   tpr_cell(a, "tpr_at_0_1pct_fpr", t.notes)])
     return t
@@ -224,7 +236,7 @@ def audit_table(tables: Tables) -> PaperTable | None:
                    ["method", "target", "attack", "CP ε lb (ceiling)", "one-run ε lb (ceiling)", "formal ε",
                     "claimed ε", "verdict"],
                    "lllrrrrl")
-    where = [k for k in ("dataset", "seed") if df[k].nunique() > 1]
+    where = _frame_where(df)
     t.columns, t.align = where + t.columns, "l" * len(where) + t.align
     for r in df.astype(object).to_dict("records"):
         e = r.get("formal_epsilon")
@@ -266,10 +278,12 @@ def split_check_table(tables: Tables) -> PaperTable | None:
                    "attack's AUC up to the classifier's is not evidence of leakage (Das, Zhang & Tramèr 2024); "
                    "material: the CI's lower bound exceeds 0.6. Without a shift, the smallest AUC the test detects "
                    "with 80% power.",
-                   ["method", "target", "AUC", "p", "records", "verdict"], "llrrrl")
+                   ["method", "target", "AUC", "p", "members / non-members", "verdict"], "llrrrl")
+    where = _frame_where(df)
+    t.columns, t.align = where + t.columns, "l" * len(where) + t.align
     for r in df.astype(object).to_dict("records"):
-        ci = f"[{_f(r['ci95_low'])}, {_f(r['ci95_high'])}]" if r.get("ci95_low") is not None else ""
-        t.rows.append([Cell(str(r["method"])), Cell(str(r["target"])), Cell(_f(r["auc"]), ci),
+        ci = _ci((r['ci95_low'], r['ci95_high']), 3) if r.get("ci95_low") is not None else ""
+        t.rows.append([Cell(_t(r[k])) for k in where] + [Cell(str(r["method"])), Cell(str(r["target"])), Cell(_f(r["auc"]), ci),
                        Cell(_f(r.get("p_value"))), Cell(f"{r['n_members']} / {r['n_nonmembers']}"),
                        Cell(_split_verdict(r))])
     return t

@@ -28,9 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
-from ..core.mechanisms import SEEDED_NOISE_LABEL
-from ..metrics.split_shift import flagged
+from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION, SEEDED_NOISE_LABEL
+from ..metrics.split_verdict import flagged
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
 from ..privacy.compare import (
     KIND_TEXT,
@@ -259,6 +258,7 @@ class Tables:
                     "registered_method": r.method, "target": r.target,
                     "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
                     "axis_epsilon": r.axis_epsilon, "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
+                    "model": r.outside_model, "records": r.outside_records,
                 }
             if r.privacy and not b["privacy"]:
                 b["privacy"] = r.privacy
@@ -288,7 +288,7 @@ class Tables:
             s = same[0]
             key = (s["dataset"], s["seed"], rd, tname)
             blocks[key] = {**{k: s[k] for k in ("dataset", "seed", "preset", "method", "registered_method", "role",
-                                                "run_dir", "config_hash", "axis_epsilon")},
+                                                "run_dir", "config_hash", "axis_epsilon", "model", "records")},
                            "target": tname, "privacy": None, "attacks": [], MEMORIZATION: None,
                            RECONSTRUCTION: None, "fid": rec}
         out = list(blocks.values())
@@ -332,8 +332,11 @@ class Tables:
             p = b["privacy"] or {}
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
                                    "method": b["method"], "registered_method": b["registered_method"],
-                                   "target": b["target"], "formal_epsilon": formal_epsilon(p), "formal_delta": as_number(p.get("delta")),
-                                   "epsilon_basis": p.get("basis")}
+                                   "target": b["target"]}
+            if any(x.get("model") for x in blocks):  # outside models: which model and which records
+                row.update(model=b.get("model"), records=b.get("records"))
+            row.update(formal_epsilon=formal_epsilon(p), formal_delta=as_number(p.get("delta")),
+                       epsilon_basis=p.get("basis"))
             row.update(conditional_columns(p))
             by = {a["attack"]: a for a in b["attacks"]}
             for att in attacks:
@@ -391,7 +394,8 @@ class Tables:
             claim = compared_claim(r.privacy)
             other = conditional_columns(r.privacy)
             rows.append({
-                "dataset": r.dataset, "seed": r.seed, "method": r.method_label, "registered_method": r.method,
+                "dataset": r.dataset, "seed": r.seed, "model": r.outside_model, "records": r.outside_records,
+                "method": r.method_label, "registered_method": r.method,
                 "target": r.target, "attack": r.attack, "epsilon_lower_bound": cp["epsilon_lower_bound"], "ceiling": cp["ceiling"],
                 "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
                 "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
@@ -433,7 +437,8 @@ class Tables:
                 continue
             seen.add(key)
             # a result without "material" predates the permutation test: its "shift" was the CI rule
-            rows.append({"dataset": r.dataset, "seed": r.seed, "method": r.method_label, "target": r.target,
+            rows.append({"dataset": r.dataset, "seed": r.seed, "model": r.outside_model,
+                         "records": r.outside_records, "method": r.method_label, "target": r.target,
                          "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "p_value": sc.get("p_value"),
                          "detectable_auc": sc.get("detectable_auc"), "shift": flagged(sc),
                          "material": bool(sc.get("material", sc.get("shift"))), "bound": sc.get("bound"),

@@ -6,14 +6,15 @@ import io
 import json
 from pathlib import Path
 
-from ..attacks.base import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..bench.cell_schema import cells_of
+from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from ..runs.result_schema import AttackResult, Provenance
 from . import render_report
 from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
+from .coincide import coinciding
 from .collect import read_cell_result
 
 ORACLE = "oracle (chosen on evaluation labels)"
@@ -157,6 +158,9 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
     for r in results:
         for w in r.get("warnings") or []:
             out.write(f"  ! {r['attack']}: {w}\n")
+    for _attack, _rows, note in coinciding([(r["attack"], r["method"], r["target"], (r.get("dataset"), r.get("seed")),
+                                             r.get("scores_path")) for r in mem]):
+        out.write(f"  note: {note}\n")
     if detailed:
         for r in results:
             out.write(_details(r))
@@ -285,14 +289,21 @@ def write_bench_tables(res: dict) -> dict:
     return res
 
 
-def result_summary(res: dict) -> str:
-    """The runner's table plus where the run and its provenance are (an external run's result)."""
-    r = AttackResult.from_json(res)
-    prov = r.provenance or Provenance()
-    model = prov.model or {}  # the model loader's own object: its keys depend on the format (models/external.py)
-    lines = [format_table([res]).rstrip("\n"),
-             f"model: {model.get('path', '?')} ({model.get('format')}; {model.get('weights')}; "
-             f"{model.get('prediction_type')} prediction; sha256 {str(prov.weights_sha256)[:12]})",
-             f"schedule: {(model.get('scheduler') or {}).get('source')}",
-             f"run: {r.run_dir}"]
+def result_summary(res: dict | list[dict]) -> str:
+    """One table of an outside model's results (one per attack of ``attack --attack a,b``), then the model and
+    its schedule once, and the run each attack wrote."""
+    results = res if isinstance(res, list) else [res]
+    lines = [format_table(results).rstrip("\n")]
+    shown: set[str] = set()
+    for one in results:
+        r = AttackResult.from_json(one)
+        prov = r.provenance or Provenance()
+        model = prov.model or {}  # the model loader's own object: its keys depend on the format (models/external.py)
+        text = (f"model: {model.get('path', '?')} ({model.get('format')}; {model.get('weights')}; "
+                f"{model.get('prediction_type')} prediction; sha256 {str(prov.weights_sha256)[:12]})\n"
+                f"schedule: {(model.get('scheduler') or {}).get('source')}")
+        if text not in shown:
+            shown.add(text)
+            lines.append(text)
+        lines.append(f"run: {r.run_dir}" + (f" ({r.attack})" if len(results) > 1 else ""))
     return "\n".join(lines)

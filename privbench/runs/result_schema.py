@@ -26,7 +26,7 @@ from functools import cache
 from types import UnionType
 from typing import Any, get_args, get_type_hints
 
-from ..attacks.base import MEMBERSHIP
+from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 
 #: bump when a key changes meaning or a written key is added or removed; add the migration to ``from_json``

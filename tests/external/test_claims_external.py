@@ -37,8 +37,8 @@ def test_a_claim_the_lower_bound_exceeds_is_flagged_by_audit_and_check(memorized
 
     gates = tmp_path / "g.yaml"
     gates.write_text("gates:\n"
-                     "  - {method: external, target: model, attack: pia, metric: audit.exceeds_claim, max: 0}\n"
-                     "  - {method: external, target: model, attack: pia, metric: privacy.epsilon, max: 10}\n")
+                     "  - {method: external, target: pipeline, attack: pia, metric: audit.exceeds_claim, max: 0}\n"
+                     "  - {method: external, target: pipeline, attack: pia, metric: privacy.epsilon, max: 10}\n")
     code, out, err = cli("check", "--gates", gates, run_dir)
     assert code == 1, (out, err)
     breaches = [line for line in err.splitlines() if line.startswith("BREACH:")]

@@ -37,7 +37,7 @@ def test_run_model_writes_a_report_prints_its_path_and_matches_attack_model(mode
     code, out, err = cli("run", *_ext_args(model), "--attack", "pia", "--runs-dir", tmp_path / "a", "--json")
     assert code == 0, err
     res = json.loads(out)
-    assert res["method"] == "external" and res["target"] == "model" and res["attack"] == "pia"
+    assert res["method"] == "external" and res["target"] == "pipe" and res["attack"] == "pia"  # its folder's name
     page = Path(res["report"]["rendered"][[p.endswith("index.html") for p in res["report"]["rendered"]].index(True)])
     assert page.is_file() and page.parent == Path(res["run_dir"]) / "report"
     assert (Path(res["run_dir"]) / "report.md").is_file()

@@ -124,7 +124,7 @@ def test_attack_model_takes_a_variant_label(random_pipeline, tmp_path):
     assert r.code == 0, r
     res = json.loads(r.out)
     assert res["label"] == "secmi@paper" and res["attack_config"]["secmi_offset"] == "paper"
-    gates = _gates(tmp_path, "gates:\n  - {method: external, target: model, attack: secmi@paper, metric: auc, "
+    gates = _gates(tmp_path, "gates:\n  - {method: external, target: m, attack: secmi@paper, metric: auc, "
                              "max: 1.0}\n")
     assert cli("check", "--gates", gates, tmp_path / "runs").code == 0
     assert_one_line(cli("attack", "--model", root / "m", "--members", root / "mem.npz", "--nonmembers",

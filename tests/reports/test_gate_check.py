@@ -107,13 +107,14 @@ def test_shipped_tiny_gates_parse():
 
 
 def _tiny_external(tmp_path, n=32):
-    """A result like the docs' example: an outside model attacked on 32 members and 32 non-members."""
+    """A result like the docs' example: an outside model (``--model ./checkpoint``, so its results' target is the
+    folder's name) attacked on 32 members and 32 non-members."""
     import numpy as np
     from report_fakes import write_result
 
     y = np.r_[np.ones(n, int), np.zeros(n, int)]
     return write_result(tmp_path / "ext", y * 0.3 + np.random.default_rng(1).normal(size=2 * n), y,
-                        method="external", target="model", attack="pia")
+                        method="external", target="checkpoint", attack="pia")
 
 
 @pytest.mark.parametrize("metric", ["tpr_at_1pct_fpr", "tpr_at_1pct_fpr_ci95_high", "tpr_at_0_1pct_fpr"])
@@ -121,7 +122,7 @@ def test_a_gate_on_an_unresolvable_tpr_is_exit_2(tmp_path, metric):
     """With 32 non-members a TPR at 1 % FPR is the TPR at zero false positives (every report shows n/a); a gate on it
     used to breach or pass on that number."""
     p = _tiny_external(tmp_path)
-    g = gates(tmp_path, f"{{method: external, target: model, attack: pia, metric: {metric}, max: 0.05}}")
+    g = gates(tmp_path, f"{{method: external, target: checkpoint, attack: pia, metric: {metric}, max: 0.05}}")
     code, out, err = check("--gates", g, p)
     assert code == 2, (out, err)
     assert "smallest resolvable FPR here is 1/32 = 3.12%" in err and "Traceback" not in err

@@ -183,6 +183,9 @@ class DPSAD(Method):
     default_target = "student"
     private = True
     report_order = 30
+    coinciding_note = ("with dpsad.teacher_data=members the teacher is centralized's training (the same members, seed "
+                       "and initialisation, non-private); with dpsad.teacher_steps equal to train.steps its weights, "
+                       "and so its scores, are centralized's model's")
     target_order = ("student", "teacher")
     config_keys = ("dp", "dpsad", "train.ema_start_weight")
 

@@ -157,6 +157,9 @@ class PFDM(FederatedMethod):
     default_target = "shared"
     private = True
     report_order = 10
+    coinciding_note = ("pipeline:K predicts noise with client K's model at every timestep below t0 (the shared model "
+                       "only above), so an attack that queries only timesteps below t0 scores pipeline:K and "
+                       "client:K identically")
     target_order = ("shared", "pipeline", "client")
     config_keys = ("pfdm", "clients", "dp.delta", "dp.noise_source")  # delta: the (ε, δ) each upload is reported with
     provenance_keys = ("clients.n_clients", "pfdm.clip", "pfdm.t0")
