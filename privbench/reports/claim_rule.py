@@ -64,9 +64,11 @@ def _finite(v) -> bool:
     return v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(float(v))
 
 
-def summarize(values: list, own_ci=None, why: str | None = None) -> Side:
+def summarize(values: list, own_ci=None, why: str | None = None,
+              bounds: tuple[float, float] = (-math.inf, math.inf)) -> Side:
     """The side of one claim from its values, one per seed (None and NaN are dropped: e.g. a TPR the non-members
-    cannot resolve). Two or more: the mean and its t-interval over seeds at :data:`CONFIDENCE`. One: ``own_ci``
+    cannot resolve). Two or more: the mean and its t-interval over seeds at :data:`CONFIDENCE`, clipped to the
+    metric's range ``bounds`` (the mean of an AUC lies in [0, 1] whatever the t-interval's width). One: ``own_ci``
     (the result's bootstrap ``[lo, hi]``) when it has one, else no interval. ``why``: the reason given when no
     value is left."""
     vals = [float(v) for v in values if _finite(v)]
@@ -77,7 +79,7 @@ def summarize(values: list, own_ci=None, why: str | None = None) -> Side:
     if n >= 2:
         sd = math.sqrt(math.fsum((v - m) ** 2 for v in vals) / (n - 1))
         h = float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, n - 1)) * sd / math.sqrt(n)
-        return Side(m, m - h, m + h, n, T_OVER_SEEDS)
+        return Side(m, max(m - h, bounds[0]), min(m + h, bounds[1]), n, T_OVER_SEEDS)
     if own_ci is not None and len(own_ci) == 2 and all(_finite(x) for x in own_ci) and own_ci[0] <= own_ci[1]:
         return Side(m, float(own_ci[0]), float(own_ci[1]), 1, OWN_CI)
     return Side(m, None, None, 1, why="one seed and no CI of its own")

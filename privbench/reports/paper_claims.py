@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html as _html
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ from .collect import read_result
 from .latex import escape
 
 #: decimals a metric is shown with (FIDs are tens, rates are in [0, 1])
-DECIMALS = {"fid": 1, "fid_heldout": 1, "kid": 4, "kid_heldout": 4}
+DECIMALS = {"fid": 1, "fid_heldout": 1}
 #: a metric's name in the LaTeX table's narrow column
 SHORT = {"auc": "AUC", "asr": "ASR", "tpr_at_1pct_fpr": "TPR@1%", "tpr_at_0_1pct_fpr": "TPR@0.1%", "fid": "FID",
          "kid": "KID", "fid_heldout": "FID (held-out)", "kid_heldout": "KID (held-out)", "downstream_accuracy": "acc.",
@@ -131,7 +132,8 @@ def _side(claim: PaperClaim, side: str, cells: list[BenchCell], base) -> tuple:
     valued = [o for o in obs if o.get("value") is not None]
     why = ("no cell selected" if not chosen else f"{len(done)} of {len(chosen)} cells finished" if not done
            else next((o["why"] for o in obs if o.get("why")), "no value in its results"))
-    s = summarize([o.get("value") for o in obs], valued[0].get("ci") if len(valued) == 1 else None, why)
+    s = summarize([o.get("value") for o in obs], valued[0].get("ci") if len(valued) == 1 else None, why,
+                  (0.0, math.inf) if claim.kind == "fid" else (0.0, 1.0))
     counts = list(dict.fromkeys(o["n"] for o in valued if o.get("n")))
     return s, "; ".join(counts) or None
 
@@ -160,10 +162,18 @@ def paper_claims_frame(bench: dict | None, base: Path | None = None) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def _decimals(metric: str, value) -> int:
+    """A metric's decimals; a KID's follow its magnitude (4 significant digits), which the extractor sets: about
+    0.01 with Inception's features, thousands with a small CNN's."""
+    if metric.startswith("kid") and isinstance(value, (int, float)) and math.isfinite(value) and value != 0:
+        return max(0, 3 - math.floor(math.log10(abs(value))))
+    return DECIMALS.get(metric, 3)
+
+
 def _value_text(r, side: str) -> str:
     """``mean [lo, hi]`` of one side (the one cell rule of reports/cells.py for a missing value)."""
-    nd = DECIMALS.get(r["metric"], 3)
     m, lo, hi = r[f"{side}_mean"], r[f"{side}_ci_lo"], r[f"{side}_ci_hi"]
+    nd = _decimals(r["metric"], m)
     if pd.isna(m):
         return num(None)
     return num(m, nd) + ("" if pd.isna(lo) else f" [{num(lo, nd)}, {num(hi, nd)}]")

@@ -341,3 +341,18 @@ def test_a_newer_claims_record_is_refused_in_one_line(tmp_path):
     (bench / "bench.json").write_text(json.dumps(data))
     r = CliRunner().invoke(main, ["report", str(bench), "--out", str(tmp_path / "out"), "--format", "csv"])
     assert r.exit_code == 2 and "schema_version 99 is newer" in r.stderr, r.stderr
+
+
+def test_an_interval_over_seeds_stays_inside_the_metrics_range():
+    """Three AUCs 0.6 / 0.99 / 0.85: the t-interval's upper end would pass 1; the claim's interval stops at 1."""
+    from privbench.reports.claim_rule import summarize
+
+    wide = summarize([0.6, 0.99, 0.85])
+    s = summarize([0.6, 0.99, 0.85], bounds=(0.0, 1.0))
+    assert wide.hi > 1 and s.hi == 1.0 and s.lo == wide.lo and s.mean == wide.mean
+
+
+def test_a_kid_is_printed_to_four_significant_digits():
+    from privbench.reports.paper_claims import _decimals
+
+    assert _decimals("kid", 0.01234) == 5 and _decimals("kid_heldout", 127604.2) == 0 and _decimals("fid", 1526.4) == 1
