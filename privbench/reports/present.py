@@ -144,13 +144,18 @@ def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
 
 def _where_columns(targets: list[dict]) -> list[str]:
     """"dataset" and/or "seed" columns, when the report spans several of them; "model" and/or "records" when it
-    spans several outside models or record sets (their rows would otherwise read alike)."""
-    return [k for k in ("dataset", "seed", "model", "records") if len({b.get(k) for b in targets}) > 1]
+    spans several outside models or record sets and the method/target names do not already tell its rows apart
+    (the columns are wide: a paper's table has no room for them where they add nothing)."""
+    keys = [k for k in ("dataset", "seed") if len({b.get(k) for b in targets}) > 1]
+    named = {tuple(b.get(k) for k in (*keys, "method", "target", "attack")) for b in targets}
+    if len(named) < len(targets):
+        keys += [k for k in ("model", "records") if len({b.get(k) for b in targets}) > 1]
+    return keys
 
 
 def _frame_where(df) -> list[str]:
     """:func:`_where_columns` for a table built from a frame (audit, shift check)."""
-    return [k for k in ("dataset", "seed", "model", "records") if k in df and df[k].astype(str).nunique() > 1]
+    return _where_columns(df.astype(str).to_dict("records"))  # as text: a missing value is one "nan", not many
 
 
 def membership_table(targets: list[dict], family: str | None = None) -> PaperTable:
@@ -162,11 +167,11 @@ def membership_table(targets: list[dict], family: str | None = None) -> PaperTab
         "Membership inference" + (f", {family}" if family else ""),
         "Per target, private methods first, then the non-private baselines. AUC, ASR and TPR "
         "at a fixed FPR use thresholds chosen on the evaluation labels (oracle, as in the SecMI/PIA papers); "
-        "brackets are stratified-bootstrap 95% intervals. Empirical ε lb: the target's headline lower bound, the "
+        "brackets are stratified-bootstrap 95% intervals. Emp. ε lb: the target's headline empirical lower bound, the "
         "largest of the Clopper–Pearson and one-run bounds of all its membership attacks" + (" (of every family)" if
         family else "") + ", each at confidence 1 − 0.05/(2k) for k attacks (Bonferroni over the 2k bounds), so it "
         "holds at 95% family-wise for that target; the audit table gives every bound at 95% alone.",
-        where + ["method", "target", "formal ε", "empirical ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
+        where + ["method", "target", "formal ε", "emp. ε lb", "attack", "AUC", "ASR", tpr_header(targets, "1%"),
                  tpr_header(targets, "0.1%")],
         "l" * len(where) + "llrrlrrrr")
     same = {(a, m, tg): note for a, rows, note in coinciding(

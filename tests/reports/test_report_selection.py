@@ -39,7 +39,7 @@ def test_selection_reaches_tables_csv_and_figures(tmp_path):
     md = (tmp_path / "rep" / "tables.md").read_text()
     header = next(line for line in md.splitlines() if line.startswith("| method"))
     assert "| loss |" not in md and "centralized" not in md
-    assert "FID" not in md and "memorized" not in md and "empirical ε lb" in header
+    assert "FID" not in md and "memorized" not in md and "emp. ε lb" in header
 
 
 def test_unknown_selection_is_one_line_exit_2(tmp_path):
