@@ -263,11 +263,24 @@ _VERIFIED_METRICS = ("auc", "asr", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr")
 _TOL = 1e-9
 
 
-def released_start_weight(run_dir: Path) -> float | None:
-    """The largest weight a network of the run keeps on the network it started from (its checkpoints' manifests,
-    written by the training loop: ``ema_decay ** steps``); None when no manifest records it."""
+def _target_checkpoints(target: str) -> list[str]:
+    """The checkpoint names of a target's networks: its own name (``client:0`` → ``client0``); a PFDM pipeline
+    is the client's network below t0 and the shared one above."""
+    if target.startswith("pipeline:"):
+        return [f"client{target.split(':', 1)[1]}", "shared"]
+    return [target.replace(":", "")]
+
+
+def released_start_weight(run_dir: Path, target: str | None = None) -> float | None:
+    """The largest weight a network keeps on the network it started from (its checkpoints' manifests, written by
+    the training loop: ``ema_decay ** steps``): of ``target``'s networks where their checkpoints exist, else of
+    every network of the run; None when no manifest records it."""
     weights = []
-    for path in sorted((Path(run_dir) / "checkpoints").glob("*.state.json")):
+    paths = sorted((Path(run_dir) / "checkpoints").glob("*.state.json"))
+    if target is not None:
+        own = [p for p in paths if p.name.removesuffix(".state.json") in _target_checkpoints(target)]
+        paths = own or paths
+    for path in paths:
         try:
             w = json.loads(path.read_text()).get("ema_start_weight")
         except (OSError, ValueError, AttributeError):  # an unreadable manifest records nothing

@@ -252,8 +252,23 @@ def _records(df) -> list[dict]:
     return df.astype(object).where(pd.notna(df), None).to_dict("records")
 
 
+def _start_weights(run_dir, targets: list[str]) -> str | None:
+    """The start weight of each target's networks ("0.0100", or "student 0.0100 · teacher 0.0183" where the
+    run's targets differ: a DP-SAD teacher is never released)."""
+    w = {t: released_start_weight(run_dir, t) for t in dict.fromkeys(targets)}
+    vals = {v for v in w.values() if v is not None}
+    if not vals:
+        return None
+    if len(vals) == 1:
+        return f"{vals.pop():.4f}"
+    return " · ".join(f"{t} {v:.4f}" for t, v in w.items() if v is not None)
+
+
 def _runs(tables: Tables) -> list[dict]:
     out, seen = [], set()
+    targets: dict[str, list[str]] = {}
+    for r in tables.sorted_results():
+        targets.setdefault(str(r.run_dir), []).append(r.target)
     for r in tables.sorted_results():
         if str(r.run_dir) in seen:
             continue
@@ -263,7 +278,7 @@ def _runs(tables: Tables) -> list[dict]:
         out.append({"run": r.run_dir.name, "method": r.method_label, "dataset": r.dataset, "preset": r.preset,
                     "seed": r.seed, "config_hash": r.config_hash, "train_steps": tr.get("steps"),
                     "n_members": (cfg.get("data") or {}).get("n_members"),
-                    "ema_start_weight": released_start_weight(r.run_dir),
+                    "ema_start_weight": _start_weights(r.run_dir, targets[str(r.run_dir)]),
                     "settings": _provenance_settings(r.method, cfg)})
     return out
 

@@ -476,12 +476,12 @@ class Tables:
 
     def provenance_frame(self) -> pd.DataFrame:
         rows, results = [], self.sorted_results()
-        ema = {d: released_start_weight(d) for d in {r.run_dir for r in results}}  # once per run, not per result
+        ema = {k: released_start_weight(*k) for k in {(r.run_dir, r.target) for r in results}}  # once per target
         for r in results:
             rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                          "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
                          "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
-                         "ema_start_weight": ema[r.run_dir],
+                         "ema_start_weight": ema[(r.run_dir, r.target)],
                          "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),
                          "device": (r.get("timing") or {}).get("device"),
                          "attack_s": (r.get("timing") or {}).get("attack_s")})
