@@ -153,26 +153,15 @@ def _my_ddpm(folder: Path) -> dict:
     those 32 members and 32 held-out digits; a gate and a suite over it."""
     import numpy as np
     import torch
-    from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
+    from diffusers import DDPMPipeline
+
+    from privbench.testing.ddpm import train_memorizing_unet
 
     perm = np.random.default_rng(0).permutation(1797)
     members, nonmembers = perm[:32], perm[32:64]
     _digits_records(folder, members, nonmembers)
-    x = torch.from_numpy(np.load(folder / "members.npz")["images"])
-    torch.manual_seed(0)
-    unet = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(16, 32), layers_per_block=1,
-                       down_block_types=("DownBlock2D",) * 2, up_block_types=("UpBlock2D",) * 2, norm_num_groups=8)
-    sched = DDPMScheduler(num_train_timesteps=1000)
-    opt = torch.optim.Adam(unet.parameters(), lr=2e-3)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(500):
-        noise = torch.randn(x.shape, generator=g)
-        t = torch.randint(0, 1000, (len(x),), generator=g)
-        loss = torch.nn.functional.mse_loss(unet(sched.add_noise(x, noise, t), t).sample, noise)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    DDPMPipeline(unet=unet.eval(), scheduler=sched).save_pretrained(str(folder / "my-ddpm"))
+    unet, sched = train_memorizing_unet(torch.from_numpy(np.load(folder / "members.npz")["images"]), steps=500)
+    DDPMPipeline(unet=unet, scheduler=sched).save_pretrained(str(folder / "my-ddpm"))
     (folder / "gates.yaml").write_text("gates:\n  - {method: external, target: my-ddpm, attack: pia, "
                                        "metric: auc_ci95_high, max: 0.75, note: release bar of the model card}\n")
     (folder / "audit.yaml").write_text("name: audit\npreset: tiny\ndevice: cpu\nexternal:\n  my-ddpm: {model: "
