@@ -174,7 +174,7 @@ def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_d
     assert json.loads(side.read_text())["ddim_steps"] == 3
 
 
-@pytest.mark.parametrize("name", ["seeds-mnist", "seeds-mnist-quick"])
+@pytest.mark.parametrize("name", ["seeds-mnist", "seeds-mnist-quick", "clients-mnist"])
 def test_the_seeds_suites_claims_select_one_row_each(name):
     """Each claim of the papers' suites names cells of exactly one grid row on each side (checked as `bench` checks
     it before anything trains), and the datasets are the real MNIST ones."""
@@ -183,6 +183,7 @@ def test_the_seeds_suites_claims_select_one_row_each(name):
     spec, _ = load_suite(name)
     cells = plan(spec, preset=None, sets=[], runs_dir="/nonexistent-runs", device="cpu", validate_methods=False)
     claims = parse_claims(spec["claims"])
-    assert {c.id for c in claims} >= {"t1-minority", "t1-majority", "attack-shared"}
+    assert {c.id for c in claims} >= ({"minority-2-clients", "minority-8-clients"} if name == "clients-mnist"
+                                      else {"t1-minority", "t1-majority", "attack-shared"})
     check_claims(claims, cells)
     assert {c.dataset for c in cells} <= {"mnist5k", "colored-mnist5k"}
