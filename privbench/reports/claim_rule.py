@@ -85,6 +85,35 @@ def summarize(values: list, own_ci=None, why: str | None = None,
     return Side(m, None, None, 1, why="one seed and no CI of its own")
 
 
+@dataclass(frozen=True)
+class Paired:
+    """The per-seed difference subject − baseline over the seeds both sides share (each seed's subject and baseline
+    are trained on the same split, so their difference varies less than either side): mean and t-interval."""
+    mean: float
+    lo: float
+    hi: float
+    n_seeds: int
+
+    def text(self, better: str) -> str:
+        """One line: the difference, its interval, and whether it excludes 0 in the claim's direction."""
+        side = ((self.hi < 0) if better == "lower" else (self.lo > 0))
+        against = (self.lo > 0) if better == "lower" else (self.hi < 0)
+        what = ("excludes 0 in the claim's direction" if side else "excludes 0 against the claim" if against
+                else "includes 0")
+        return (f"paired over {self.n_seeds} seeds: subject − baseline {self.mean:.4g} [{self.lo:.4g}, "
+                f"{self.hi:.4g}], {what}")
+
+
+def paired(subject: dict, baseline: dict) -> Paired | None:
+    """:class:`Paired` of two ``{seed: value}`` maps over the seeds with a finite value on both sides; None with
+    fewer than two such seeds. Informative beside the verdict, never part of it: the rule compares the two sides'
+    own intervals (a claim beating its baseline only in the paired difference stays inconclusive)."""
+    diffs = [float(subject[k]) - float(baseline[k]) for k in sorted(set(subject) & set(baseline))
+             if _finite(subject[k]) and _finite(baseline[k])]
+    s = summarize(diffs)
+    return Paired(s.mean, s.lo, s.hi, s.n_seeds) if s.n_seeds >= 2 else None
+
+
 def relative_gap(subject: float | None, baseline: float | None) -> float | None:
     """(subject − baseline) / baseline; None when either is missing or the baseline is 0."""
     if not _finite(subject) or not _finite(baseline) or baseline == 0:

@@ -22,7 +22,7 @@ from ..bench.paper_claims import SIDES, PaperClaim, claims_of_bench, select
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_text
 from .cells import metric_value, num, resolvable
-from .claim_rule import CONFIDENCE, MAGNITUDE_FACTOR, summarize, verdict
+from .claim_rule import CONFIDENCE, MAGNITUDE_FACTOR, paired, summarize, verdict
 from .collect import read_result
 from .latex import escape
 
@@ -41,7 +41,8 @@ CAPTION = (f"Paper claims against privbench's numbers. Each side: the mean over 
            f"the relative gap (subject - baseline)/baseline is within a factor {MAGNITUDE_FACTOR:g} of the paper's; "
            f"direction reproduced: the same without the magnitude (outside the factor, or no paper numbers); not "
            f"reproduced: intervals apart and the baseline wins; inconclusive at this n: the intervals overlap, or a "
-           f"side is missing or has one seed and no CI.")
+           f"side is missing or has one seed and no CI. The paired per-seed difference (CSV and HTML) informs, it "
+           f"does not decide.")
 
 
 def _file(p: str | None, base: Path | None) -> Path | None:
@@ -125,17 +126,27 @@ def _observe(claim: PaperClaim, side: str, c: BenchCell, base) -> dict:
 
 
 def _side(claim: PaperClaim, side: str, cells: list[BenchCell], base) -> tuple:
-    """(Side, n seeds selected, sample counts text) of one side."""
+    """(Side, sample counts text, {seed: value}) of one side."""
     chosen = select(claim, side, cells)
     done = [c for c in chosen if c.status == "done"]
     obs = [_observe(claim, side, c, base) for c in done]
+    by_seed = {c.seed: o.get("value") for c, o in zip(done, obs) if o.get("value") is not None}
     valued = [o for o in obs if o.get("value") is not None]
     why = ("no cell selected" if not chosen else f"{len(done)} of {len(chosen)} cells finished" if not done
            else next((o["why"] for o in obs if o.get("why")), "no value in its results"))
     s = summarize([o.get("value") for o in obs], valued[0].get("ci") if len(valued) == 1 else None, why,
                   (0.0, math.inf) if claim.kind == "fid" else (0.0, 1.0))
     counts = list(dict.fromkeys(o["n"] for o in valued if o.get("n")))
-    return s, "; ".join(counts) or None
+    return s, "; ".join(counts) or None, by_seed
+
+
+def _paired_columns(pair, better: str) -> dict:
+    """The CSV columns of the paired per-seed difference (empty when fewer than two seeds are shared)."""
+    if pair is None:
+        return {"paired_diff_mean": None, "paired_diff_ci_lo": None, "paired_diff_ci_hi": None, "paired_n_seeds": 0,
+                "paired": None}
+    return {"paired_diff_mean": pair.mean, "paired_diff_ci_lo": pair.lo, "paired_diff_ci_hi": pair.hi,
+            "paired_n_seeds": pair.n_seeds, "paired": pair.text(better)}
 
 
 def paper_claims_frame(bench: dict | None, base: Path | None = None) -> pd.DataFrame | None:
@@ -154,10 +165,12 @@ def paper_claims_frame(bench: dict | None, base: Path | None = None) -> pd.DataF
                "paper_subject": claim.paper_subject, "paper_baseline": claim.paper_baseline,
                "paper_relative_gap": v.paper_gap}
         for side in SIDES:
-            s, n = sides[side]
+            s, n, _ = sides[side]
             row.update({f"{side}_mean": s.mean, f"{side}_ci_lo": s.lo, f"{side}_ci_hi": s.hi,
                         f"{side}_ci_basis": s.basis, f"{side}_n_seeds": s.n_seeds, f"{side}_n": n})
-        row.update({"relative_gap": v.gap, "scale": claim.scale, "verdict": v.verdict, "reason": v.reason})
+        pair = paired(sides["subject"][2], sides["baseline"][2])
+        row.update({"relative_gap": v.gap, **_paired_columns(pair, claim.better), "scale": claim.scale,
+                    "verdict": v.verdict, "reason": v.reason})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -228,7 +241,8 @@ def html_section(df: pd.DataFrame) -> str:
                          f"{r[f'{side}_n_seeds']} seed(s)" + (f"; n = {_html.escape(str(n))}" if pd.notna(n) else "")
                          + "</small>")
         cells = [claim, _html.escape(f"{r['metric']} {_arrow(r['better'])}"), _html.escape(_paper_text(r)), *sides,
-                 f"<b>{_html.escape(str(r['verdict']))}</b>", _html.escape(str(r["reason"]))]
+                 f"<b>{_html.escape(str(r['verdict']))}</b>", _html.escape(str(r["reason"]))
+                 + (f"<br><small>{_html.escape(str(r['paired']))}</small>" if pd.notna(r["paired"]) else "")]
         body += "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     return (f"<p class=\"note\">{_html.escape(CAPTION)}</p><table><thead><tr>"
             + "".join(f"<th>{_html.escape(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody></table>")

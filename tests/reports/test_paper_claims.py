@@ -25,6 +25,7 @@ from privbench.reports.claim_rule import (
     NOT_REPRODUCED,
     OWN_CI,
     REPRODUCED,
+    paired,
     summarize,
     verdict,
 )
@@ -87,6 +88,22 @@ def test_a_claim_whose_interval_overlaps_the_baseline_is_never_reproduced():
             continue
         v = verdict(subject, baseline, "lower", paper_subject=0.4, paper_baseline=0.5)
         assert v.verdict == INCONCLUSIVE and v.verdict != REPRODUCED
+
+
+def test_the_paired_difference_uses_shared_seeds_and_never_decides():
+    """Sides that overlap as marginals but move together seed by seed: the paired interval excludes 0, the
+    verdict stays inconclusive (the rule compares the sides' own intervals)."""
+    subject, baseline = {0: 10.0, 1: 20.0, 2: 30.0, 7: 1.0}, {0: 11.0, 1: 21.2, 2: 30.9, 5: 99.0}
+    p = paired(subject, baseline)
+    diffs = [-1.0, -1.2, -0.9]
+    h = stats.t.ppf(0.975, 2) * np.std(diffs, ddof=1) / np.sqrt(3)
+    assert p.n_seeds == 3 and p.mean == pytest.approx(np.mean(diffs)) and p.hi == pytest.approx(np.mean(diffs) + h)
+    assert p.hi < 0 and "excludes 0 in the claim's direction" in p.text("lower")
+    assert "excludes 0 against the claim" in p.text("higher")
+    v = verdict(summarize(list(subject.values())[:3]), summarize(list(baseline.values())[:3]), "lower")
+    assert v.verdict == INCONCLUSIVE
+    assert paired({0: 1.0, 1: float("nan")}, {0: 2.0, 1: 3.0}) is None  # one finite shared seed: no interval
+    assert "includes 0" in paired({0: 1.0, 1: 3.0}, {0: 2.0, 1: 2.0}).text("lower")
 
 
 # ------------------------------------------------------------------------------------------ the suite key
@@ -262,6 +279,7 @@ def test_the_report_writes_the_claims_table_csv_latex_and_html(tmp_path):
     assert acc["verdict"] == DIRECTION and acc["subject_n"] == "300 test records" and pd.isna(acc["scale"])
     assert set(df.columns) >= {"source", "claim", "metric", "paper_baseline", "baseline_mean", "baseline_ci_hi",
                                "baseline_n", "relative_gap", "paper_relative_gap", "reason"}
+    assert leak["paired_n_seeds"] == 3 and leak["paired_diff_ci_hi"] < 0 and leak["paired"].startswith("paired over 3")
 
     tex = (out / "tex" / "paper_claims.tex").read_text()
     assert r"\label{tab:privbench-paper-claims}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
