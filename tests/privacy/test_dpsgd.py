@@ -5,7 +5,7 @@ import math
 import pytest
 
 from privbench.core.errors import BadInput, WorkFailed
-from privbench.privacy import account_dpsgd, dpsgd, dpsgd_basis, dpsgd_epsilon, noise_multiplier_for_epsilon
+from privbench.privacy import account_dpsgd, dpsgd_basis, dpsgd_epsilon, noise_multiplier_for_epsilon
 from privbench.privacy.accountants import pld as pld_acc
 from privbench.privacy.accountants import prv as prv_acc
 
@@ -120,7 +120,7 @@ def test_fallback_when_prv_returns_inf_and_pld_raises(monkeypatch):
 
 
 def test_prv_skipped_at_huge_epsilon(monkeypatch):
-    monkeypatch.setattr(dpsgd, "PRV_MAX_RDP_EPSILON", 1.0)
+    monkeypatch.setattr(prv_acc, "PRV_MAX_RDP_EPSILON", 1.0)
     out = dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="prv")
     assert out["accountant"] == "pld" and "PRV skipped" in out["fallback"]
 
