@@ -3,9 +3,8 @@
 to the reports (the readers: :mod:`privbench.reports.collect`, :mod:`privbench.reports.text`,
 :mod:`privbench.reports.privacy_utility`) and to a resumed bench through a file.
 
-``bench.json`` carries no schema version, and none is needed yet: no cell key was ever removed or given another
-meaning, so a key missing from an older file (written before the key existed) reads as its default, and a key no
-version declares — a newer privbench's — is refused in one line rather than misread.
+``bench.json``'s cells carry no schema version: a key a cell leaves out reads as its default, and a key the schema
+does not declare (another privbench version's) is refused in one line rather than misread.
 
 This module lives in ``bench`` (the writer's package); reports sit above bench, so they may import it.
 """

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..core.errors import BadInput
+from ..core.version import STORE_VERSION, upgraded
 from .cell_schema import BenchCell
 
-#: the version of ``bench.json``'s ``paper_claims`` object; a newer one is refused rather than misread
-SCHEMA_VERSION = 1
 #: metric → the kind of cell that produces it (bench/cells.py: an attack's result.json, the FID record, the
 #: utility record)
 METRICS = {"auc": "attack", "asr": "attack", "tpr_at_1pct_fpr": "attack", "tpr_at_0_1pct_fpr": "attack",
@@ -248,12 +247,12 @@ def check_claims(claims: list[PaperClaim], cells: list[BenchCell]) -> None:
 
 def claims_record(claims: list[PaperClaim]) -> dict:
     """``bench.json``'s ``paper_claims``: ``{schema_version, claims}``, the claims in the suite's grammar."""
-    return {"schema_version": SCHEMA_VERSION, "claims": [c.to_json() for c in claims]}
+    return {"schema_version": STORE_VERSION, "claims": [c.to_json() for c in claims]}
 
 
 def claims_of_bench(bench: dict | None) -> list[PaperClaim]:
-    """The claims a bench recorded (``[]`` for a bench whose suite had none, or one written before they were
-    recorded); BadInput (one line) on a malformed object or a newer schema version."""
+    """The claims a bench recorded (``[]`` for a bench whose suite had none); BadInput (one line) on a malformed
+    object or another schema version (:func:`privbench.core.version.upgraded`)."""
     rec = (bench or {}).get("paper_claims")
     if rec is None:
         return []
@@ -261,10 +260,5 @@ def claims_of_bench(bench: dict | None) -> list[PaperClaim]:
     if not isinstance(rec, dict):
         raise BadInput(f"{where}: expected an object {{schema_version, claims}}")
     _unknown(rec, ("schema_version", "claims"), where)
-    v = rec.get("schema_version")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise BadInput(f"{where}: schema_version {v!r} is not a version privbench writes")
-    if v > SCHEMA_VERSION:
-        raise BadInput(f"{where}: schema_version {v} is newer than this privbench reads ({SCHEMA_VERSION}); "
-                       f"upgrade privbench")
+    rec = upgraded(rec, rec.get("schema_version"), where)
     return parse_claims(rec.get("claims"), where)

@@ -239,7 +239,7 @@ def fid_settings_hash(c: Cell, fcfg: dict) -> str:
                                                                                       "n_overall")},
                         "sampler": fcfg.get("sampler") or c.cfg.sample.sampler,
                         "ddim_steps": c.cfg.sample.ddim_steps, "batch_size": c.cfg.sample.batch_size, "version": 1,
-                        # only when set: the default extractor's records keep their hash (and cache)
+                        # only when set: the default extractor's records are named without it
                         **({"inception_weights": Path(fcfg["inception_weights"]).name}
                            if fcfg.get("inception_weights") else {}),
                         **{k: True for k in ("kid", "heldout") if fcfg.get(k)}})

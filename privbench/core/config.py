@@ -16,7 +16,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import logging
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,9 +24,8 @@ from typing import Any
 from .constants import DEFAULT_DELTA
 from .errors import BadInput
 from .registry import ACCOUNTANTS, DATASETS, METHODS, PRESETS, load_builtins
+from .version import __version__
 from .yamlio import load_yaml, read_yaml
-
-LOG = logging.getLogger(__name__)
 
 #: seeds are non-negative integers below 2**32 (torch, numpy and every seeded stream accept them)
 MAX_SEED = 2 ** 32 - 1
@@ -44,8 +42,8 @@ def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=
     """A dataclass field with range/choice metadata used by ``--set`` validation (``training=False``: the field
     never changes what is trained, so it stays out of the run's config hash). For a list: ``item`` (the type of
     every element), ``item_lo``/``item_hi`` (their inclusive range) and ``min_len``/``max_len``.
-    ``hashed_at_default=False``: a training field added after runs were made, whose default reproduces what those
-    runs did, enters the config hash only when set off its default (the runs keep their hash and cache)."""
+    ``hashed_at_default=False``: a training field whose default is what a config that never sets it trains enters
+    the config hash only when set off its default (a config that never sets it is hashed without it)."""
     meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training,
                 item=item, item_lo=item_lo, item_hi=item_hi, min_len=min_len, max_len=max_len,
                 hashed_at_default=hashed_at_default)
@@ -124,10 +122,9 @@ class TrainConfig:
                                            "w^(1/steps); 1 = no cap")
     checkpoint_every: int = setting(1000, lo=1)
     log_every: int = setting(100, lo=1)
-    # precision changes the numbers, so it enters the config hash, but only when set off its default (runs
-    # trained before the setting existed keep their hash: Config.training_dict); channels_last and compile
-    # change how the steps run, not what they compute: never in the hash
-    precision: str = setting("fp32", choices=["fp32", "bf16"],
+    # precision changes the numbers, so it enters the config hash when set off its default; channels_last and
+    # compile change how the steps run, not what they compute: never in the hash
+    precision: str = setting("fp32", choices=["fp32", "bf16"], hashed_at_default=False,
                              help="bf16: autocast of the model's forward/backward (weights, Adam, EMA stay fp32)")
     init: str = setting("scratch", choices=["scratch", "public"], hashed_at_default=False,
                         help="public: every trained network starts from a non-private pre-training on the run's "
@@ -192,31 +189,24 @@ class _Section:
     presets: dict          # preset name -> {field: value}
     training: bool
     cls: type | None = None  # the combined dataclass (rebuilt when a part is added)
+    hashed_under: str | None = None  # the section whose mapping holds this one's fields in the config hash
 
 
 _SECTIONS: dict[str, _Section] = {}
 
-#: keys that moved to another section, old "section.key" → new "section.key" (``register_section(formerly=…)``).
-#: The old name is still read — from ``--set`` and ``--config`` with a deprecation line, from a stored config.yaml
-#: silently — and the config hash is computed in the old layout, so the runs named before the move keep their
-#: directory, hash and cache (:meth:`Config.training_dict`).
-MOVED_KEYS: dict[str, str] = {}
-_WARNED: set[str] = set()
-
 
 def register_section(name: str, part: type, *, presets: dict[str, dict] | None = None, training: bool = True,
-                     formerly: str | None = None) -> type:
+                     hashed_under: str | None = None) -> type:
     """Add the fields of dataclass ``part`` to config section ``name`` (created on first use).
 
     ``presets`` maps a preset name to the values of ``part``'s fields under that preset. A field declared by
     several parts (e.g. an attack setting shared by two attacks) must have the same type and default in each.
     ``training=False``: nothing in this section changes what is trained (attack and sampling settings).
-    ``formerly``: the section ``part``'s fields were declared in before (:data:`MOVED_KEYS`)."""
-    if formerly:
-        MOVED_KEYS.update({f"{formerly}.{f.name}": f"{name}.{f.name}" for f in fields(part)})
+    ``hashed_under``: the config hash holds this section's fields inside that section's mapping (the hash names
+    the run directory; :meth:`Config.training_dict`)."""
     sec = _SECTIONS.get(name)
     if sec is None:
-        sec = _SECTIONS[name] = _Section(name, [], {}, training)
+        sec = _SECTIONS[name] = _Section(name, [], {}, training, hashed_under=hashed_under)
     if part in sec.parts:
         return part
     have = {f.name: f for p in sec.parts for f in fields(p)}
@@ -356,8 +346,6 @@ class Config:
                       and f"{name}.{f.name}" not in hashed):
                     d[name].pop(f.name, None)
         d.pop("preset")
-        if d.get("train", {}).get("precision") == "fp32":  # the default: runs from before the setting keep their hash
-            d["train"].pop("precision")
         if keys is None:  # a method that does not say what it reads: every training section counts
             return _hash_layout(d)
         out = {k: d[k] for k in ("method", "dataset", "seed", *BASE_SECTIONS)}
@@ -378,48 +366,11 @@ class Config:
 
 
 def _hash_layout(d: dict) -> dict:
-    """``d`` with every moved key (:data:`MOVED_KEYS`) back at its old place: a renamed key is not a change of what
-    is trained, so the runs named before the move keep their hash (a moved key's old name is never a field of the
-    old section any more, so nothing collides)."""
-    for old, new in MOVED_KEYS.items():
-        new_sec, _, new_name = new.partition(".")
-        if new_name in d.get(new_sec, {}):
-            old_sec, _, old_name = old.partition(".")
-            d.setdefault(old_sec, {})[old_name] = d[new_sec].pop(new_name)
-            if not d[new_sec]:
-                del d[new_sec]
+    """``d`` with the fields of each section registered ``hashed_under`` another inside that one's mapping."""
+    for name, sec in _SECTIONS.items():
+        if sec.hashed_under and d.get(name):
+            d.setdefault(sec.hashed_under, {}).update(d.pop(name))
     return d
-
-
-def moved_key(key: str, where: str) -> str:
-    """``key`` under its current name: a moved key's new name, with a deprecation line once per key (``where``: the
-    input that named it, e.g. ``--set``)."""
-    load_builtins()  # the moves are declared by the registering modules (data/splits.py)
-    new = MOVED_KEYS.get(key)
-    if new is None:
-        return key
-    if key not in _WARNED:
-        _WARNED.add(key)
-        LOG.warning("%s %s: renamed %s (the old name is still read; it will be refused in a later release)",
-                    where, key, new)
-    return new
-
-
-def migrate_config_dict(d: dict) -> dict:
-    """A stored config (a run's config.yaml) in the current layout: each moved key's value under its new name
-    (a value already under the new name wins). ``d`` itself is not changed."""
-    load_builtins()  # the moves are declared by the registering modules (data/splits.py)
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
-    for old, new in MOVED_KEYS.items():
-        old_sec, _, old_name = old.partition(".")
-        body = out.get(old_sec)
-        if isinstance(body, dict) and old_name in body:
-            new_sec, _, new_name = new.partition(".")
-            value = body.pop(old_name)
-            target = out.setdefault(new_sec, {})
-            if isinstance(target, dict):
-                target.setdefault(new_name, value)
-    return out
 
 
 def _method_config_keys(method: str):
@@ -554,10 +505,9 @@ def all_keys() -> list[tuple[str, type, Any, str]]:
     return out
 
 
-def set_key(cfg: Config, key: str, raw: Any, where: str = "--set") -> None:
+def set_key(cfg: Config, key: str, raw: Any) -> None:
     if "." not in key:
         raise BadInput(f"--set {key}: expected section.key=value, e.g. train.steps=2000")
-    key = moved_key(key, where)
     sec, name = key.split(".", 1)
     secs = sections()
     if sec not in secs:
@@ -646,9 +596,9 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
         raise BadInput(f"--dataset {dataset!r}: expected a name")
     cfg = Config(method=method, dataset=dataset or "digits", preset=preset, seed=seed)
     apply_preset(cfg, preset, dataset)
-    items = [(k, v, f"--config {config_file}") for k, v in load_yaml_overrides(config_file)] if config_file else []
-    items += [(k, v, "--set") for k, v in overrides or []]
-    for k, v, where in items:
+    items = load_yaml_overrides(config_file) if config_file else []
+    items += list(overrides or [])
+    for k, v in items:
         if k in TOP_LEVEL:
             if k == "seed":
                 cfg.seed = check_seed(v)
@@ -668,7 +618,7 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
             else:
                 setattr(cfg, k, v)
             continue
-        set_key(cfg, k, v, where)
+        set_key(cfg, k, v)
     DATASETS.get(cfg.dataset)
     METHODS.get(cfg.method)
     check_config(cfg)
@@ -683,14 +633,20 @@ def _config_from_state(d: dict, explicit: list[str]) -> Config:
 
 def config_from_dict(d: dict) -> Config:
     """The config stored in a run's ``config.yaml``: every known key is type- and range-checked as ``--set`` would
-    check it (unknown keys, e.g. from an older version, are ignored); BadInput when the content is not a config."""
+    check it; BadInput (one line) when the content is not a config, or names a section or key this version's configs
+    do not have (a run store of another privbench version)."""
     if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("method", "dataset")):
         raise BadInput("not a privbench config (method and dataset names missing)")
-    d = migrate_config_dict(d)
+    secs = sections()
+    unknown = [k for k in d if k not in TOP_LEVEL and k not in secs]
+    unknown += [f"{s}.{k}" for s in secs if isinstance(d.get(s), dict) for k in d[s]
+                if k not in {f.name for f in fields(secs[s])}]
+    if unknown:
+        raise BadInput(f"unknown config key(s) {', '.join(unknown)}: not a config of privbench {__version__} "
+                       f"(a run store of another version is not read; retrain it with this one)")
     preset = d.get("preset", "tiny")
     cfg = Config(method=d["method"], dataset=d["dataset"], preset=preset if isinstance(preset, str) else "tiny",
                  seed=check_seed(d.get("seed")))
-    secs = sections()
     for sec in cfg.section_names():
         body = d.get(sec, {}) or {}
         if not isinstance(body, dict):
@@ -700,7 +656,6 @@ def config_from_dict(d: dict) -> Config:
         known = {f.name: f for f in fields(cls)}
         obj = getattr(cfg, sec)
         for k, v in body.items():
-            if k in known:
-                setattr(obj, k, parse_value(f"{sec}.{k}", v, hints[k], dict(known[k].metadata)))
+            setattr(obj, k, parse_value(f"{sec}.{k}", v, hints[k], dict(known[k].metadata)))
     check_config(cfg)
     return cfg

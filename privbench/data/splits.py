@@ -19,8 +19,8 @@ from ..core.config import register_section, setting
 from ..core.errors import BadInput
 
 #: The config section of the client split (``clients.n_clients`` etc.). Every method has one: the federated methods
-#: train over it, and FID's majority/minority reference sets come from client K's. Its keys were ``pfdm.*`` before
-#: (named after the method that introduced them): still read, and hashed at their old place (core/config.py).
+#: train over it, and FID's majority/minority reference sets come from client K's. The config hash holds its keys
+#: inside the ``pfdm`` mapping (``hashed_under``: the run directories of pfdm, feddm and local are named by it).
 CLIENT_SECTION = "clients"
 
 
@@ -32,7 +32,7 @@ class ClientSplitConfig:
     imbalance: float = setting(10.0, lo=1.0, help="majority:minority records-per-class ratio inside a client")
 
 
-register_section(CLIENT_SECTION, ClientSplitConfig, presets={"paper": {"n_clients": 10}}, formerly="pfdm")
+register_section(CLIENT_SECTION, ClientSplitConfig, presets={"paper": {"n_clients": 10}}, hashed_under="pfdm")
 
 
 def client_settings(cfg) -> ClientSplitConfig:
@@ -62,7 +62,7 @@ class MemberSplit:
     #: the utility test split (``data.n_test``): real records no model and no selection step ever reads
     test: list[int] = field(default_factory=list)
     #: the dataset's extractor split (:func:`reserved_split`): only the feature extractor trains on these records;
-    #: empty for a dataset that declares none, and then absent from split.json (whose bytes stay those of before)
+    #: empty for a dataset that declares none, and then absent from split.json
     reserved: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -157,15 +157,15 @@ def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, 
               reserved: Sequence[int] = ()) -> MemberSplit:
     """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records.
 
-    ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (so runs from before the public
-    split keep their records); the public records are a seeded choice among the rest. ``classes:A-B``: the public
+    ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (a public split never moves
+    them); the public records are a seeded choice among the rest. ``classes:A-B``: the public
     records are of classes A..B (``n_public`` = 0: all of them), members and non-members a seeded permutation of
     the other (private) classes' records. ``n_public`` = 0 under ``none``/``pool``: no public split.
     ``public_owner`` names the setting that sized the public split (in the error when it does not fit).
     ``n_test``: the next records of the members' permutation (private classes only under ``classes:A-B``) form
-    the utility test split, taken before the public records are chosen; 0 = none (the allocation of before).
-    ``reserved``: the dataset's extractor split (:func:`reserved_split`), left out of everything: the permutations
-    are of the other records (with none, exactly the allocation of before)."""
+    the utility test split, taken before the public records are chosen; 0 = none (the other splits stay as they
+    are). ``reserved``: the dataset's extractor split (:func:`reserved_split`), left out of everything: the
+    permutations are of the other records (with none, of every record)."""
     labels = np.asarray(labels)
     n_total = len(labels)
     pub_cls = public_classes(public, int(labels.max()) + 1 if n_total else None)

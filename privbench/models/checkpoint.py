@@ -14,7 +14,6 @@ never weights of one step with the state of another:
 
 Every reader first finishes an interrupted step 3 (:func:`recover`), then checks the files against the
 manifest's hashes; a writer also removes the temporary folders an interrupted step 1 left behind (:func:`clean`).
-A manifest without ``sha256`` (written before checkpoints recorded hashes) is read without the hash check.
 """
 from __future__ import annotations
 
@@ -147,21 +146,19 @@ def read_state(ckpt_dir: Path, name: str) -> dict | None:
     if state is None:
         return None
     step = state.get("step") if isinstance(state, dict) else None
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or not isinstance(state.get("sha256", {}), dict):
-        raise BadInput(f"{spath}: checkpoint state corrupt (no valid step); {RETRAIN}")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or not isinstance(state.get("sha256"), dict):
+        raise BadInput(f"{spath}: checkpoint state corrupt (no valid step or content hashes); {RETRAIN}")
     return state
 
 
 def verify(ckpt_dir: Path, name: str, state: dict, which: tuple[str, ...] = ("weights",)) -> None:
     """BadInput unless each file in ``which`` (weights, optim) exists and has the manifest's SHA-256."""
     wpath, opath, spath = checkpoint_paths(ckpt_dir, name)
-    recorded = state.get("sha256") or {}
     for key in which:
         path = wpath if key == "weights" else opath
         if not path.is_file():
             raise BadInput(f"checkpoint {path}: missing (listed by {spath.name}); {RETRAIN}")
-        expected = recorded.get(key)
-        if expected is not None and sha256_file(path) != expected:
+        if sha256_file(path) != state["sha256"].get(key):
             raise BadInput(f"checkpoint {path}: damaged (its content hash differs from the one in {spath.name}); "
                            f"{RETRAIN}")
 

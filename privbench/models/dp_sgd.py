@@ -328,7 +328,7 @@ def privacy_dict(path: Path, covers: str, basis: str | None = None) -> dict:
     if d is None:
         raise BadInput(f"{path}: no privacy accounting; train the target first")
     plan, res = d["plan"], d["accounting"]
-    source = plan.get("noise_source", "seeded")  # accounting written before dp.noise_source: seeded
+    source = plan["noise_source"]
     out = {
         "epsilon": float(res["epsilon"]), "delta": float(res["delta"]),
         "basis": (basis or f"{dpsgd_basis(res['accountant'], res['delta'])}; scope: {covers}")

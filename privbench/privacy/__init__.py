@@ -6,10 +6,12 @@ use of one of their names, so the reports and gates that read ``privacy.claims``
 """
 _FROM = {
     **dict.fromkeys(("account_dpsgd", "dpsgd_accountant_names", "dpsgd_basis", "dpsgd_epsilon",
-                     "noise_multiplier_for_epsilon", "pld_epsilon", "prv_epsilon", "rdp_epsilon"), ".dpsgd"),
-    **dict.fromkeys(("LDP_BASIS", "account_ldp", "alpha_bar", "delta_analytic_gaussian", "epsilon_analytic_gaussian",
-                     "epsilon_paper_bound", "epsilon_rdp", "epsilon_rdp_improved", "ldp_sigma", "min_t0",
+                     "noise_multiplier_for_epsilon"), ".dpsgd"),
+    "pld_epsilon": ".accountants.pld", "prv_epsilon": ".accountants.prv", "rdp_epsilon": ".accountants.rdp",
+    **dict.fromkeys(("LDP_BASIS", "account_ldp", "alpha_bar", "epsilon_rdp_improved", "ldp_sigma", "min_t0",
                      "pfdm_epsilon", "pfdm_privacy"), ".ldp"),
+    **dict.fromkeys(("delta_analytic_gaussian", "epsilon_analytic_gaussian"), ".accountants.ldp_analytic"),
+    "epsilon_paper_bound": ".accountants.ldp_paper", "epsilon_rdp": ".accountants.ldp_rdp",
 }
 
 

@@ -49,8 +49,9 @@ from ..core.mechanisms import clip_l2, ldp_upload, upload_sigma
 from ..core.schedule import alphas_cumprod, t0_to_model_t
 from ..core.scores import cp_upper, stratified_halves, threshold_counts, validate_scores
 from ..core.seeding import sub_seed
+from .accountants.ldp_analytic import epsilon_analytic_gaussian
+from .accountants.ldp_paper import epsilon_paper_bound
 from .compare import REPLACE_ONE, UPLOAD_GAME, bound_confidence, comparable_claim
-from .ldp import epsilon_analytic_gaussian, epsilon_paper_bound
 
 _GDP_ASSUMPTION = ("the mechanism's trade-off curve is that of a Gaussian (μ-GDP); true for PFDM's Gaussian upload, "
                    "so this is an estimate of its actual ε for the candidate pair, at the stated confidence")

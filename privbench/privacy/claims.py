@@ -53,8 +53,8 @@ def as_number(v) -> float | None:
 def claim_of(privacy: dict | None) -> dict[str, Any] | None:
     """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all).
 
-    Results written before ``claimed_epsilon`` existed stored DP-SAD's paper-mode number in ``epsilon`` with
-    ``claimed_by_paper: true``: that is read as a paper claim, never as a formal ε."""
+    A privacy object marked ``claimed_by_paper: true`` is a paper claim, never a formal ε, even with its number in
+    ``epsilon`` rather than ``claimed_epsilon``."""
     if not isinstance(privacy, dict):
         return None
     p = privacy

@@ -4,14 +4,14 @@ Neighbouring relation: add/remove one record, as opacus and dp_accounting use fo
 the Gaussian mechanism with noise multiplier σ (noise std σ·C on the sum of gradients clipped to C) on a
 Poisson sample with rate q; ``steps`` steps are composed.
 
-Accountants (each produces an upper bound on ε at the given δ):
+Accountants (each produces an upper bound on ε at the given δ), one file each in ``privacy/accountants/``:
 
 - ``prv``: opacus ``PRVAccountant`` (Gopi et al. 2021), eps_error 0.01, returns the upper end of the
   estimate — opacus' default;
 - ``pld``: dp_accounting ``PLDAccountant`` on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), pessimistic
   estimate (always an upper bound); the value-discretization interval is refined by halving until the estimated
-  excess over the exact (interval → 0) value is ≤ max(0.001, 0.001·ε) (:func:`pld_epsilon_details`);
-- ``rdp``: opacus' RDP analysis (improved RDP → DP conversion) over privbench's order grid :data:`RDP_ORDERS`:
+  excess over the exact (interval → 0) value is ≤ max(0.001, 0.001·ε) (``accountants/pld.py``);
+- ``rdp``: opacus' RDP analysis (improved RDP → DP conversion) over privbench's order grid ``RDP_ORDERS``:
   opacus' 1.1…10.9 and 12…63 plus 11 and 64…1024 (geometric, ratio 2^¼). Opacus' own grid stops at 63, which at
   small ε is far looser (σ = 9.365, q = 0.00131, 3761 steps, δ = 1e-5: 0.105 with opacus' orders, 0.026 with
   these, dp_accounting's RDP 0.027, PLD 0.023); ``rdp_orders="opacus"`` gives opacus' grid (its convention).
@@ -32,33 +32,12 @@ from typing import Optional
 from scipy import optimize
 
 from ..core.errors import BadInput, WorkFailed
-from ..core.extras import require
 from ..core.registry import ACCOUNTANTS
 from ..core.validation import integer_at_least, open_unit, positive_finite, real
 from .accountants.base import DPSGDAccountant, dpsgd_accountants
+from .accountants.pld import check_tol
+from .accountants.rdp import order_grid
 
-PRV_EPS_ERROR = 0.01
-
-# RDP orders. opacus' RDPAccountant.DEFAULT_ALPHAS (kept here so the grid does not change with opacus' version):
-RDP_ORDERS_OPACUS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)))
-# privbench's grid: opacus' plus 11 and 64…1024 (ratio 2^¼). The optimal order grows as ε shrinks (≈ 360 at
-# ε ≈ 0.03); dp_accounting stops at 1024 too, and opacus' analysis returns NaN for some settings above it.
-RDP_ORDERS = tuple(sorted(set(RDP_ORDERS_OPACUS) | {11} | {int(round(64 * 2 ** (k / 4))) for k in range(17)}))
-_RDP_GRIDS = {"privbench": RDP_ORDERS, "opacus": RDP_ORDERS_OPACUS}
-
-# PLD discretization: start coarse and halve the interval until the estimated excess of the pessimistic ε over
-# the exact (interval → 0) value is ≤ max(PLD_EPS_ERROR, PLD_EPS_ERROR_REL · ε).
-PLD_EPS_ERROR = 1e-3
-PLD_EPS_ERROR_REL = 1e-3
-PLD_START_INTERVAL = 2e-3
-PLD_MIN_INTERVAL = PLD_START_INTERVAL / 2 ** 8
-# The excess shrinks about linearly with the interval (measured: ×0.50–0.53 per halving at coarse intervals,
-# faster at fine ones), so after a halving it is ≈ the change that halving made; twice that change is the
-# estimate, which covers a convergence ratio up to 2/3 per halving.
-PLD_EXCESS_SAFETY = 2.0
-# opacus' PRV is skipped when the (cheap, looser) RDP ε exceeds this: there it was measured to spend 25–100 s
-# and then return inf (σ=0.2, q=0.05, 1000 steps; σ=0.5, q=1, 1000 steps), cf. opacus issues #601/#604.
-PRV_MAX_RDP_EPSILON = 100.0
 SIGMA_MAX = 1e6  # as opacus' get_noise_multiplier: more noise than this means the budget cannot be met
 SIGMA_MIN = 1e-2  # calibration does not go below this noise multiplier
 
@@ -98,97 +77,6 @@ def _check_accountant(accountant) -> str:
             other = f" ({a} is an {ACCOUNTANTS.get(a).factory.kind.upper()} accountant, not a DP-SGD one)"
         raise BadInput(f"accountant={accountant!r}: must be one of {', '.join(names)}{other}")
     return a
-
-
-def _check_tol(tol) -> float:
-    t = real(tol, "tol")
-    if not (t > 0 and math.isfinite(t)):
-        raise BadInput(f"tol={tol!r}: must be a finite number > 0")
-    return t
-
-
-# --------------------------------------------------------------------------------------------- raw accountants
-
-def prv_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
-    """opacus PRV accountant (upper end of the estimate, eps_error 0.01). No fallback; may raise or return inf."""
-    require("opacus", "the PRV accountant")
-    from opacus.accountants import PRVAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
-
-    acc = PRVAccountant()
-    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
-    return float(acc.get_epsilon(delta=float(delta), eps_error=PRV_EPS_ERROR))
-
-
-def _pld_at(noise_multiplier: float, sample_rate: float, steps: int, delta: float, interval: float) -> float:
-    require("dp_accounting", "the PLD accountant")
-    # lazy: the [dp] extra (dp-accounting) is optional: require() above names it
-    from dp_accounting import dp_event
-    from dp_accounting.pld import pld_privacy_accountant
-
-    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
-    event = dp_event.PoissonSampledDpEvent(float(sample_rate), dp_event.GaussianDpEvent(float(noise_multiplier)))
-    acc.compose(dp_event.SelfComposedDpEvent(event, int(steps)))
-    return float(acc.get_epsilon(float(delta)))
-
-
-def pld_epsilon_details(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
-                        eps_error: Optional[float] = None) -> dict:
-    """dp_accounting PLD ε with the value-discretization interval picked from the target accuracy.
-
-    The pessimistic PLD rounds every privacy loss up to the interval's grid, so its ε is an upper bound at any
-    interval, too large by an excess that grows with the interval and the number of steps (σ = 10, q = 1e-3,
-    1000 steps: 0.0240 at interval 1e-3 vs 0.0075 at 2e-5). Starting at :data:`PLD_START_INTERVAL`, the interval
-    is halved until the estimated excess — :data:`PLD_EXCESS_SAFETY` × the change made by the last halving — is
-    ≤ ``eps_error`` (default max(:data:`PLD_EPS_ERROR`, :data:`PLD_EPS_ERROR_REL` · ε)), or the interval reaches
-    :data:`PLD_MIN_INTERVAL` (then ``estimated_excess`` may be above the tolerance; the ε is still an upper
-    bound). The estimate is empirical, not a proof; tests check it against a fine-interval reference.
-
-    Returns {"epsilon", "interval", "estimated_excess", "eps_error" (the tolerance used)}."""
-    tol_abs = None if eps_error is None else _check_tol(eps_error)
-    interval = PLD_START_INTERVAL
-    prev = _pld_at(noise_multiplier, sample_rate, steps, delta, interval)
-    while True:
-        interval /= 2.0
-        eps = _pld_at(noise_multiplier, sample_rate, steps, delta, interval)
-        excess = PLD_EXCESS_SAFETY * abs(prev - eps)
-        tol = tol_abs if tol_abs is not None else max(PLD_EPS_ERROR, PLD_EPS_ERROR_REL * abs(eps))
-        if excess <= tol or interval <= PLD_MIN_INTERVAL or not math.isfinite(eps):
-            return {"epsilon": eps, "interval": interval, "estimated_excess": excess, "eps_error": tol}
-        prev = eps
-
-
-def pld_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
-    """dp_accounting PLD accountant on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), add/remove-one;
-    pessimistic, interval refined to the target accuracy (:func:`pld_epsilon_details`)."""
-    return pld_epsilon_details(noise_multiplier, sample_rate, steps, delta)["epsilon"]
-
-
-def _rdp_orders(orders) -> tuple:
-    if orders is None:
-        return RDP_ORDERS
-    if isinstance(orders, str):
-        if orders not in _RDP_GRIDS:
-            raise BadInput(f"rdp_orders={orders!r}: must be one of {', '.join(_RDP_GRIDS)} or a list of orders > 1")
-        return _RDP_GRIDS[orders]
-    try:
-        out = tuple(float(a) for a in orders)
-    except (TypeError, ValueError):
-        raise BadInput(f"rdp_orders={orders!r}: must be one of {', '.join(_RDP_GRIDS)} or a list of orders > 1") \
-            from None
-    if not out or not all(a > 1 and math.isfinite(a) for a in out):
-        raise BadInput(f"rdp_orders={orders!r}: every order must be a finite number > 1")
-    return out
-
-
-def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, orders=None) -> float:
-    """opacus' RDP analysis (improved RDP → DP conversion) over ``orders``: None or "privbench" =
-    :data:`RDP_ORDERS` (up to 1024), "opacus" = opacus' default grid (up to 63), or a list of orders > 1."""
-    require("opacus", "the RDP accountant")
-    from opacus.accountants import RDPAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
-
-    acc = RDPAccountant()
-    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
-    return float(acc.get_epsilon(delta=float(delta), alphas=list(_rdp_orders(orders))))
 
 
 class _Skipped(ArithmeticError):
@@ -257,7 +145,7 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
                   accountant: str = "prv", rdp_orders=None) -> dict:
     """ε of DP-SGD with Poisson sampling rate q, noise multiplier σ and ``steps`` steps, at δ.
 
-    ``rdp_orders``: the RDP order grid (see :func:`rdp_epsilon`; "opacus" for opacus' own).
+    ``rdp_orders``: the RDP order grid (``accountants/rdp.py`` ``order_grid``; "opacus" for opacus' own).
 
     Returns {"epsilon", "delta", "accountant" (the one that produced the number), "requested_accountant",
     "noise_multiplier", "sample_rate", "steps", "fallback" (None, or why the requested one was not used)}.
@@ -267,7 +155,7 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     n = integer_at_least(steps, "steps", 1)
     d = open_unit(delta, "delta")
     req = _check_accountant(accountant)
-    orders = _rdp_orders(rdp_orders)
+    orders = order_grid(rdp_orders)
     reasons: list[str] = []
     for name in _chain(req):
         try:
@@ -381,8 +269,8 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
     n = integer_at_least(steps, "steps", 1)
     d = open_unit(delta, "delta")
     req = _check_accountant(accountant)
-    t = _check_tol(tol)
-    orders = _rdp_orders(rdp_orders)
+    t = check_tol(tol)
+    orders = order_grid(rdp_orders)
     chain = _chain(req)
     # a calibration is a pure function of its setting and the accountants that answer it: a suite asks the same
     # one for every seed and variant of a method (and the plan, then the run, ask again), so it is computed once

@@ -9,15 +9,11 @@ Dividing by √ᾱ_{t0} (post-processing) gives the Gaussian mechanism CLIP(x, C
 is replace-one. t0 is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) =
 ``alphas_cumprod[t0 - 1]`` (the shift lives in ``privbench.core.schedule.t0_to_model_t``).
 
-Analyses, all for one upload of one record:
-
-- ``paper_bound``: Theorem 5.1, ε = 2C²/σ² + C·√(8 log(1/δ)/σ²);
-- ``rdp``: the classical RDP → (ε, δ) conversion, min over α > 1 of αΔ²/(2σ²) + log(1/δ)/(α−1),
-  which equals the paper bound (it is the zCDP closed form ρ + 2√(ρ log 1/δ), ρ = Δ²/(2σ²));
-- ``rdp_improved``: the improved conversion (Balle et al. 2020 / Canonne–Kamath–Steinke), the one
-  opacus uses for DP-SGD;
-- ``analytic_gaussian``: the exact ε of the Gaussian mechanism (Balle & Wang 2018, Thm 8), i.e.
-  μ-GDP with μ = Δ/σ. This is the number privbench reports.
+Analyses, all for one upload of one record: the registered LDP accountants, one file each in
+``privacy/accountants/`` (``paper_bound``: Theorem 5.1; ``rdp``: the classical RDP conversion, equal to it;
+``analytic_gaussian``: the exact ε, the number privbench reports; a ``method`` argument takes a label, a registry
+name or an accountant's ``aliases``), and ``rdp_improved`` here: the improved conversion (Balle et al. 2020 /
+Canonne–Kamath–Steinke), the one opacus uses for DP-SGD, reported beside them.
 
 Not covered by any of them: the labels (sent in the clear), per-client class counts and dataset
 size, the client's local model (trained on raw data, no DP), and re-uploads of the same record
@@ -31,11 +27,13 @@ from functools import lru_cache
 from typing import Callable, Optional
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from ..core.errors import BadInput
 from ..core.validation import open_unit, positive_finite, real
-from .accountants.base import ldp_accountants
+from .accountants.base import check_clip, check_sigma, ldp_accountant, ldp_accountants
+from .accountants.ldp_analytic import epsilon_analytic_gaussian
+from .accountants.ldp_paper import epsilon_paper_bound
 
 LDP_BASIS = ("analytic-gaussian LDP per record, per single upload (replace-one, Δ=2C); labels, class counts "
              "and the client's local model are not covered")
@@ -47,44 +45,19 @@ ACCOUNT_LDP_BASIS = ("local DP per record, per single upload x̃ = √ᾱ·CLIP(
                      "(composition) are not covered; assumes z is secret (a run's basis states its "
                      "dp.noise_source: seeded noise can be regenerated from the run's seed)")
 
-METHODS = ("paper_bound", "rdp", "rdp_improved", "analytic_gaussian")
-_ALIASES = {"thm51": "paper_bound", "paper": "paper_bound", "rdp_classical": "rdp", "agm": "analytic_gaussian",
-            "analytic": "analytic_gaussian"}
 _SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 
 
-# --------------------------------------------------------------------------------------------- validation
-
-def _check_clip(clip) -> float:
-    c = real(clip, "clip")
-    if not (c > 0 and math.isfinite(c)):
-        raise BadInput(f"clip={clip!r}: must be a finite number > 0 (the L2 clipping norm C)")
-    return c
-
-
-def _check_sigma(sigma) -> float:
-    s = real(sigma, "sigma")
-    if not s > 0:  # +inf is allowed (no signal left): ε = 0
-        raise BadInput(f"sigma={sigma!r}: must be > 0")
-    return s
-
-
-def _check_method(method: str) -> str:
-    """A built-in analysis (or alias), or the label or name of a registered LDP accountant → its label."""
-    m = _ALIASES.get(method, method) if isinstance(method, str) else method
-    if m in METHODS:
-        return m
-    for acc in ldp_accountants():
-        if m in (acc.label, acc.name):
-            return acc.label
-    known = list(METHODS) + [a.label for a in ldp_accountants() if a.label not in METHODS]
-    raise BadInput(f"method={method!r}: must be one of {', '.join(known)}")
-
-
-def _epsilon_function(label: str) -> Callable[[float, float, float], float]:
-    if label in _EPSILON_FUNCS:
-        return _EPSILON_FUNCS[label]
-    return next(a.epsilon for a in ldp_accountants() if a.label == label)
+def _epsilon_function(method: str) -> Callable[[float, float, float], float]:
+    """The ε analysis ``method`` names: a registered LDP accountant (its label, registry name or an alias), or
+    ``rdp_improved`` (:func:`epsilon_rdp_improved`, reported beside the accountants by :func:`account_ldp`)."""
+    if method == "rdp_improved":
+        return epsilon_rdp_improved
+    acc = ldp_accountant(method) if isinstance(method, str) else None
+    if acc is None:
+        known = [a.label for a in ldp_accountants()] + ["rdp_improved"]
+        raise BadInput(f"method={method!r}: must be one of {', '.join(known)}")
+    return acc.epsilon
 
 
 def _check_t0(t0, num_timesteps: int) -> int:
@@ -142,31 +115,10 @@ def ldp_sigma(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, b
 
 # --------------------------------------------------------------------------------------------- ε analyses
 
-def epsilon_paper_bound(clip: float, sigma: float, delta: float) -> float:
-    """Theorem 5.1: ε = 2C²/σ² + C·√(8 log(1/δ)/σ²)."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
-    if math.isinf(s):
-        return 0.0
-    return 2.0 * c * c / (s * s) + c * math.sqrt(8.0 * math.log(1.0 / d) / (s * s))
-
-
-def epsilon_rdp(clip: float, sigma: float, delta: float) -> float:
-    """Classical RDP → DP conversion of the Gaussian mechanism (Δ = 2C):
-    min over α > 1 of αρ + log(1/δ)/(α − 1), ρ = Δ²/(2σ²). The minimum is at α* = 1 + √(log(1/δ)/ρ)
-    (the objective is convex in α), which gives ρ + 2√(ρ log 1/δ) — the paper bound."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
-    if math.isinf(s):
-        return 0.0
-    rho = (2.0 * c) ** 2 / (2.0 * s * s)
-    log_inv_delta = math.log(1.0 / d)
-    alpha = 1.0 + math.sqrt(log_inv_delta / rho)
-    return alpha * rho + log_inv_delta / (alpha - 1.0)
-
-
 def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
     """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; the one opacus uses):
     min over α > 1 of αρ + log((α−1)/α) − (log δ + log α)/(α − 1), floored at 0."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
+    c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
     rho = (2.0 * c) ** 2 / (2.0 * s * s)
@@ -186,72 +138,15 @@ def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
     return max(best, 0.0)
 
 
-def _log1mexp(x: float) -> float:
-    """log(1 − e^x) for x < 0, accurate at both ends."""
-    return math.log(-math.expm1(x)) if x > -math.log(2.0) else math.log1p(-math.exp(x))
-
-
-def _log_delta_gaussian(mu: float, epsilon: float) -> float:
-    """log δ(ε) of μ-GDP: δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ), computed in log space."""
-    a = mu / 2.0 - epsilon / mu
-    b = -mu / 2.0 - epsilon / mu
-    la = float(special.log_ndtr(a))
-    x = epsilon + float(special.log_ndtr(b)) - la  # log(e^ε Φ(b) / Φ(a)) < 0
-    if x >= 0.0:  # only through rounding, when δ(ε) underflows relative to Φ(a): "δ is 0"
-        return -1e300  # finite, so that root-finding still brackets
-    return la + _log1mexp(x)
-
-
-def delta_analytic_gaussian(clip: float, sigma: float, epsilon: float) -> float:
-    """The exact δ at which the Gaussian mechanism (Δ = 2C, noise σ) is (ε, δ)-DP (Balle & Wang Thm 8)."""
-    c, s = _check_clip(clip), _check_sigma(sigma)
-    e = real(epsilon, "epsilon")
-    if not (e >= 0 and math.isfinite(e)):
-        raise BadInput(f"epsilon={epsilon!r}: must be a finite number >= 0")
-    if math.isinf(s):
-        return 0.0
-    return math.exp(_log_delta_gaussian(2.0 * c / s, e))
-
-
-def epsilon_analytic_gaussian(clip: float, sigma: float, delta: float) -> float:
-    """The exact (smallest) ε of the Gaussian mechanism with Δ = 2C and noise σ at δ (Balle & Wang 2018):
-    the root of δ(ε) = δ, found with brentq on log δ(ε) (decreasing in ε)."""
-    c, s, d = _check_clip(clip), _check_sigma(sigma), open_unit(delta, "delta")
-    if math.isinf(s):
-        return 0.0
-    mu = 2.0 * c / s
-    log_target = math.log(d)
-    if _log_delta_gaussian(mu, 0.0) <= log_target:  # δ(0) = 2Φ(μ/2) − 1 already small enough
-        return 0.0
-
-    def g(e: float) -> float:
-        return _log_delta_gaussian(mu, e) - log_target
-
-    hi = max(epsilon_paper_bound(c, s, d), 1e-12)  # a valid upper bound on the exact ε
-    while g(hi) > 0.0:  # only through rounding; expand defensively
-        hi *= 2.0
-    if g(hi) == 0.0:
-        return hi
-    return float(optimize.brentq(g, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))
-
-
-_EPSILON_FUNCS: dict[str, Callable[[float, float, float], float]] = {
-    "paper_bound": epsilon_paper_bound,
-    "rdp": epsilon_rdp,
-    "rdp_improved": epsilon_rdp_improved,
-    "analytic_gaussian": epsilon_analytic_gaussian,
-}
-
-
 def pfdm_epsilon(clip: float, t0: int, delta: float, method: str = "analytic_gaussian", *,
                  num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
                  beta_schedule: str = "linear") -> float:
-    """ε of one PFDM upload at 1-indexed t0 under ``method`` (paper_bound | rdp | rdp_improved |
-    analytic_gaussian; aliases thm51, agm)."""
-    m = _check_method(method)
+    """ε of one PFDM upload at 1-indexed t0 under ``method`` (an LDP accountant's label, name or alias, e.g.
+    paper_bound, thm51, agm; or rdp_improved)."""
+    f = _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
-    return _epsilon_function(m)(clip, sigma, delta)
+    return f(clip, sigma, delta)
 
 
 def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_gaussian", *,
@@ -259,10 +154,9 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
            beta_schedule: str = "linear") -> Optional[int]:
     """The smallest 1-indexed t0 in [1, T] whose ε ≤ ``epsilon`` under ``method``; None if even t0 = T
     does not reach it. Binary search: ε decreases in t0 because ᾱ_{t0} decreases."""
-    c, e, d, m = _check_clip(clip), positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
+    c, e, d, f = check_clip(clip), positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _epsilon_function(method)
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     abar = _alpha_bars(T, bs, be, sch)
-    f = _epsilon_function(m)
 
     def eps_at(t0: int) -> float:
         return f(c, _sigma_from_alpha_bar(float(abar[t0 - 1])), d)
@@ -286,10 +180,9 @@ def max_clip(t0: int, epsilon: float, delta: float, method: str = "analytic_gaus
              beta_schedule: str = "linear") -> float:
     """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (ε grows with C/σ:
     bisection on C to 1e-10 relative, the lower end returned so ε(C) ≤ ``epsilon``)."""
-    e, d, m = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _check_method(method)
+    e, d, f = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
-    f = _epsilon_function(m)
     lo, hi = 0.0, 1.0
     while f(hi, sigma, d) <= e:  # ε → ∞ as C → ∞: a finite upper end exists
         lo, hi = hi, 2 * hi
@@ -308,7 +201,7 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
                 beta_start: float = 1e-4, beta_end: float = 0.02, beta_schedule: str = "linear") -> dict:
     """The ``privbench account ldp --json`` object (docs/cli.md §4.4). Extra top-level keys: epsilon_rdp_improved,
     alpha_bar, sensitivity, basis and, with a target, target_epsilon."""
-    c, d = _check_clip(clip), open_unit(delta, "delta")
+    c, d = check_clip(clip), open_unit(delta, "delta")
     T, bs, be, sch = _check_schedule(steps, beta_start, beta_end, beta_schedule)
     t0 = _check_t0(t0, T)
     target = None if epsilon is None else positive_finite(epsilon, "epsilon")
@@ -343,7 +236,7 @@ def pfdm_privacy(clip: float, t0: int, delta: float, *, num_timesteps: int = 100
     (``dp.noise_source``); seeded noise adds ``noise_label``."""
     from ..core.mechanisms import SEEDED_NOISE_LABEL, noise_source_basis  # torch: only when a run asks
 
-    c, d = _check_clip(clip), open_unit(delta, "delta")
+    c, d = check_clip(clip), open_unit(delta, "delta")
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
     out = {

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..bench.cell_schema import BenchCell, cells_of
-from ..core.config import config_from_dict, migrate_config_dict
+from ..core.config import config_from_dict
 from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.io import sha256_file
@@ -52,7 +52,7 @@ class Result:
 
     @property
     def data(self) -> dict[str, Any]:
-        """The result as JSON (version-0 files migrated)."""
+        """The result as JSON."""
         return self.res.to_json()
 
     @property
@@ -132,9 +132,7 @@ class Result:
         each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
         prov = self.res.provenance
         if self.method == "external" and prov is not None and prov.weights_sha256:
-            # results written before records_sha256 existed: the record sets' own descriptions
-            recs = prov.records_sha256 or json.dumps([prov.members, prov.nonmembers], sort_keys=True, default=str)
-            return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{recs}", self.target)
+            return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{prov.records_sha256}", self.target)
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
     @property
@@ -235,7 +233,7 @@ class Result:
 
     @cached_property
     def config(self) -> dict:
-        """The run's stored config.yaml in the current key layout ({} when absent or unreadable)."""
+        """The run's stored config.yaml ({} when absent or unreadable)."""
         p = self.run_dir / "config.yaml"
         if not p.is_file():
             return {}
@@ -243,7 +241,7 @@ class Result:
             d = read_yaml(p, str(p))  # no anchors/aliases: a results folder is user input
         except BadInput:
             return {}
-        return migrate_config_dict(d) if isinstance(d, dict) else {}
+        return d if isinstance(d, dict) else {}
 
     @cached_property
     def config_hash(self) -> str | None:
@@ -296,8 +294,8 @@ def verify_result(r: Result) -> None:
     A result privbench wrote records the SHA-256 of its ``scores.npz`` (``sha256``): the file must exist and hash
     to it. A membership result's AUC, ASR and TPRs (and their bootstrap CIs, with the recorded ``attack.bootstrap``
     and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
-    disagrees. A result with no recorded hashes (hand-made, or written before privbench recorded them) is not
-    verified: :func:`unverified` lists them."""
+    disagrees. A result with no recorded hashes (a hand-made one) is not verified: :func:`unverified` lists
+    them."""
     recorded = r.res.sha256
     if recorded is None:
         return
@@ -357,7 +355,7 @@ def _same(recorded, computed) -> bool:
 
 
 def unverified(results: Iterable[Result]) -> list[Result]:
-    """Results that record no hashes of their files (hand-made or written by an older privbench): not verified."""
+    """Results that record no hashes of their files (hand-made ones): not verified."""
     return [r for r in results if r.res.sha256 is None]
 
 

@@ -68,13 +68,13 @@ def rel(p, base=None) -> str:
 
 def conditional_columns(p: dict | None) -> dict:
     """The columns a conditional or claimed ε and the noise source get (never ``formal_epsilon``: neither is a
-    guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a private result
-    written before ``dp.noise_source`` existed had seeded noise."""
+    guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a privbench
+    method's claim that names no noise source is shown as seeded (public-only's ε = 0 draws none)."""
     p = p or {}
     claim = claim_of(p)
     cond = p.get("conditional_on")
-    # a DP method's result (formal, conditional or paper-claimed ε) written before dp.noise_source had seeded noise;
-    # a user's claim about an outside model says nothing about privbench's noise
+    # a privbench method's claim without a noise source (public-only's) is shown as seeded; a user's claim about an
+    # outside model says nothing about privbench's noise
     native = claim is not None and claim["kind"] != "claimed_by_user"
     source = p.get("noise_source") or ("seeded" if native else None)
     label = p.get("noise_label") or (SEEDED_NOISE_LABEL if source == "seeded" else None)

@@ -100,8 +100,8 @@ def attack_hash(attack: Attack, cfg, target_name: str) -> str:
 
 
 def metrics_hash_dict(cfg) -> dict:
-    """The ``metrics.*`` settings off their defaults (at the defaults: nothing, so existing results keep their
-    hash): they change the reported numbers, not the scores."""
+    """The ``metrics.*`` settings off their defaults (at the defaults: nothing, so a result at the defaults is
+    named by its attack alone): they change the reported numbers, not the scores."""
     rule = getattr(getattr(cfg, "metrics", None), "tpr_rule", "le")
     return {"tpr_rule": rule} if rule != "le" else {}
 

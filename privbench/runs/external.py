@@ -167,7 +167,7 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
 def run_hash(prov: dict, records: Records, attack, cfg: Config, target_name: str, claim: dict | None = None,
              captions=None) -> str:
     """The external run's name. A user's privacy claim and captions enter it only when given (a result is never
-    rewritten with another claim, and runs without them keep their hash)."""
+    rewritten with another claim; a run without them is named by the rest alone)."""
     model = {k: prov.get(k) for k in ("weights_sha256", "format", "weights", "prediction_type", "num_classes",
                                       "sample_shape")}
     model["scheduler"] = {k: v for k, v in (prov.get("scheduler") or {}).items() if k != "source"}

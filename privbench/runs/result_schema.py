@@ -12,9 +12,9 @@ readers: :mod:`privbench.reports.collect`) through a file.
 * :class:`Provenance` — an external run's ``provenance`` object (also its ``provenance.json``): the model and the
   records that were attacked.
 
-``SCHEMA_VERSION`` is written into every result. A file without it is version 0 (written before the schema
-existed): :meth:`AttackResult.from_json` migrates it (the only place migrations live), and refuses a version it
-does not know — a newer privbench's file — in one line, rather than misreading it.
+``schema_version`` (:data:`privbench.core.version.STORE_VERSION`) is written into every result.
+:meth:`AttackResult.from_json` reads that version only: a file of another version, or without one, is refused in
+one line rather than misread (a later release's migrations go to ``core.version.MIGRATIONS``).
 
 This module lives in ``runs`` (not ``core``) because both sides may import it there (reports sit above runs) and
 a claim's kind comes from :mod:`privbench.privacy.claims`, which ``core`` may not import.
@@ -28,11 +28,7 @@ from typing import Any, get_args, get_type_hints
 
 from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
-
-#: bump when a key changes meaning or a written key is added or removed; add the migration to ``from_json``
-SCHEMA_VERSION = 1
-#: the kind a version-0 result without ``kind`` and without an AUC gets (what reports called it before)
-OTHER_KIND = "other"
+from ..core.version import STORE_VERSION, upgraded
 
 
 def _is_number(v) -> bool:
@@ -131,12 +127,12 @@ class Timing:
     _ALWAYS = ("train_s", "attack_s", "device")
 
     @classmethod
-    def from_json(cls, d: dict, *, strict: bool = True) -> Timing:
+    def from_json(cls, d: dict) -> Timing:
         if not isinstance(d, dict):
             raise BadInput(f"timing: expected an object, got {type(d).__name__}")
         names = _declared(cls)
         unknown = [k for k in d if k not in names]
-        if unknown and strict:
+        if unknown:
             raise BadInput(f"timing: undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
         kept = {k: v for k, v in d.items() if k in names}
         return cls(**kept, key_order=tuple(kept))
@@ -195,13 +191,12 @@ class Provenance:
     _ALWAYS = ("model", "members", "nonmembers", "records_sha256")
 
     @classmethod
-    def from_json(cls, d: dict, *, strict: bool = True) -> Provenance:
-        """``strict=False`` (a version-0 file): undeclared keys are dropped, as nothing reads them."""
+    def from_json(cls, d: dict) -> Provenance:
         if not isinstance(d, dict):
             raise BadInput(f"provenance: expected an object or null, got {type(d).__name__}")
         names = _declared(cls)
         unknown = [k for k in d if k not in names]
-        if unknown and strict:
+        if unknown:
             raise BadInput(f"provenance: undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
         kept = {k: v for k, v in d.items() if k in names}
         for k, v in kept.items():
@@ -221,9 +216,6 @@ class Provenance:
 #: the nested objects of a result, each with its own ``from_json`` / ``to_json``
 _NESTED = (PrivacyClaim, Timing, ThreatModel, Provenance)
 
-#: keys a version-0 file must have (what reports always required)
-_V0_REQUIRED = ("method", "target", "attack", "dataset", "metrics")
-
 @dataclass(kw_only=True)
 class AttackResult:
     """One attack on one target: the content of ``result.json`` (docs/cli.md §5). The fields are the schema: the
@@ -232,7 +224,7 @@ class AttackResult:
     keys of an outside model's run, all with its ``provenance``), every other one is required in a file.
 
     Read-only mapping access (``res["metrics"]``, ``res.get("privacy")``) gives the JSON values."""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = STORE_VERSION
     method: str
     target: str
     attack: str
@@ -284,19 +276,14 @@ class AttackResult:
     @classmethod
     def from_json(cls, d: dict) -> AttackResult:
         """Parse a result.json object; BadInput (one line) on an unknown version, an undeclared key, a missing key
-        or a key of the wrong type. Version 0 (no ``schema_version``) is migrated here."""
+        or a key of the wrong type."""
         if not isinstance(d, dict):
             raise BadInput(f"not a privbench result (a JSON {type(d).__name__}, not an object)")
-        version = d.get("schema_version", 0)
-        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= SCHEMA_VERSION:
-            raise BadInput(f"schema_version {version!r}: this privbench reads result.json versions 0..{SCHEMA_VERSION} "
-                           f"(written by a newer privbench? upgrade it)")
-        if version == 0:
-            d = _migrate_v0(d)
+        d = upgraded(d, d.get("schema_version"), "result.json")
         unknown = [k for k in d if k not in _ORDER]
         if unknown:
-            raise BadInput(f"undeclared key(s) {', '.join(map(repr, unknown))} in a schema_version {version} result "
-                           f"(docs/cli.md §5)")
+            raise BadInput(f"undeclared key(s) {', '.join(map(repr, unknown))} in a schema_version {STORE_VERSION} "
+                           f"result (docs/cli.md §5)")
         missing = [k for k in _ORDER if k not in d and k not in _OPTIONAL]
         if missing:
             raise BadInput(f"not a privbench result (missing keys: {', '.join(missing)})")
@@ -305,12 +292,11 @@ class AttackResult:
                 check_type(k, d[k], types)
         nested = ("privacy", "timing", "threat_model", "provenance")
         kw = {k: d.get(k) for k in _ORDER if k not in nested}
-        kw["schema_version"] = SCHEMA_VERSION
         privacy, threat, prov = d["privacy"], d["threat_model"], d.get("provenance")
         return cls(**kw, privacy=None if privacy is None else PrivacyClaim.from_json(privacy),
-                   timing=Timing.from_json(d["timing"], strict=version > 0),
+                   timing=Timing.from_json(d["timing"]),
                    threat_model=None if threat is None else ThreatModel.from_json(threat),
-                   provenance=None if prov is None else Provenance.from_json(prov, strict=version > 0))
+                   provenance=None if prov is None else Provenance.from_json(prov))
 
     def to_json(self) -> dict:
         """The result.json object: the declared keys in the writers' order, the optional ones only when set."""
@@ -371,33 +357,3 @@ def check_type(key: str, v, types: tuple) -> None:
     if isinstance(v, bool) or not isinstance(v, tuple(t for t in types if t is not None)):
         want = " or ".join("null" if t is None else t.__name__ for t in types)
         raise BadInput(f"{key}: expected {want}, got {type(v).__name__}")
-
-
-def _migrate_v0(d: dict) -> dict:
-    """A result written before ``schema_version`` (hand-made ones included) as a version-1 object.
-
-    Reports always required method, target, attack, dataset and metrics; every other key got a default there, and
-    those defaults live here now. Keys no version declares (another tool's) are dropped: nothing reads them."""
-    missing = [k for k in _V0_REQUIRED if k not in d]
-    if missing:
-        raise BadInput(f"not a privbench result (missing keys: {', '.join(missing)})")
-    out = {k: v for k, v in d.items() if k in _ORDER}
-    metrics = out["metrics"] if isinstance(out["metrics"], dict) else {}
-    out["metrics"] = metrics
-    defaults = {"preset": "", "seed": 0, "run_dir": None, "n_members": None, "n_nonmembers": None,
-                "privacy": None, "scores_path": None, "threat_model": None, "attack_hash": None,
-                "calibrated": None, "sweep": None, "sha256": None, "trained_from": None}
-    for k, v in defaults.items():
-        out.setdefault(k, v)
-    for k in ("attack_config", "figures", "artifacts"):  # a null container read as an empty one, as before
-        out[k] = out.get(k) or {}
-    for k in ("warnings", "notes"):
-        out[k] = out.get(k) or []
-    out["timing"] = out.get("timing") or {}
-    # before labels, a result's label was its attack; before kinds, an AUC made it a membership result
-    out["label"] = out.get("label") or out["attack"]
-    out["kind"] = out.get("kind") or (MEMBERSHIP if "auc" in metrics else OTHER_KIND)
-    if not isinstance(out["privacy"], dict):  # older hand-made files wrote e.g. "none": no claim
-        out["privacy"] = None
-    out["schema_version"] = 0
-    return out

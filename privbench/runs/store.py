@@ -141,7 +141,7 @@ def read_done(run_dir: Path) -> dict | None:
 
 def damaged_artefacts(run_dir: Path, done: dict | None = None) -> list[str]:
     """Relative paths of the recorded training artefacts that are missing or whose content changed; ``["*"]`` when
-    the record has no hashes (an unreadable train_done.json, or one written before hashes were recorded)."""
+    the record has no hashes (an unreadable train_done.json)."""
     done = read_done(run_dir) if done is None else done
     if done is None:
         return []

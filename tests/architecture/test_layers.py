@@ -21,7 +21,7 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/attacks/base.py", "memorization"), ("privbench/attacks/base.py", "reconstruction"),
     # the same vocabulary readable without importing the attacks (reports, audit and gates stay torch-free)
     ("privbench/core/constants.py", "memorization"), ("privbench/core/constants.py", "reconstruction"),
-    # the client split's keys were pfdm.n_clients, ... (still read: register_section(formerly="pfdm"))
+    # the config hash holds the client split's keys inside the pfdm mapping (register_section(hashed_under="pfdm"))
     ("privbench/data/splits.py", "pfdm"),
     # reconstruction inverts PFDM's uploads: it reads PFDM's own settings pfdm.t0 and pfdm.clip from its section
     ("privbench/attacks/reconstruction.py", "pfdm"),

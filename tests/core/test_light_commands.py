@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privbench.runs.result_schema import AttackResult
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "diffusers")
 
@@ -45,12 +47,12 @@ def _outside_result(folder: Path, target: str, seed: int) -> None:
     labels = np.r_[np.ones(32, int), np.zeros(32, int)]
     scores = rng.normal(size=64) + labels
     np.savez(folder / "scores.npz", scores=scores, labels=labels, index=np.arange(64))
-    res = {"method": "external", "target": target, "attack": "pia", "dataset": "external", "preset": "tiny",
-           "seed": 0, "run_dir": str(folder), "n_members": 32, "n_nonmembers": 32, "kind": "membership",
-           "metrics": {"auc": 0.75, "asr": 0.7, "tpr_at_1pct_fpr": None, "tpr_at_0_1pct_fpr": None,
-                       "ci95": {"auc": [0.6, 0.9]}},
-           "privacy": None, "scores_path": str(folder / "scores.npz")}
-    (folder / "result.json").write_text(json.dumps(res))
+    res = AttackResult(method="external", target=target, attack="pia", dataset="external", preset="tiny", seed=0,
+                       run_dir=str(folder), n_members=32, n_nonmembers=32, kind="membership",
+                       metrics={"auc": 0.75, "asr": 0.7, "tpr_at_1pct_fpr": None, "tpr_at_0_1pct_fpr": None,
+                                "ci95": {"auc": [0.6, 0.9]}},
+                       privacy=None, scores_path=str(folder / "scores.npz"))
+    (folder / "result.json").write_text(json.dumps(res.to_json()))
 
 
 @pytest.fixture(scope="module")

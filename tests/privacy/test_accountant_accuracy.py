@@ -11,6 +11,8 @@ import pytest
 
 from privbench.core.errors import BadInput
 from privbench.privacy import dpsgd
+from privbench.privacy.accountants import pld as pld_acc
+from privbench.privacy.accountants import rdp as rdp_acc
 
 SMALL_EPS = (9.365, 0.00131, 3761, 1e-5)
 
@@ -27,14 +29,14 @@ def _dp_accounting(sigma, q, steps, delta, *, pld_interval=None):
 
 
 def test_rdp_orders_reach_small_epsilon():
-    ours = dpsgd.rdp_epsilon(*SMALL_EPS)
+    ours = rdp_acc.rdp_epsilon(*SMALL_EPS)
     reference_rdp = _dp_accounting(*SMALL_EPS)                      # dp_accounting's default orders (to 1024)
     reference_pld = _dp_accounting(*SMALL_EPS, pld_interval=2e-5)   # ≈ exact
     assert reference_pld <= ours <= reference_rdp + 1e-9            # measured: PLD 0.0231 <= 0.0263 <= 0.0275
     assert ours <= 1.2 * reference_pld
     assert dpsgd.dpsgd_epsilon(*SMALL_EPS, accountant="rdp")["epsilon"] == pytest.approx(ours)
     # large ε: the extended grid changes nothing (the optimum is a low order)
-    assert dpsgd.rdp_epsilon(1.0, 0.01, 10_000, 1e-5) == pytest.approx(6.7127, abs=1e-3)
+    assert rdp_acc.rdp_epsilon(1.0, 0.01, 10_000, 1e-5) == pytest.approx(6.7127, abs=1e-3)
 
 
 def test_rdp_opacus_grid_is_reachable():
@@ -45,13 +47,13 @@ def test_rdp_opacus_grid_is_reachable():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = acc.get_epsilon(delta=SMALL_EPS[3])
-        assert dpsgd.rdp_epsilon(*SMALL_EPS, orders="opacus") == pytest.approx(theirs, rel=1e-12)
-    assert dpsgd.RDP_ORDERS_OPACUS == tuple(RDPAccountant.DEFAULT_ALPHAS)
-    assert set(dpsgd.RDP_ORDERS) > set(dpsgd.RDP_ORDERS_OPACUS) and max(dpsgd.RDP_ORDERS) == 1024
+        assert rdp_acc.rdp_epsilon(*SMALL_EPS, orders="opacus") == pytest.approx(theirs, rel=1e-12)
+    assert rdp_acc.RDP_ORDERS_OPACUS == tuple(RDPAccountant.DEFAULT_ALPHAS)
+    assert set(rdp_acc.RDP_ORDERS) > set(rdp_acc.RDP_ORDERS_OPACUS) and max(rdp_acc.RDP_ORDERS) == 1024
     with pytest.raises(BadInput):
-        dpsgd.rdp_epsilon(*SMALL_EPS, orders="nosuch")
+        rdp_acc.rdp_epsilon(*SMALL_EPS, orders="nosuch")
     with pytest.raises(BadInput):
-        dpsgd.rdp_epsilon(*SMALL_EPS, orders=[0.5, 2])
+        rdp_acc.rdp_epsilon(*SMALL_EPS, orders=[0.5, 2])
 
 
 @pytest.mark.parametrize("sigma, q, steps, delta, fine", [
@@ -62,10 +64,10 @@ def test_rdp_opacus_grid_is_reachable():
 ])
 def test_pld_interval_meets_its_stated_accuracy(sigma, q, steps, delta, fine):
     reference = _dp_accounting(sigma, q, steps, delta, pld_interval=fine)
-    ours = dpsgd.pld_epsilon(sigma, q, steps, delta)
+    ours = pld_acc.pld_epsilon(sigma, q, steps, delta)
     assert ours <= reference + max(1e-3, 1e-3 * reference)              # the stated accuracy
-    d = dpsgd.pld_epsilon_details(sigma, q, steps, delta)
-    assert d["eps_error"] == pytest.approx(max(dpsgd.PLD_EPS_ERROR, dpsgd.PLD_EPS_ERROR_REL * d["epsilon"]))
+    d = pld_acc.pld_epsilon_details(sigma, q, steps, delta)
+    assert d["eps_error"] == pytest.approx(max(pld_acc.PLD_EPS_ERROR, pld_acc.PLD_EPS_ERROR_REL * d["epsilon"]))
     assert d["estimated_excess"] <= d["eps_error"]
     # pessimistic (never below the reference beyond its own tiny excess) and within the stated tolerance
     assert reference - 1e-4 * max(reference, 1.0) <= d["epsilon"] <= reference + d["eps_error"]
@@ -73,7 +75,7 @@ def test_pld_interval_meets_its_stated_accuracy(sigma, q, steps, delta, fine):
 
 
 def test_pld_explicit_tolerance_refines_further():
-    loose = dpsgd.pld_epsilon_details(10.0, 1e-3, 1000, 1e-5, eps_error=0.01)
-    tight = dpsgd.pld_epsilon_details(10.0, 1e-3, 1000, 1e-5, eps_error=2e-4)
+    loose = pld_acc.pld_epsilon_details(10.0, 1e-3, 1000, 1e-5, eps_error=0.01)
+    tight = pld_acc.pld_epsilon_details(10.0, 1e-3, 1000, 1e-5, eps_error=2e-4)
     assert tight["interval"] < loose["interval"] and tight["epsilon"] < loose["epsilon"]
     assert tight["estimated_excess"] <= 2e-4

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from privbench.runs.result_schema import AttackResult
+
 
 def write_result(folder: Path, scores, labels, *, method="fake", target="model", attack="pia", privacy=None,
                  kind="membership", seed=0, metrics=None, preset="test") -> Path:
@@ -22,8 +24,8 @@ def write_result(folder: Path, scores, labels, *, method="fake", target="model",
         np.savez(folder / "scores.npz", ratio=scores)
         metrics = {"memorized_fraction": 0.0, "n_generated": len(scores)}
     metrics = {**metrics, **given}
-    res = {"method": method, "target": target, "attack": attack, "dataset": "digits", "preset": preset, "seed": seed,
-           "run_dir": str(folder), "n_members": int(labels.sum()), "n_nonmembers": int((labels == 0).sum()),
-           "metrics": metrics, "privacy": privacy, "scores_path": str(folder / "scores.npz"), "kind": kind}
-    (folder / "result.json").write_text(json.dumps(res))
+    res = AttackResult(method=method, target=target, attack=attack, dataset="digits", preset=preset, seed=seed,
+                       run_dir=str(folder), n_members=int(labels.sum()), n_nonmembers=int((labels == 0).sum()),
+                       metrics=metrics, privacy=privacy, scores_path=str(folder / "scores.npz"), kind=kind)
+    (folder / "result.json").write_text(json.dumps(res.to_json()))
     return folder / "result.json"

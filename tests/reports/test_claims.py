@@ -19,7 +19,7 @@ from privbench.reports.collect import load_results
 from privbench.reports.tables import Tables
 
 PAPER_BASIS = "as claimed by the paper (output-gradient sanitization; not a sound DP guarantee)"
-#: DP-SAD paper mode as privbench writes it now, and as results written before claimed_epsilon stored it
+#: DP-SAD paper mode as privbench writes it, and a paper claim with its number in epsilon
 PAPER_NEW = {"epsilon": None, "claimed_epsilon": 3.0, "claim_kind": "claimed_by_paper", "claimed_by_paper": True,
              "delta": 1e-5, "basis": PAPER_BASIS, "end_to_end": False}
 PAPER_OLD = {"epsilon": 3.0, "claimed_by_paper": True, "delta": 1e-5, "basis": PAPER_BASIS, "end_to_end": False}

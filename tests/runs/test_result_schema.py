@@ -1,6 +1,6 @@
 """result.json's typed, versioned schema (privbench.runs.result_schema): docs/cli.md §5 names exactly the declared
-keys, a real result round-trips unchanged, a writer cannot add an undeclared key, an old file is migrated and a
-newer version is refused in one line."""
+keys, a real result round-trips unchanged, a writer cannot add an undeclared key, and a
+file of another version (or none) is refused in one line."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,8 @@ import pytest
 from helpers import train_cfg
 
 from privbench.core.errors import BadInput
-from privbench.runs.result_schema import SCHEMA_VERSION, AttackResult, PrivacyClaim, Provenance, ThreatModel, Timing
+from privbench.core.version import STORE_VERSION
+from privbench.runs.result_schema import AttackResult, PrivacyClaim, Provenance, ThreatModel, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOKKEEPING = {"details", "key_order"}
@@ -83,7 +84,7 @@ def test_a_real_result_round_trips_unchanged(real_result):
     for f in real_result:
         text = f.read_text()
         d = json.loads(text)
-        assert d["schema_version"] == SCHEMA_VERSION
+        assert d["schema_version"] == STORE_VERSION
         res = AttackResult.from_json(d)
         again = res.to_json()
         assert again == d and list(again) == list(d)  # values and the key order the file has
@@ -127,17 +128,12 @@ def test_a_current_file_with_a_missing_or_mistyped_key_is_refused(real_result):
         AttackResult.from_json({**d, "seed": "0"})
 
 
-def test_a_version_0_file_is_migrated(real_result):
+def test_a_file_without_schema_version_is_refused_in_one_line(real_result):
     d = json.loads(real_result[0].read_text())
-    old = {k: v for k, v in d.items() if k not in ("schema_version", "label", "kind", "threat_model")}
-    old["a_key_of_another_tool"] = 1
-    res = AttackResult.from_json(old)
-    assert res.label == "loss" and res.kind == "membership" and res.threat_model is None
-    assert res.to_json()["schema_version"] == SCHEMA_VERSION and "a_key_of_another_tool" not in res.to_json()
-    hand_made = AttackResult.from_json({"method": "fake", "target": "model", "attack": "pia", "dataset": "digits",
-                                        "metrics": {"memorized_fraction": 0.0}, "privacy": "none"})
-    assert (hand_made.kind, hand_made.label, hand_made.seed, hand_made.preset) == ("other", "pia", 0, "")
-    assert hand_made.privacy is None and hand_made.sha256 is None and hand_made.run_dir is None
+    with pytest.raises(BadInput) as e:
+        AttackResult.from_json({k: v for k, v in d.items() if k != "schema_version"})
+    assert "schema_version None is not one privbench" in str(e.value) and "\n" not in str(e.value)
+    assert AttackResult.from_json(d).to_json()["schema_version"] == STORE_VERSION
 
 
 def test_a_newer_version_is_refused_in_one_line(real_result, tmp_path):
@@ -198,17 +194,3 @@ def test_an_undeclared_or_mistyped_nested_key_is_refused_in_one_line(real_result
     with pytest.raises(BadInput) as e:
         AttackResult.from_json({**d, key: value})
     assert needle in str(e.value) and "\n" not in str(e.value)
-
-
-def test_a_version_0_files_nested_objects_are_read(real_result):
-    d = json.loads(real_result[0].read_text())
-    old = {k: v for k, v in d.items() if k not in ("schema_version", "label", "kind")}
-    old.update(method="external", threat_model={"queries": "q", "reference_models": 0, "auxiliary_data": "none"},
-               provenance={"model": {"weights_sha256": "ab"}, "members": {}, "nonmembers": {},
-                           "an_old_key": 1}, records_range=None, split_check=None)
-    res = AttackResult.from_json(old)
-    assert res.threat_model == ThreatModel(queries="q", reference_models=0, auxiliary_data="none")
-    assert res.provenance.weights_sha256 == "ab" and res.provenance.records_sha256 is None
-    # an undeclared key of a version-0 provenance is dropped (nothing reads it), as a version-0 timing key is
-    assert res.to_json()["provenance"] == {"model": {"weights_sha256": "ab"}, "members": {}, "nonmembers": {}}
-    assert AttackResult.from_json(res.to_json()).to_json() == res.to_json()

@@ -7,9 +7,12 @@ of ``fallback_rank``); ``privbench account ldp`` reports every registered :class
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Optional
 
+from ...core.errors import BadInput
 from ...core.registry import ACCOUNTANTS
+from ...core.validation import real
 
 DPSGD, LDP = "dpsgd", "ldp"
 
@@ -22,6 +25,8 @@ class Accountant:
     kind: ClassVar[str] = ""
     #: the short label results and bases print (DP-SGD: "PRV"; LDP: the key in ``account ldp``'s epsilon object)
     label: ClassVar[str] = ""
+    #: other names that select it where a label is asked for (``pfdm_epsilon(method=...)``: ``agm``, ``thm51``)
+    aliases: ClassVar[tuple[str, ...]] = ()
 
 
 class DPSGDAccountant(Accountant):
@@ -72,3 +77,24 @@ def ldp_accountants() -> list[type[LDPAccountant]]:
     """Every registered LDP accountant, by ``rank`` then name."""
     return sorted((e.factory for e in ACCOUNTANTS if issubclass(e.factory, LDPAccountant)),
                   key=lambda a: (a.rank, a.name))
+
+
+def ldp_accountant(name: str) -> Optional[type[LDPAccountant]]:
+    """The registered LDP accountant whose label, registry name or one of whose ``aliases`` is ``name``, or None."""
+    return next((a for a in ldp_accountants() if name in (a.label, a.name, *a.aliases)), None)
+
+
+def check_clip(clip) -> float:
+    """An L2 clipping norm C: a finite number > 0 (BadInput otherwise)."""
+    c = real(clip, "clip")
+    if not (c > 0 and math.isfinite(c)):
+        raise BadInput(f"clip={clip!r}: must be a finite number > 0 (the L2 clipping norm C)")
+    return c
+
+
+def check_sigma(sigma) -> float:
+    """A noise σ relative to the signal: > 0; +inf is allowed (no signal left: ε = 0)."""
+    s = real(sigma, "sigma")
+    if not s > 0:
+        raise BadInput(f"sigma={sigma!r}: must be > 0")
+    return s

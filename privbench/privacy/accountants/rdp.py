@@ -1,9 +1,50 @@
-"""``rdp``: DP-SGD, opacus RDP accountant with the improved conversion (fast, looser). The computation is :func:`privbench.privacy.dpsgd.rdp_epsilon`."""
+"""``rdp``: DP-SGD, opacus' RDP analysis with the improved RDP → DP conversion over privbench's order grid (fast;
+looser than PLD, docs/accountants.md §2)."""
 from __future__ import annotations
 
+import math
+
+from ...core.errors import BadInput
+from ...core.extras import require
 from ...core.registry import ACCOUNTANTS
-from ..dpsgd import rdp_epsilon
 from .base import DPSGDAccountant
+
+# RDP orders. opacus' RDPAccountant.DEFAULT_ALPHAS (kept here so the grid does not change with opacus' version):
+RDP_ORDERS_OPACUS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)))
+# privbench's grid: opacus' plus 11 and 64…1024 (ratio 2^¼). The optimal order grows as ε shrinks (≈ 360 at
+# ε ≈ 0.03); dp_accounting stops at 1024 too, and opacus' analysis returns NaN for some settings above it.
+RDP_ORDERS = tuple(sorted(set(RDP_ORDERS_OPACUS) | {11} | {int(round(64 * 2 ** (k / 4))) for k in range(17)}))
+_RDP_GRIDS = {"privbench": RDP_ORDERS, "opacus": RDP_ORDERS_OPACUS}
+
+
+def order_grid(orders) -> tuple:
+    """The RDP orders ``orders`` names: None or "privbench" = :data:`RDP_ORDERS`, "opacus" = opacus' grid, or a
+    list of orders > 1 (BadInput otherwise)."""
+    if orders is None:
+        return RDP_ORDERS
+    if isinstance(orders, str):
+        if orders not in _RDP_GRIDS:
+            raise BadInput(f"rdp_orders={orders!r}: must be one of {', '.join(_RDP_GRIDS)} or a list of orders > 1")
+        return _RDP_GRIDS[orders]
+    try:
+        out = tuple(float(a) for a in orders)
+    except (TypeError, ValueError):
+        raise BadInput(f"rdp_orders={orders!r}: must be one of {', '.join(_RDP_GRIDS)} or a list of orders > 1") \
+            from None
+    if not out or not all(a > 1 and math.isfinite(a) for a in out):
+        raise BadInput(f"rdp_orders={orders!r}: every order must be a finite number > 1")
+    return out
+
+
+def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, orders=None) -> float:
+    """opacus' RDP analysis (improved RDP → DP conversion) over ``orders``: None or "privbench" =
+    :data:`RDP_ORDERS` (up to 1024), "opacus" = opacus' default grid (up to 63), or a list of orders > 1."""
+    require("opacus", "the RDP accountant")
+    from opacus.accountants import RDPAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
+
+    acc = RDPAccountant()
+    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    return float(acc.get_epsilon(delta=float(delta), alphas=list(order_grid(orders))))
 
 
 @ACCOUNTANTS.register_class
