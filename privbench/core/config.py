@@ -125,9 +125,9 @@ class TrainConfig:
     checkpoint_every: int = setting(1000, lo=1)
     log_every: int = setting(100, lo=1)
     # precision changes the numbers, so it enters the config hash, but only when set off its default (runs
-    # trained before the setting existed keep their hash: Config.training_dict); channels_last and compile
-    # change how the steps run, not what they compute: never in the hash
-    precision: str = setting("fp32", choices=["fp32", "bf16"],
+    # trained before the setting existed keep their hash); channels_last and compile change how the steps run,
+    # not what they compute: never in the hash
+    precision: str = setting("fp32", choices=["fp32", "bf16"], hashed_at_default=False,
                              help="bf16: autocast of the model's forward/backward (weights, Adam, EMA stay fp32)")
     init: str = setting("scratch", choices=["scratch", "public"], hashed_at_default=False,
                         help="public: every trained network starts from a non-private pre-training on the run's "
@@ -356,8 +356,6 @@ class Config:
                       and f"{name}.{f.name}" not in hashed):
                     d[name].pop(f.name, None)
         d.pop("preset")
-        if d.get("train", {}).get("precision") == "fp32":  # the default: runs from before the setting keep their hash
-            d["train"].pop("precision")
         if keys is None:  # a method that does not say what it reads: every training section counts
             return _hash_layout(d)
         out = {k: d[k] for k in ("method", "dataset", "seed", *BASE_SECTIONS)}
