@@ -12,9 +12,12 @@
    (forward, loss, backward, AdamW on one fixed batch) and loop ÷ raw, the achieved FLOP/s and
    **achieved ÷ bound**.
 3. **changes**: on the ``--changes-on`` model, each speed change tried against the eager fp32 loop, timed back to
-   back (before, after): channels_last, foreach AdamW, fused AdamW, torch.compile, bf16 autocast and bf16 with
-   channels_last; and whether the weights after the same steps are bit-identical to the eager fp32 run's (a
-   change that is not can be a default only if it pays and the numbers stay valid).
+   back (before, after): channels_last, foreach AdamW, fused AdamW, torch.compile, bf16 autocast, bf16 with
+   channels_last, bf16 with compile; and whether the weights after the same steps are bit-identical to the eager
+   fp32 run's (a change that is not can be a default only if it pays and the numbers stay valid).
+4. **ceiling**: on the same model, for ``--ceiling`` configurations (fp32, bf16, bf16+compile), the time of a step
+   in convolutions and matmuls (profiled) and in the rest (the timed step minus them), the steps/s the counted
+   FLOPs at the bound would allow, and the rate the convolutions would need for 2× the first configuration.
 
     python benchmarks/train_throughput.py                       # all three models, every change (minutes)
     python benchmarks/train_throughput.py --preset test         # the smoke run (test preset's UNet everywhere)
