@@ -4,12 +4,14 @@ No dataset is read or downloaded: the records are a seeded random tensor dataset
 (CIFAR-10's 3×32×32 for ``paper``) — throughput does not depend on the pixels. Sections, each printed as soon
 as it is measured:
 
-1. **matmul rate**: the device's achieved bf16 (and fp32) matmul rate on large square matrices, measured here;
+1. **rates**: the device's achieved fp32 and bf16 FLOP/s on a large square matmul and a 3×3 convolution (NCHW
+   and NHWC), measured here (privbench.models.flops.hardware_rates); a precision's bound is the best of its rates;
 2. **training**, ``--steps`` steps of privbench's loop (``train_denoiser``: per-step RNG, batch gather, AdamW,
    grad clip, EMA) with the preset's UNet and batch, in fp32 and in bf16 autocast (+ channels_last on CUDA):
    step time, images/s, peak device memory, the loop ÷ raw ratio (raw = forward + backward + AdamW on a fixed
-   batch, the same precision), and the achieved model FLOP rate as a fraction of the bf16 matmul rate
-   (FLOPs of one training step counted by torch.utils.flop_counter);
+   batch, the same precision), and the achieved model FLOP rate ÷ the bound of its precision — the ratio
+   benchmarks/train_throughput.py prints on CPU — and as a fraction of the bf16 matmul rate (FLOPs of one
+   training step's forward and backward counted by torch.utils.flop_counter: flops.train_step_flops);
 3. **DP-SGD** (``--dp-batch`` records, K = dp.noise_multiplicity, physical batches of dp.physical_batch, the
    default per-sample backend): one private step's time ÷ the non-private step on the same records;
 4. **attacks**: PIA and SecMI on ``--records`` records at ``--attack-batch`` records per query batch:
@@ -39,6 +41,7 @@ os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
 from privbench.core.config import build_config  # noqa: E402
 from privbench.core.schedule import Schedule  # noqa: E402
+from privbench.models.flops import bound_rate, hardware_rates, train_step_flops  # noqa: E402
 from privbench.models.training import TrainData, diffusion_loss, train_denoiser  # noqa: E402
 from privbench.models.unet import build_denoiser  # noqa: E402
 from privbench.core.threads import configure_threads  # noqa: E402
@@ -83,30 +86,6 @@ def timed(fn, dev, reps: int) -> float:
     return statistics.median(ts)
 
 
-def matmul_rate(dev, dtype, n: int, reps: int = 10) -> float:
-    """Achieved FLOP/s of an n×n @ n×n matmul in ``dtype`` (2n³ FLOPs)."""
-    a = torch.randn(n, n, device=dev, dtype=dtype)
-    b = torch.randn(n, n, device=dev, dtype=dtype)
-
-    def mm():
-        for _ in range(reps):
-            a @ b
-
-    return 2 * n ** 3 * reps / timed(mm, dev, 3)
-
-
-def step_flops(model, loss_fn, batch, bf16: bool, dev) -> float:
-    """FLOPs of one forward + backward (torch.utils.flop_counter: matmuls, convolutions, attention)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as fc:
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = loss_fn(model, *batch).mean()
-        loss.backward()
-    model.zero_grad(set_to_none=True)
-    return float(fc.get_total_flops())
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="paper")
@@ -139,12 +118,18 @@ def main():
     if gpu:
         torch.backends.cudnn.benchmark = True
 
-    # 1. matmul rate -------------------------------------------------------------------------------------------
-    n_mm = 8192 if gpu else 256
-    rate_bf16 = matmul_rate(dev, torch.bfloat16, n_mm)
-    rate_fp32 = matmul_rate(dev, torch.float32, n_mm)
-    say(f"[matmul] {n_mm}x{n_mm}: bf16 {flops_str(rate_bf16)}, fp32 {flops_str(rate_fp32)} "
-        f"(torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32 if gpu else '-'})")
+    # 1. rates -------------------------------------------------------------------------------------------------
+    n_mm, conv = (8192, (256, 32, 128)) if gpu else (256, (64, 16, 64))
+    rates = {p: hardware_rates(dev, dt, n=n_mm, conv=conv) for p, dt in (("fp32", torch.float32),
+                                                                        ("bf16", torch.bfloat16))}
+    bounds = {p: bound_rate(r) for p, r in rates.items()}
+    rate_bf16 = rates["bf16"]["matmul"]
+    for p, r in rates.items():
+        say(f"[rates {p}] matmul {n_mm}x{n_mm} {flops_str(r['matmul'])}, conv3x3 {conv[0]}ch {conv[1]}px "
+            f"batch {conv[2]} {flops_str(r['conv'])} (NHWC {flops_str(r['conv_nhwc'])}); bound = {bounds[p][0]}")
+    if gpu:
+        say(f"[rates] torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
+            f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
 
     # 2. training ----------------------------------------------------------------------------------------------
     g = torch.Generator().manual_seed(0)
@@ -182,7 +167,7 @@ def main():
             if channels_last:
                 xb, noise = xb.contiguous(memory_format=torch.channels_last), noise.contiguous(memory_format=torch.channels_last)
             batch = (xb, yb, None, t, noise, ac)
-            flops = step_flops(model, diffusion_loss, batch, bf16, dev)
+            flops = train_step_flops(model, diffusion_loss, *batch, autocast=torch.bfloat16 if bf16 else None)
             net = torch.compile(model) if compiled else model
 
             def raw_steps(k=20):
@@ -206,7 +191,8 @@ def main():
             sps = steps / wall
             say(f"[train {label}] {steps} steps: {wall / steps * 1e3:.1f} ms/step, {sps * B:.0f} images/s, "
                 f"loop/raw = {sps / raw:.3f} (raw {raw:.2f} steps/s), peak {peak(dev)}, "
-                f"{flops / 1e9:.2f} GFLOP/step -> {flops_str(flops * sps)} = "
+                f"{flops / 1e9:.2f} GFLOP/step -> {flops_str(flops * sps)}; achieved / bound ratio = "
+                f"{flops * sps / bounds[precision][1]:.3f} (bound: {precision} {bounds[precision][0]}), "
                 f"{flops * sps / rate_bf16:.1%} of the bf16 matmul rate")
             trained = ema
 

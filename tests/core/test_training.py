@@ -130,3 +130,20 @@ def test_samplers_partial_chains(tmp_path):
     a = ddim_chain(eps, x, 300, 0, tgt.alphas_cumprod, 10)
     b = ddim_chain(eps, x, 300, 0, tgt.alphas_cumprod, 10)
     assert len(calls) == 20 and calls[0] == 300 and calls[9] == 0 and torch.equal(a, b)
+
+
+def test_train_precision_bf16_is_its_own_run_and_fp32_keeps_the_hash(tmp_path):
+    """train.precision enters the config hash only off its default: the committed tiny report's centralized run
+    (reports/tiny/results.csv) keeps its hash, set explicitly to fp32 or not; bf16 autocast trains a run of its own
+    whose weights differ from fp32's (the forward and backward ran in bf16)."""
+    committed = "e6102f83fbfe"
+    assert train_cfg(preset="tiny").training_hash() == committed
+    assert train_cfg(preset="tiny", train__precision="fp32").training_hash() == committed
+    assert "precision" not in train_cfg().training_dict()["train"]
+    fp32 = api.train(train_cfg(), tmp_path, "cpu")
+    bf16 = api.train(train_cfg(train__precision="bf16"), tmp_path, "cpu")
+    assert bf16.ctx.run_dir != fp32.ctx.run_dir
+    assert bf16.cfg.training_dict()["train"]["precision"] == "bf16"
+    w32, w16 = _weights(fp32), _weights(bf16)
+    assert all(torch.isfinite(w).all() for w in w16.values())
+    assert any(not torch.equal(w32[k], w16[k]) for k in w32)

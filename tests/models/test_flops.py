@@ -1,9 +1,18 @@
-"""The hardware bound's FLOP count: pytorch-ddpm's CIFAR-10 UNet is 12.44 GFLOP per 32×32 forward."""
+"""The hardware bound's FLOP count: pytorch-ddpm's CIFAR-10 UNet is 12.44 GFLOP per 32×32 forward; a training
+step counts its backward too (the gradients of the weights, and of the activations only where they are needed)."""
 from __future__ import annotations
 
 import torch
 
-from privbench.models.flops import forward_flops, matmul_rate, pytorch_ddpm_forward_flops
+from privbench.models.flops import (
+    bound_rate,
+    conv_rate,
+    forward_flops,
+    hardware_rates,
+    matmul_rate,
+    pytorch_ddpm_forward_flops,
+    train_step_flops,
+)
 
 
 def test_pytorch_ddpm_cifar10_unet_flops():
@@ -20,3 +29,22 @@ def test_forward_flops_counts_a_linear_layer_exactly():
 def test_matmul_rate_is_positive_and_finite():
     r = matmul_rate("cpu", torch.float32, n=64, seconds=0.01)
     assert 0 < r < float("inf")
+
+
+def test_train_step_flops_counts_the_backward_exactly():
+    net = torch.nn.Sequential(torch.nn.Linear(32, 16, bias=False), torch.nn.Tanh(), torch.nn.Linear(16, 8, bias=False))
+    x = torch.zeros(4, 32)
+    fwd = 2 * 4 * (32 * 16 + 16 * 8)
+    # backward: both weights' gradients, and the activation gradient into the second layer only (x needs none)
+    bwd = 2 * 4 * (32 * 16 + 16 * 8) + 2 * 4 * 16 * 8
+    assert forward_flops(net, x) == fwd
+    assert train_step_flops(net, lambda m, v: m(v).pow(2), x) == fwd + bwd
+    assert all(p.grad is None for p in net.parameters())  # the counting step leaves no gradients behind
+
+
+def test_conv_rates_and_the_bound_are_the_best_measured():
+    assert 0 < conv_rate("cpu", torch.float32, channels=8, size=8, batch=2, seconds=0.01) < float("inf")
+    rates = hardware_rates("cpu", torch.float32, n=32, conv=(8, 8, 2), seconds=0.01)
+    assert set(rates) == {"matmul", "conv", "conv_nhwc"}
+    name, rate = bound_rate(rates)
+    assert rate == max(rates.values()) and rates[name] == rate
