@@ -24,7 +24,7 @@ from typing import Any
 
 from .constants import DEFAULT_DELTA
 from .errors import BadInput
-from .registry import ACCOUNTANTS, DATASETS, METHODS, PRESETS, load_builtins
+from .registry import ACCOUNTANTS, DATASETS, METHODS, PRESETS, declare_moves, load_builtins
 from .yamlio import load_yaml, read_yaml
 
 LOG = logging.getLogger(__name__)
@@ -408,7 +408,7 @@ def moved_key(key: str, where: str) -> str:
 def migrate_config_dict(d: dict) -> dict:
     """A stored config (a run's config.yaml) in the current layout: each moved key's value under its new name
     (a value already under the new name wins). ``d`` itself is not changed."""
-    load_builtins()  # the moves are declared by the registering modules (data/splits.py)
+    declare_moves()  # the moves are declared by the registering modules (data/splits.py)
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
     for old, new in MOVED_KEYS.items():
         old_sec, _, old_name = old.partition(".")
@@ -431,9 +431,13 @@ def _method_config_keys(method: str):
     return getattr(factory, "config_keys", None)
 
 
+#: the hex digits of a training hash (a run folder's name ends in them: runs.store)
+HASH_DIGITS = 12
+
+
 def config_hash(d: dict) -> str:
     blob = json.dumps(d, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
+    return hashlib.sha256(blob).hexdigest()[:HASH_DIGITS]
 
 
 # ---------------------------------------------------------------- presets

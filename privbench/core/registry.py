@@ -128,6 +128,31 @@ _builtin_loader: Callable[[], None] | None = None
 BUILTIN_MODULES: tuple[str, ...] = ()
 
 
+#: imports the modules that declare every built-in moved config key (privbench/builtins.py's MOVES)
+_moves_loader: Callable[[], None] | None = None
+_moves_declared = False
+
+
+def install_moves(loader: Callable[[], None]) -> None:
+    """Set what :func:`declare_moves` calls while no plug-in is declared."""
+    global _moves_loader
+    _moves_loader = loader
+
+
+def declare_moves() -> None:
+    """Complete core.config's moved keys (once) before a stored config is migrated: by the modules that declare
+    the built-in moves alone (reports and audits of stored runs stay torch-free), or by every built-in and plug-in
+    when a plug-in is declared (it may move keys too) or no such loader was installed."""
+    global _moves_declared
+    if _moves_declared:
+        return
+    _moves_declared = True
+    if _moves_loader is None or plugins_declared():
+        load_builtins()
+    else:
+        _moves_loader()
+
+
 def install_builtins(loader: Callable[[], None], modules: tuple[str, ...]) -> None:
     """Set what :func:`load_builtins` calls and which modules :func:`listing` may read without importing."""
     global _builtin_loader, BUILTIN_MODULES
@@ -145,7 +170,8 @@ def load_builtins() -> None:
     _load_plugins()
 
 
-def _plugins_declared() -> bool:
+def plugins_declared() -> bool:
+    """Whether a plug-in is declared: an entry point of a privbench group, or ``$PRIVBENCH_PLUGINS``."""
     from importlib.metadata import entry_points  # lazy: not needed by --help/--version (docs/scaling.md §5)
 
     if os.environ.get("PRIVBENCH_PLUGINS", "").strip():
@@ -162,7 +188,7 @@ def listing(var: str) -> list[tuple[str, str]]:
     read that way, from the imported registry."""
     global _source_listing
     reg = globals()[var]
-    if not _loaded and (_source_listing is not None or not _plugins_declared()):
+    if not _loaded and (_source_listing is not None or not plugins_declared()):
         # lazy: looked up per call (tests/core/test_startup.py patches builtin_listing); only `list` needs it
         from .registry_source import Unresolvable, builtin_listing
 
@@ -179,7 +205,7 @@ def _static_reader():
     """registry_source's reader of the built-ins while nothing imported them and no plug-in is declared (None
     otherwise, or when their source cannot be read statically)."""
     global _source_reader
-    if _loaded or (_source_reader is None and _plugins_declared()):
+    if _loaded or (_source_reader is None and plugins_declared()):
         return None
     if _source_reader is None:
         # lazy: only the light commands (report, audit, check) read the sources
