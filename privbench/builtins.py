@@ -24,7 +24,6 @@ MODULES = (
     "privbench.attacks",
 )
 
-
 def _import_all(name: str) -> None:
     mod = importlib.import_module(name)
     if hasattr(mod, "__path__"):

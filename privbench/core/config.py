@@ -382,9 +382,13 @@ def _method_config_keys(method: str):
     return getattr(factory, "config_keys", None)
 
 
+#: the hex digits of a training hash (a run folder's name ends in them: runs.store)
+HASH_DIGITS = 12
+
+
 def config_hash(d: dict) -> str:
     blob = json.dumps(d, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
+    return hashlib.sha256(blob).hexdigest()[:HASH_DIGITS]
 
 
 # ---------------------------------------------------------------- presets

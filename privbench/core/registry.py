@@ -145,7 +145,8 @@ def load_builtins() -> None:
     _load_plugins()
 
 
-def _plugins_declared() -> bool:
+def plugins_declared() -> bool:
+    """Whether a plug-in is declared: an entry point of a privbench group, or ``$PRIVBENCH_PLUGINS``."""
     from importlib.metadata import entry_points  # lazy: not needed by --help/--version (docs/scaling.md §5)
 
     if os.environ.get("PRIVBENCH_PLUGINS", "").strip():
@@ -162,7 +163,7 @@ def listing(var: str) -> list[tuple[str, str]]:
     read that way, from the imported registry."""
     global _source_listing
     reg = globals()[var]
-    if not _loaded and (_source_listing is not None or not _plugins_declared()):
+    if not _loaded and (_source_listing is not None or not plugins_declared()):
         # lazy: looked up per call (tests/core/test_startup.py patches builtin_listing); only `list` needs it
         from .registry_source import Unresolvable, builtin_listing
 
@@ -179,7 +180,7 @@ def _static_reader():
     """registry_source's reader of the built-ins while nothing imported them and no plug-in is declared (None
     otherwise, or when their source cannot be read statically)."""
     global _source_reader
-    if _loaded or (_source_reader is None and _plugins_declared()):
+    if _loaded or (_source_reader is None and plugins_declared()):
         return None
     if _source_reader is None:
         # lazy: only the light commands (report, audit, check) read the sources

@@ -48,6 +48,8 @@ def _doc_line(cls: ast.ClassDef) -> str:
 
 #: text that may register an entry; a module without it is read for its imports only
 _MARKER = re.compile(r"\b(?:" + "|".join(KINDS) + r")\b|register_dataset")
+#: a top-level class statement (column 0) and its name
+_CLASS = re.compile(r"^class[ \t]+(\w+)", re.M)
 #: a top-level import statement (column 0), parenthesised names included
 _IMPORT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)", re.M)
 
@@ -89,6 +91,10 @@ class _Reader:
         self.classes: dict[str, list[tuple[dict, list]]] = {}
         #: registry variable → entry name → the name of the class registered under it
         self.class_of: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        #: class name → the modules read for their imports only that define it at column 0 (a registered class's
+        #: base, such as a federated or DP-SGD method's): parsed when :func:`_find` asks for the class
+        self.deferred: dict[str, list[str]] = {}
+        self.parsed: set[str] = set()
 
     def add(self, reg: str, name, description, where: str) -> None:
         if not isinstance(name, str) or not isinstance(description, str):
@@ -112,7 +118,10 @@ class _Reader:
             for node in _top_level_imports(text):
                 for target in self._imports(node, module, is_pkg):
                     self.visit(target)
+            for name in _CLASS.findall(text):
+                self.deferred.setdefault(name, []).append(module)
             return
+        self.parsed.add(module)
         tree = ast.parse(text, module)
         handled: set[int] = set()
         for node in tree.body:
@@ -125,6 +134,20 @@ class _Reader:
             if isinstance(node, ast.Attribute) and node.attr in _REGISTRY_CALLS and \
                     isinstance(node.value, ast.Name) and node.value.id in KINDS and id(node) not in handled:
                 raise Unresolvable(f"{module}: {node.value.id}.{node.attr} at line {node.lineno}")
+
+    def class_defs(self, cls: str) -> list[tuple[dict, list]] | None:
+        """The definitions of class ``cls`` in the modules read, parsing those read for their imports only that
+        define it (each module once)."""
+        for module in self.deferred.pop(cls, ()):
+            if module in self.parsed:
+                continue
+            self.parsed.add(module)
+            path = _file_of(module)
+            tree = ast.parse(path.read_text(encoding="utf-8"), module)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef):
+                    self.classes.setdefault(node.name, []).append(_class_attributes(node))
+        return self.classes.get(cls)
 
     @staticmethod
     def _imports(node, module: str, is_pkg: bool) -> list[str]:
@@ -209,7 +232,7 @@ def _find(reader: _Reader, cls: str, attr: str, depth: int = 0) -> tuple[str, ob
     """(the class that sets ``attr``, its value) for class ``cls``: its body, then its bases' (depth first, left to
     right); KeyError when none sets it, :class:`Unresolvable` when the source does not say (a base class defined
     outside the modules read, a class name defined twice)."""
-    defs = reader.classes.get(cls)
+    defs = reader.class_defs(cls)
     if not defs or len(defs) > 1 or depth > 20:
         raise Unresolvable(f"class {cls}")
     attrs, bases = defs[0]

@@ -38,7 +38,24 @@ The features of an image in [−1, 1] (:func:`split_features`):
   seeded with :data:`FEATURE_SEED` — the same map for every call), ReLU, average-pooled to 4×4 and max-pooled
   globally (images larger than 32×32 are first area-averaged to 32×32).
 
-The classifier sees at most ``max_per_set`` records of each set (a seeded subsample; the result says how many).
+The features of a caption (:func:`caption_features`), for records that carry one (text-to-image records): the
+TF-IDF (sublinear term frequency, rows of unit L2 norm) of its lower-cased character 1–5-grams, hashed into
+:data:`CAPTION_FEATURES` columns (scikit-learn's ``HashingVectorizer`` and ``TfidfTransformer``; the inverse
+document frequencies come from both sets' captions without their labels, so the permutation test stays exact).
+Character n-grams see words, the joins between words and the digits within a name alike, so a caption numbering or
+wording that differs between the sets shows. The caption block is centred on the training folds but not
+standardised (standardising would give every rare n-gram the weight of a common one) and weighted to count as
+much as the standardised pixel block; the penalty is then λ = (pixel features) × (blocks), which for the pixels
+alone is the λ above.
+
+With captions the classifier runs on three feature sets — the pixels, the captions, both — over the same folds and
+the same label permutations, and each set's p-value is taken against the permutations' largest AUC of any set (a
+max-statistic permutation test: the three p-values hold together, with no correction to add). The top-level
+figures are those of the set with the highest AUC; ``feature_sets`` has each set's, so a split whose captions alone
+tell members from non-members is reported as such.
+
+The classifier sees at most ``max_per_set`` records of each set (a seeded subsample, captions with their images;
+the result says how many).
 """
 from __future__ import annotations
 
@@ -50,7 +67,7 @@ import torch.nn.functional as F
 
 from ..core.errors import BadInput
 from .roc import membership_metrics
-from .split_verdict import flagged  # noqa: F401 - the check's verdict, imported from here by the runs
+from .split_verdict import flagged  # the check's verdict, also imported from here by the runs
 
 #: the "material shift" bound on the AUC's 95 % CI lower bound
 SHIFT_AUC_BOUND = 0.6
@@ -67,6 +84,14 @@ DEFAULT_MAX_PER_SET = 2000
 HIST_BINS = 16
 CLASSIFIER = ("ridge regression of the member label (intercept, penalty = number of features) on standardised "
               "pixel statistics and a fixed random-convolution feature map, stratified k-fold out-of-fold scores")
+CAPTION_FEATURES = 1 << 11
+CAPTION_NGRAMS = (1, 5)
+CAPTION_CLASSIFIER = ("ridge regression of the member label (intercept) on the pixel features (standardised "
+                      "pixel statistics and a fixed random-convolution feature map), on the captions' TF-IDF of "
+                      f"hashed character {CAPTION_NGRAMS[0]}-{CAPTION_NGRAMS[1]}-grams, and on both; stratified k-fold out-of-fold scores, one "
+                      "max-statistic permutation test over the three")
+#: how a verdict names each feature set
+FEATURE_NAMES = {"pixels": "pixels", "captions": "captions", "both": "pixels and captions"}
 
 
 def _pixel_statistics(x: torch.Tensor) -> torch.Tensor:
@@ -114,10 +139,22 @@ def split_features(x: torch.Tensor, batch: int = 1024) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 0))
 
 
-def _subsample(x: torch.Tensor, k: int, rng: np.random.Generator) -> torch.Tensor:
-    if len(x) <= k:
-        return x
-    return x[torch.as_tensor(np.sort(rng.choice(len(x), size=k, replace=False)))]
+def caption_features(captions) -> np.ndarray:
+    """The model-free features of captions (see the module doc): TF-IDF of their hashed character n-grams, rows of
+    unit L2 norm, float64 N×:data:`CAPTION_FEATURES`."""
+    # lazy: scikit-learn's text features load only when records carry captions
+    from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+
+    counts = HashingVectorizer(analyzer="char", ngram_range=CAPTION_NGRAMS, n_features=CAPTION_FEATURES,
+                               alternate_sign=False, norm=None).transform([str(c) for c in captions])
+    return TfidfTransformer(sublinear_tf=True).fit_transform(counts).toarray()
+
+
+def _subsample(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """The rows kept of a set of ``n`` records: all, or ``k`` drawn without replacement (seeded), in order."""
+    if n <= k:
+        return np.arange(n)
+    return np.sort(rng.choice(n, size=k, replace=False))
 
 
 def fold_assignment(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
@@ -130,17 +167,34 @@ def fold_assignment(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
     return out
 
 
-def _ridge_out_of_fold(features: np.ndarray, fold: np.ndarray, folds: int, y: np.ndarray) -> np.ndarray:
-    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns); each fold's fit is one linear map
-    of the training labels, solved once for all columns."""
-    x = np.asarray(features, dtype=np.float64)
-    lam = float(max(x.shape[1], 1))
+def _fold_design(blocks, tr: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(training rows, held-out rows, ridge penalty) of one fold. ``blocks``: (features, standardise) pairs; a
+    standardised block is scaled on the training rows, a caption block (unit-norm rows) only centred and weighted
+    by √(standardised columns), so each block weighs as much as a standardised one; the penalty is the
+    standardised columns (at least 1) times the number of blocks (the pixel features alone: λ = their count)."""
+    unit = sum(x.shape[1] for x, standardise in blocks if standardise) or 1
+    parts_tr, parts_te = [], []
+    for x, standardise in blocks:
+        x = np.asarray(x, dtype=np.float64)
+        mu = x[tr].mean(0)
+        if standardise:
+            sd = x[tr].std(0)
+            sd[sd == 0] = 1.0
+        else:
+            sd = 1.0 / math.sqrt(unit)
+        parts_tr.append((x[tr] - mu) / sd)
+        parts_te.append((x[te] - mu) / sd)
+    return np.hstack(parts_tr), np.hstack(parts_te), float(unit * len(blocks))
+
+
+def _ridge_out_of_fold(blocks, fold: np.ndarray, folds: int, y: np.ndarray) -> np.ndarray:
+    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns) on the feature ``blocks``
+    (:func:`_fold_design`); each fold's fit is one linear map of the training labels, solved once for all
+    columns."""
     out = np.empty(y.shape, dtype=np.float64)
     for g in range(folds):
         te, tr = fold == g, fold != g
-        mu, sd = x[tr].mean(0), x[tr].std(0)
-        sd[sd == 0] = 1.0
-        ztr, zte = (x[tr] - mu) / sd, (x[te] - mu) / sd
+        ztr, zte, lam = _fold_design(blocks, tr, te)
         ytr = y[tr]
         mean = ytr.mean(0)
         yc = ytr - mean
@@ -163,24 +217,37 @@ def _column_aucs(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return ((rankdata(scores, axis=0) * labels).sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
-def permutation_test(features: np.ndarray, labels: np.ndarray, *, folds: int, seed: int,
-                     permutations: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """(out-of-fold scores, permuted AUCs, p-value) of the cross-fitted AUC against 0.5 (module doc): the labels
-    are permuted within each fold, so every permutation keeps each fold's member count."""
-    labels = np.asarray(labels)
-    fold = fold_assignment(labels, folds, seed)
+def _permuted_labels(labels: np.ndarray, fold: np.ndarray, folds: int, seed: int, permutations: int) -> np.ndarray:
+    """n × (1 + permutations): the labels, then ``permutations`` copies permuted within each fold (seeded)."""
     rng = np.random.default_rng([seed, 0x9E4])
     y = np.repeat(labels.astype(np.float64)[:, None], permutations + 1, axis=1)
     for g in range(folds):
         idx = np.flatnonzero(fold == g)
         order = np.argsort(rng.random((len(idx), permutations)), axis=0)
         y[idx, 1:] = y[idx, 0][order]
-    scores = _ridge_out_of_fold(features, fold, folds, y)
-    aucs = _column_aucs(scores, y)
-    observed, null = aucs[0], aucs[1:]
+    return y
+
+
+def _p_value(null: np.ndarray, observed: float) -> float:
     # ≥ with a rounding margin: a permutation that ties the observed AUC counts against it
-    p = (1 + int((null >= observed - 1e-12).sum())) / (1 + permutations)
-    return scores[:, 0], null, float(p)
+    return (1 + int((null >= observed - 1e-12).sum())) / (1 + len(null))
+
+
+def permutation_tests(feature_sets: dict, labels: np.ndarray, *, folds: int, seed: int,
+                      permutations: int) -> tuple[dict, np.ndarray]:
+    """({name: (out-of-fold scores, observed AUC, p-value)}, permuted AUCs) of the cross-fitted AUC of each named
+    feature set (a list of :func:`_fold_design` blocks) against 0.5 (module doc). Every set sees the same folds
+    and the same within-fold label permutations; the permuted AUC is the largest of the sets' (one set: its own),
+    so each p-value holds for the whole family of sets (max-statistic permutation test)."""
+    labels = np.asarray(labels)
+    fold = fold_assignment(labels, folds, seed)
+    y = _permuted_labels(labels, fold, folds, seed, permutations)
+    runs = {}
+    for name, blocks in feature_sets.items():
+        scores = _ridge_out_of_fold(blocks, fold, folds, y)
+        runs[name] = (scores[:, 0], _column_aucs(scores, y))
+    null = np.max([aucs[1:] for _, aucs in runs.values()], axis=0)
+    return {name: (s, float(a[0]), _p_value(null, a[0])) for name, (s, a) in runs.items()}, null
 
 
 def critical_auc(null: np.ndarray, alpha: float = ALPHA) -> float | None:
@@ -212,26 +279,43 @@ def check_permutations(permutations) -> int:
     return permutations
 
 
-def shift_test(features: np.ndarray, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
-               permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
-    """The shift check of model-free ``features`` (n × F) with ``labels`` (1 = member): ``{auc, ci95, p_value,
-    permutations, alpha, shift, detectable_auc, power, material, bound}`` (module doc)."""
-    check_permutations(permutations)
-    labels = np.asarray(labels, dtype=np.int64)
-    scores, null, p = permutation_test(features, labels, folds=folds, seed=seed, permutations=permutations)
+def _set_result(scores: np.ndarray, p: float, labels: np.ndarray, bootstrap: int, seed: int) -> dict:
     met = membership_metrics(scores, labels, bootstrap=bootstrap, seed=seed)
     ci = met["ci95"]["auc"]
-    return {"auc": met["auc"], "ci95": ci, "p_value": p, "permutations": int(permutations), "alpha": ALPHA,
-            "shift": bool(p <= ALPHA), "detectable_auc": detectable_auc(null), "power": POWER,
-            "material": bool(ci is not None and ci[0] > SHIFT_AUC_BOUND), "bound": SHIFT_AUC_BOUND}
+    return {"auc": met["auc"], "ci95": ci, "p_value": p, "shift": bool(p <= ALPHA),
+            "material": bool(ci is not None and ci[0] > SHIFT_AUC_BOUND)}
 
 
-def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
-                bootstrap: int = 1000, max_per_set: int = DEFAULT_MAX_PER_SET,
-                permutations: int = DEFAULT_PERMUTATIONS) -> dict:
-    """The shift check of two record sets N×C×H×W in [−1, 1] (see the module doc): ``{auc, ci95, p_value,
-    permutations, alpha, shift, detectable_auc, power, material, bound, folds, n_members, n_nonmembers,
-    n_features, seed, bootstrap, classifier, verdict}``."""
+def shift_tests(feature_sets: dict, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
+                permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
+    """The shift check of several named feature sets (each a list of :func:`_fold_design` blocks) with ``labels``
+    (1 = member): ``{auc, ci95, p_value, permutations, alpha, shift, detectable_auc, power, material, bound,
+    features, feature_sets}``. ``feature_sets`` holds each set's ``{auc, ci95, p_value, shift, material}`` (its
+    p-value holds for the family: :func:`permutation_tests`); the top-level figures are those of the set with the
+    highest AUC (``features``; the first on ties), whose p-value is the family's smallest, and ``detectable_auc``
+    is the AUC any one set must reach to be detected with 80 % power."""
+    check_permutations(permutations)
+    labels = np.asarray(labels, dtype=np.int64)
+    runs, null = permutation_tests(feature_sets, labels, folds=folds, seed=seed, permutations=permutations)
+    sets = {name: _set_result(s, p, labels, bootstrap, seed) for name, (s, _, p) in runs.items()}
+    top = max(sets, key=lambda name: runs[name][1])
+    res = sets[top]
+    return {"auc": res["auc"], "ci95": res["ci95"], "p_value": res["p_value"], "permutations": int(permutations),
+            "alpha": ALPHA, "shift": res["shift"], "detectable_auc": detectable_auc(null), "power": POWER,
+            "material": res["material"], "bound": SHIFT_AUC_BOUND, "features": top, "feature_sets": sets}
+
+
+def shift_test(features: np.ndarray, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
+               permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
+    """The shift check of model-free ``features`` (n × F, standardised) with ``labels`` (1 = member): ``{auc, ci95,
+    p_value, permutations, alpha, shift, detectable_auc, power, material, bound}`` (module doc)."""
+    out = shift_tests({"features": [(features, True)]}, labels, folds=folds, seed=seed, permutations=permutations,
+                      bootstrap=bootstrap)
+    del out["features"], out["feature_sets"]
+    return out
+
+
+def _check_sets(members: torch.Tensor, nonmembers: torch.Tensor, folds, member_captions, nonmember_captions) -> None:
     if members.dim() != 4 or nonmembers.dim() != 4 or members.shape[1:] != nonmembers.shape[1:]:
         raise BadInput(f"members {tuple(members.shape[1:])} and non-members {tuple(nonmembers.shape[1:])} must be "
                        f"images of one C×H×W shape (a different size alone tells them apart)")
@@ -240,33 +324,79 @@ def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int =
     if min(len(members), len(nonmembers)) < folds:
         raise BadInput(f"the shift check needs at least {folds} members and {folds} non-members ({folds}-fold "
                        f"cross-validation); got {len(members)} and {len(nonmembers)}")
+    if (member_captions is None) != (nonmember_captions is None):
+        has, lacks = ("members", "non-members") if nonmember_captions is None else ("non-members", "members")
+        raise BadInput(f"the {has} have captions and the {lacks} have none: give captions with both sets or with "
+                       f"neither (a caption's presence alone tells them apart)")
+    for what, x, caps in (("members", members, member_captions), ("non-members", nonmembers, nonmember_captions)):
+        if caps is not None and len(caps) != len(x):
+            raise BadInput(f"{len(caps)} captions for {len(x)} {what}: give one caption per record")
+
+
+def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
+                bootstrap: int = 1000, max_per_set: int = DEFAULT_MAX_PER_SET,
+                permutations: int = DEFAULT_PERMUTATIONS, member_captions=None, nonmember_captions=None) -> dict:
+    """The shift check of two record sets N×C×H×W in [−1, 1] (see the module doc): ``{auc, ci95, p_value,
+    permutations, alpha, shift, detectable_auc, power, material, bound, folds, n_members, n_nonmembers,
+    n_features, seed, bootstrap, classifier, verdict}``. With captions (one per record, for both sets) the
+    classifier also runs on the caption features and on both (:func:`shift_tests`): ``features`` (the set the
+    top-level figures are of), ``feature_sets`` (each set's figures and ``n_features``) and ``detected_by`` (the
+    sets that flag a shift) are added."""
+    _check_sets(members, nonmembers, folds, member_captions, nonmember_captions)
     check_permutations(permutations)
     rng = np.random.default_rng(seed)
-    m, n = _subsample(members, max_per_set, rng), _subsample(nonmembers, max_per_set, rng)
-    feats = split_features(torch.cat([m, n]))
-    labels = np.r_[np.ones(len(m), dtype=np.int64), np.zeros(len(n), dtype=np.int64)]
-    out = shift_test(feats, labels, folds=folds, seed=seed, permutations=permutations, bootstrap=bootstrap)
-    out.update({"folds": folds, "n_members": int(len(m)), "n_nonmembers": int(len(n)),
-                "n_features": int(feats.shape[1]), "seed": int(seed), "bootstrap": int(bootstrap),
-                "classifier": CLASSIFIER})
+    keep_m, keep_n = _subsample(len(members), max_per_set, rng), _subsample(len(nonmembers), max_per_set, rng)
+    pixels = split_features(torch.cat([members[torch.as_tensor(keep_m)], nonmembers[torch.as_tensor(keep_n)]]))
+    labels = np.r_[np.ones(len(keep_m), dtype=np.int64), np.zeros(len(keep_n), dtype=np.int64)]
+    common = {"folds": folds, "seed": seed, "permutations": permutations, "bootstrap": bootstrap}
+    if member_captions is None:
+        out = shift_test(pixels, labels, **common)
+        n_features, classifier = int(pixels.shape[1]), CLASSIFIER
+    else:
+        captions = caption_features([member_captions[i] for i in keep_m] + [nonmember_captions[i] for i in keep_n])
+        blocks = {"pixels": [(pixels, True)], "captions": [(captions, False)], "both": [(pixels, True),
+                                                                                       (captions, False)]}
+        out = shift_tests(blocks, labels, **common)
+        for name, b in blocks.items():
+            out["feature_sets"][name]["n_features"] = int(sum(x.shape[1] for x, _ in b))
+        out["detected_by"] = [name for name, r in out["feature_sets"].items() if flagged(r)]
+        n_features, classifier = out["feature_sets"][out["features"]]["n_features"], CAPTION_CLASSIFIER
+    out.update({"folds": folds, "n_members": int(len(keep_m)), "n_nonmembers": int(len(keep_n)),
+                "n_features": n_features, "seed": int(seed), "bootstrap": int(bootstrap), "classifier": classifier})
     out["verdict"] = verdict(out)
     return out
 
 
+def _by_feature_set(res: dict) -> str:
+    """``; by feature set: pixels AUC … (p = …), …`` and which sets flag a shift ('' without captions)."""
+    sets = res.get("feature_sets")
+    if not sets:
+        return ""
+    each = ", ".join(f"{name} AUC {r['auc']:.3f} (p = {r['p_value']:.3g})" for name, r in sets.items())
+    found = [name for name, r in sets.items() if flagged(r)]
+    if not found:
+        return f"; by feature set: {each}"
+    alone = ("; the captions alone tell the sets apart" if "captions" in found and "pixels" not in found else
+             "; the pixels alone tell the sets apart" if "pixels" in found and "captions" not in found else "")
+    return f"; by feature set: {each}; flagged on: {', '.join(found)}{alone}"
+
+
 def verdict(res: dict) -> str:
-    """One line: what the shift check found (``res``: :func:`shift_test`'s dict)."""
+    """One line: what the shift check found (``res``: :func:`shift_test`'s or :func:`split_shift`'s dict)."""
     ci = res.get("ci95")
     where = f"AUC {res['auc']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
     p = f"p = {res['p_value']:.3g}"
+    on = f" on the {FEATURE_NAMES[res['features']]}" if res.get("feature_sets") else ""
+    sets = _by_feature_set(res)
     if res["material"]:
-        return (f"material member/non-member shift: a model-free classifier tells members from non-members with "
+        return (f"material member/non-member shift: a model-free classifier{on} tells members from non-members with "
                 f"{where} ({p}; 95 % CI lower bound > {res['bound']}); an attack's AUC on these records is not "
-                f"evidence of leakage")
+                f"evidence of leakage{sets}")
     if res["shift"]:
-        return (f"member/non-member shift detected: a model-free classifier reaches {where} ({p}); an attack's AUC "
-                f"up to about this is not evidence of leakage")
+        return (f"member/non-member shift detected: a model-free classifier{on} reaches {where} ({p}); an attack's "
+                f"AUC up to about this is not evidence of leakage{sets}")
     x = res.get("detectable_auc")
     power = f"{round(100 * res['power'])} %"
     seen = (f"detectable: AUC >= {x:.3f} at {power} power" if x is not None else
             f"no AUC is detectable at {power} power with these sizes")
-    return f"no member/non-member shift detected ({p}; {where}); {seen}"
+    return f"no member/non-member shift detected ({p}; {where}); {seen}{sets}"

@@ -43,7 +43,7 @@ from safetensors import safe_open
 
 from ..core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA, MEMBERSHIP
 from ..core.errors import BadInput
-from ..core.registry import METHODS, has_entry
+from ..core.registry import METHODS, entry_owners, has_entry
 from ..core.validation import confidence as check_confidence
 from ..core.validation import open_unit
 from ..privacy.claims import COMPARED, FORMAL, KIND_LABEL
@@ -226,6 +226,8 @@ def upload_mechanism_of(res: Result) -> dict | None:
     """The LDP upload mechanism behind a result's formal ε, as its method declares it (None: no such mechanism)."""
     if not res.config or not has_entry("METHODS", res.method):
         return None
+    if entry_owners("METHODS", res.method, ("upload_mechanism",)) == {"Method"}:  # the base's: none (read from
+        return None                                                                # the source, nothing imported)
     return METHODS.get(res.method).factory.upload_mechanism(res.config, res.target)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..bench.cell_schema import BenchCell, cells_of
-from ..core.config import config_from_dict
+from ..core.config import HASH_DIGITS, config_from_dict
 from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.io import sha256_file
@@ -245,13 +245,28 @@ class Result:
 
     @cached_property
     def config_hash(self) -> str | None:
+        """The run's training hash: the one its folder is named by (``METHOD-DATASET-HASH``, as the run store names
+        a run when it trains it), else recomputed from config.yaml."""
         cfg = self.config
         if not cfg:
             return None
+        named = hash_in_name(self.run_dir.name, cfg)
+        if named is not None:
+            return named
         try:
+            # recomputing builds the whole Config, whose sections the built-in methods and attacks declare: this
+            # imports them (and torch); only a run folder that is not named by its hash gets here
             return config_from_dict(cfg).training_hash()
         except Exception:  # noqa: BLE001 - provenance only
             return None
+
+
+def hash_in_name(folder: str, cfg: dict) -> str | None:
+    """The training hash in a run folder's name when it is ``<method>-<dataset>-<12 hex digits>`` for the config's
+    method and dataset (:func:`privbench.runs.store.run_dir_for`), else None."""
+    head = f"{cfg.get('method')}-{cfg.get('dataset')}-"
+    tail = folder[len(head):] if folder.startswith(head) else ""
+    return tail if len(tail) == HASH_DIGITS and all(c in "0123456789abcdef" for c in tail) else None
 
 
 # ------------------------------------------------------------------ verification (docs/cli.md §3)

@@ -312,13 +312,15 @@ class OutsideSource:
         del out_dir, result, fresh  # the source's interface; the run directory is the result's only copy
 
 
-def _split_check(mem: RecordSet, non: RecordSet) -> dict | None:
+def _split_check(mem: RecordSet, non: RecordSet, captions: list[str] | None = None) -> dict | None:
     """The member/non-member shift check of the records (the blind baseline: do the records alone tell the two
-    sets apart?); fewer folds for a handful of records, None below 2 of either."""
+    sets apart?), on their captions too when ``captions`` (members' then non-members', the ones a text-to-image
+    target is queried with) are given; fewer folds for a handful of records, None below 2 of either."""
     folds = min(DEFAULT_FOLDS, len(mem.x), len(non.x))
     if folds < 2:
         return None
-    shift = split_shift(mem.x, non.x, folds=folds)
+    caps = (None, None) if captions is None else (captions[:len(mem.x)], captions[len(mem.x):])
+    shift = split_shift(mem.x, non.x, folds=folds, member_captions=caps[0], nonmember_captions=caps[1])
     if flagged(shift):
         LOG.warning(f"privbench: warning: {shift['verdict']}")
     return shift
@@ -378,7 +380,7 @@ def load_external_target(spec: OutsideSpec) -> ExternalTarget:
     else:
         records, captions, pixels = latent_records(tgt, mem, non, spec.caption)
     used = {"requested": spec.records_range, **check_same_encoding(mem.provenance, non.provenance)}
-    shift = _split_check(mem, non)
+    shift = _split_check(mem, non, captions)
     references = external_reference_inputs(spec.reference_recipe, spec.reference_data, records,
                                            dataset=spec.dataset, data_root=spec.data_root)
     return ExternalTarget(tgt, prov, mem, non, records, spec.target_name, spec.preset, tuple(spec.sets or ()),

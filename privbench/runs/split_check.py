@@ -2,7 +2,8 @@
 
 Loads the two record sets as ``attack --model`` does (:func:`privbench.runs.external.load_member_sets`, at their
 own size: no model to fit them to), refuses what ``attack --model`` refuses (shared records, different encodings or
-ranges), and runs the model-free shift check (:func:`privbench.metrics.split_shift.split_shift`)."""
+ranges), and runs the model-free shift check (:func:`privbench.metrics.split_shift.split_shift`) — on the pixels and,
+when the records carry captions (an ``.npz`` ``captions`` array, a ``metadata.jsonl``), on the captions too."""
 from __future__ import annotations
 
 from ..core.errors import BadInput
@@ -15,7 +16,8 @@ def check_split(members=None, nonmembers=None, *, split=None, dataset: str | Non
                 records_range: str = "auto", folds: int = DEFAULT_FOLDS, seed: int = 0,
                 permutations: int = DEFAULT_PERMUTATIONS) -> dict:
     """The shift check of two SPECs (or a split file): :func:`split_shift`'s dict plus ``members`` and
-    ``nonmembers`` (where the records came from) and ``records_range``."""
+    ``nonmembers`` (where the records came from) and ``records_range``. Captions given with one set and not the
+    other are bad input."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise BadInput(f"--seed {seed!r}: expected a non-negative integer")
     check_permutations(permutations)
@@ -26,7 +28,8 @@ def check_split(members=None, nonmembers=None, *, split=None, dataset: str | Non
     mem, non = load_member_sets(members, nonmembers, None, dataset=dataset, data_root=data_root, split=split,
                                 records_range=records_range)
     build_external_records(mem, non, None)  # shared records and different encodings are bad input here too
-    out = split_shift(mem.x, non.x, folds=folds, seed=seed, permutations=permutations)
+    out = split_shift(mem.x, non.x, folds=folds, seed=seed, permutations=permutations,
+                      member_captions=mem.captions, nonmember_captions=non.captions)
     out["members"] = {k: v for k, v in mem.provenance.items() if k != "index"}
     out["nonmembers"] = {k: v for k, v in non.provenance.items() if k != "index"}
     out["records_range"] = mem.provenance.get("range")

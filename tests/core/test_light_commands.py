@@ -90,6 +90,37 @@ def test_light_commands_do_not_import_torch(inputs, name, args, code):
         assert len(lines) == 1 and ("bad.npz" in lines[0] or "nothere.npz" in lines[0]), out["stderr"]
 
 
+def _own_run(root: Path, method: str, target: str, privacy: dict | None, seed: int) -> Path:
+    """A run folder as `privbench train` + `attack` leave it: named METHOD-DATASET-HASH, with its config.yaml and
+    an attack's result.json + scores.npz (docs/cli.md §5)."""
+    run = root / f"{method}-digits-{seed:012x}"
+    folder = run / "attacks" / f"loss-{target.replace(':', '')}-{seed:012x}"
+    _outside_result(folder, target, seed)
+    res = json.loads((folder / "result.json").read_text())
+    res.update({"method": method, "attack": "loss", "dataset": "digits", "run_dir": str(run), "privacy": privacy})
+    (folder / "result.json").write_text(json.dumps(res))
+    (run / "config.yaml").write_text(f"method: {method}\ndataset: digits\npreset: tiny\nseed: 0\n"
+                                     "data:\n  n_members: 32\n  n_nonmembers: 32\nclients:\n  n_clients: 2\n")
+    return run
+
+
+@pytest.mark.parametrize("command", [["audit", "own"], ["report", "own", "--out", "own-report", "--format", "csv"]])
+def test_report_and_audit_of_privbench_runs_do_not_import_torch(tmp_path, command):
+    """privbench's own runs — a DP-SGD method with a formal epsilon, federated methods (whose classes derive from
+    bases in modules that register nothing) — are ordered, audited and reported from their files alone."""
+    formal = {"epsilon": 10.0, "delta": 1e-5, "basis": "DP-SGD, PRV accountant, add/remove-one record",
+              "accountant": "prv", "noise_multiplier": 4.0, "sample_rate": 0.25, "steps": 1000}
+    for seed, (method, target, privacy) in enumerate((("dpdm", "model", formal), ("feddm", "global", None),
+                                                      ("local", "client:0", None), ("local", "client:1", None))):
+        _own_run(tmp_path / "own", method, target, privacy, seed)
+    out = _probe(command, tmp_path)
+    assert out["code"] == 0, out["stderr"][-1500:]
+    assert out["heavy"] == [], f"`privbench {' '.join(command)}` imported {out['heavy']}"
+    if command[0] == "report":
+        rows = (tmp_path / "own-report" / "results.csv").read_text().splitlines()
+        assert len(rows) == 5 and all(f"{seed:012x}" in "".join(rows) for seed in range(4))
+
+
 def test_the_precheck_and_the_full_read_agree_on_shapes(tmp_path):
     """The header check refuses what the loader refuses, with the same line (one copy of the rules)."""
     from privbench.core.errors import BadInput
@@ -119,7 +150,7 @@ def test_the_light_copies_agree_with_their_sources():
     are the imported classes' (report order, privacy, references, target order, coinciding notes)."""
     from privbench.attacks import base
     from privbench.core import constants, registry
-    from privbench.core.registry_source import Unresolvable, class_attribute, read_builtins
+    from privbench.core.registry_source import Unresolvable, attribute_owner, class_attribute, read_builtins
 
     assert (constants.MEMBERSHIP, constants.MEMORIZATION, constants.RECONSTRUCTION) == (
         base.MEMBERSHIP, base.MEMORIZATION, base.RECONSTRUCTION)
@@ -137,3 +168,9 @@ def test_the_light_copies_agree_with_their_sources():
                 assert static == getattr(e.factory, attr), (var, e.name, attr)
                 checked += 1
     assert checked >= 40
+    # the class that defines each hook a report asks about, read from the sources for every built-in method (bases
+    # in modules that register nothing, e.g. the federated and DP-SGD bases, included), is the imported class's
+    for e in registry.METHODS:
+        for attr in ("target_rank", "target_kind", "upload_mechanism"):
+            owner = next(c.__name__ for c in e.factory.__mro__ if attr in vars(c))
+            assert attribute_owner(reader, "METHODS", e.name, attr) == owner, (e.name, attr)
