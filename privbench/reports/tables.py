@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..bench.cell_schema import cells_of
 from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION, SEEDED_NOISE_LABEL
 from ..metrics.split_verdict import flagged
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
@@ -190,11 +191,14 @@ class Tables:
     fids: dict[tuple, dict] = field(default_factory=dict)
     audits: dict[int, dict] = field(default_factory=dict)
     base: Path | None = None       # paths in the tables are relative to it (the report's source directory)
+    fid_labels: dict[str, str] = field(default_factory=dict)  # run dir → its suite row, for runs no attack names
 
     @classmethod
     def build(cls, results: list[Result], bench: dict | None = None, base=None) -> "Tables":
-        fids = load_fids([r.run_dir for r in results])
-        return cls(results, bench, fids, _audits(results), Path(base) if base is not None else None)
+        base = Path(base) if base is not None else None
+        fid_runs = _fid_cell_runs(bench, base)
+        fids = load_fids([r.run_dir for r in results] + list(fid_runs))
+        return cls(results, bench, fids, _audits(results), base, {str(k.resolve()): v for k, v in fid_runs.items()})
 
     # -------------------------------------------------------------- long: one row per result
     def results_frame(self) -> pd.DataFrame:
@@ -489,7 +493,8 @@ class Tables:
 
     def fid_frame(self) -> pd.DataFrame:
         rows = []
-        labels = {str(r.run_dir): r.method_label for r in self.results}  # a suite's variant names its runs
+        # a suite's variant names its runs (a row with FID cells and no attack: its FID cells name it)
+        labels = self.fid_labels | {str(r.run_dir): r.method_label for r in self.results}
         for (rd, _t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
             rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
@@ -497,6 +502,21 @@ class Tables:
                         | {"method": labels.get(rd, rec.get("method")), "registered_method": rec.get("method"),
                            "run_dir": Path(rd).name} | _fid_extras(rec))
         return pd.DataFrame(rows)
+
+
+def _fid_cell_runs(bench: dict | None, base: Path | None) -> dict[Path, str]:
+    """{run dir: suite row} of a bench's finished FID cells: a row that trains for its FID only (``attacks: []``)
+    has no attack result to lead the report to its run."""
+    out = {}
+    for c in cells_of(bench) if bench and bench.get("cells") else []:
+        if c.kind != "fid" or c.status != "done" or not c.result_path:
+            continue
+        p = Path(c.result_path)
+        if not p.is_absolute() and not p.exists() and base is not None:
+            p = base / p
+        if p.is_file():
+            out[p.parents[1]] = c.variant or c.method
+    return out
 
 
 def _fid_extras(rec: dict) -> dict:

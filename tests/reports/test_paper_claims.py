@@ -374,3 +374,23 @@ def test_a_kid_is_printed_to_four_significant_digits():
     from privbench.reports.paper_claims import _decimals
 
     assert _decimals("kid", 0.01234) == 5 and _decimals("kid_heldout", 127604.2) == 0 and _decimals("fid", 1526.4) == 1
+
+
+def test_a_row_without_attacks_has_its_fids_in_the_fid_table(tmp_path):
+    """A suite row that trains for its FID only (``attacks: []``, e.g. seeds-mnist's two-client rows) has no
+    attack result to lead the report to its run: its FID cells do, under the row's name."""
+    bench = _bench(tmp_path)
+    data = json.loads((bench / "bench.json").read_text())
+    rd = tmp_path / "runs" / "fidonly-0"
+    (rd / "fid").mkdir(parents=True)
+    (rd / "fid" / "fid-model.json").write_text(json.dumps({"target": "model", "method": "dpdm", "minority": 7.0,
+                                                          "majority": 3.0, "dataset": "digits", "seed": 0}))
+    data["cells"].append({"status": "done", "method": "dpdm", "variant": "dpdm-2c", "target": "model",
+                          "dataset": "digits", "seed": 0, "role": "baseline", "run_dir": str(rd), "kind": "fid",
+                          "result_path": str(rd / "fid" / "fid-model.json")})
+    (bench / "bench.json").write_text(json.dumps(data))
+    render_report(bench, tmp_path / "out", ["csv"])
+    fid = pd.read_csv(tmp_path / "out" / "fid.csv")
+    row = fid[fid["run_dir"] == "fidonly-0"]
+    assert len(row) == 1 and row.iloc[0]["method"] == "dpdm-2c" and row.iloc[0]["minority"] == 7.0
+    assert set(fid["method"]) == {"subj", "base", "dpdm-2c"}
