@@ -205,7 +205,9 @@ def latex_float(df: pd.DataFrame, style: str = "single") -> str:
     """``tex/paper_claims.tex``: a booktabs float (``table*`` in the twocolumn style) with its label and a caption
     that states the rule."""
     env = "table*" if style == "twocolumn" else "table"
-    size = r"\footnotesize" if style == "twocolumn" else r"\small"
+    # a two-column page holds a table* of a paper's worth of claims only in \scriptsize and without each claim's
+    # scale (the scale stays in paper_claims.csv and the HTML)
+    size = r"\scriptsize" if style == "twocolumn" else r"\small"
     head = ["claim", "metric", "paper (subject / baseline)", "privbench subject", "privbench baseline", "seeds",
             "verdict"]
     lines = ["% privbench paper claims (generated; edit the claims in the suite, not here)",
@@ -214,8 +216,9 @@ def latex_float(df: pd.DataFrame, style: str = "single") -> str:
              r"\label{tab:privbench-paper-claims}", r"\begin{tabular}{" + _COLUMNS + "}",
              r"\toprule", " & ".join(escape(h) for h in head) + r" \\", r"\midrule"]
     for _, r in df.iterrows():
+        scale = ", " + escape(r["scale"]) if pd.notna(r["scale"]) and style != "twocolumn" else ""
         claim = (r"\textbf{" + escape(r["id"]) + "} " + escape(r["claim"]) + r" {\scriptsize(" + escape(r["source"])
-                 + (", " + escape(r["scale"]) if pd.notna(r["scale"]) else "") + ")}")
+                 + scale + ")}")
         arrow = r"$\downarrow$" if r["better"] == "lower" else r"$\uparrow$"
         cells = [claim, escape(SHORT[r["metric"]]) + " " + arrow, escape(_paper_text(r)),
                  escape(_value_text(r, "subject")), escape(_value_text(r, "baseline")),
