@@ -319,8 +319,8 @@ def test_bad_config_is_refused(runs_dir):
 
     with pytest.raises(BadInput):
         build_config("pfdm", "digits", "test", 0, [("pfdm.t0", "0")])
-    for method, sets in (("pfdm", {"pfdm__t0": 1001}), ("pfdm", {"pfdm__n_clients": 60}),
-                         ("local", {"pfdm__majority_classes": 10}), ("feddm", {"pfdm__n_clients": 65})):
+    for method, sets in (("pfdm", {"pfdm__t0": 1001}), ("pfdm", {"clients__n_clients": 60}),
+                         ("local", {"clients__majority_classes": 10}), ("feddm", {"clients__n_clients": 65})):
         cfg = train_cfg(method, "test", **sets)
         with pytest.raises(BadInput):
             api.train(cfg, runs_dir, "cpu")
