@@ -261,6 +261,17 @@ class Result:
             return None
 
 
+def cell_file(p: str | None, base: Path | None) -> Path | None:
+    """A bench cell's result file: as recorded, else relative to the bench directory ``base`` (a moved bench);
+    None when there is none."""
+    if not p:
+        return None
+    path = Path(p)
+    if not path.is_absolute() and not path.exists() and base is not None:
+        path = base / path
+    return path if path.is_file() else None
+
+
 def hash_in_name(folder: str, cfg: dict) -> str | None:
     """The training hash in a run folder's name when it is ``<method>-<dataset>-<12 hex digits>`` for the config's
     method and dataset (:func:`privbench.runs.store.run_dir_for`), else None."""

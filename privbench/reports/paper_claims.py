@@ -23,7 +23,7 @@ from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_text
 from .cells import metric_value, num, resolvable
 from .claim_rule import CONFIDENCE, MAGNITUDE_FACTOR, paired, summarize, verdict
-from .collect import read_result
+from .collect import cell_file, read_result
 from .latex import escape
 
 #: decimals a metric is shown with (FIDs are tens, rates are in [0, 1])
@@ -45,16 +45,6 @@ CAPTION = (f"Paper claims against privbench's numbers. Each side: the mean over 
            f"does not decide.")
 
 
-def _file(p: str | None, base: Path | None) -> Path | None:
-    """A cell's result file: as recorded, else relative to the bench directory (a moved bench)."""
-    if not p:
-        return None
-    path = Path(p)
-    if not path.is_absolute() and not path.exists() and base is not None:
-        path = base / path
-    return path if path.is_file() else None
-
-
 def _json(path: Path | None) -> dict:
     if path is None:
         return {}
@@ -66,7 +56,7 @@ def _json(path: Path | None) -> dict:
 
 
 def _attack(claim: PaperClaim, c: BenchCell, base) -> dict:
-    path = _file(c.result_path, base)
+    path = cell_file(c.result_path, base)
     if path is None:
         return {}
     r = read_result(path)
@@ -107,7 +97,7 @@ UTILITY_FIELDS = {"downstream_accuracy": ("downstream", "accuracy", "ci"),
 
 
 def _utility(claim: PaperClaim, c: BenchCell, base) -> dict:
-    rec = _json(_file(c.result_path, base))
+    rec = _json(cell_file(c.result_path, base))
     section, key, ci = UTILITY_FIELDS[claim.metric]
     part = rec.get(section) or {}
     n = (f"{part.get('n_test')} test records" if claim.metric == "downstream_accuracy"
@@ -120,7 +110,7 @@ def _observe(claim: PaperClaim, side: str, c: BenchCell, base) -> dict:
     if claim.kind == "attack":
         return _attack(claim, c, base)
     if claim.kind == "fid":
-        rec = _json(_file(c.result_path, base)) or {"overall": (c.summary or {}).get("overall")}
+        rec = _json(cell_file(c.result_path, base)) or {"overall": (c.summary or {}).get("overall")}
         return _fid_value(rec, getattr(claim, side).classes, claim.metric)
     return _utility(claim, c, base)
 

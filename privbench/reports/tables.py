@@ -43,7 +43,7 @@ from ..privacy.compare import (
 )
 from .cells import ci, num, resolvable
 from .cells import metric_value as cell_value
-from .collect import Result, released_start_weight, role_of
+from .collect import Result, cell_file, released_start_weight, role_of
 from .headline import headlines, result_delta
 from .order import attack_rank, method_rank, target_rank
 
@@ -509,12 +509,8 @@ def _fid_cell_runs(bench: dict | None, base: Path | None) -> dict[Path, str]:
     has no attack result to lead the report to its run."""
     out = {}
     for c in cells_of(bench) if bench and bench.get("cells") else []:
-        if c.kind != "fid" or c.status != "done" or not c.result_path:
-            continue
-        p = Path(c.result_path)
-        if not p.is_absolute() and not p.exists() and base is not None:
-            p = base / p
-        if p.is_file():
+        p = cell_file(c.result_path, base) if c.kind == "fid" and c.status == "done" else None
+        if p is not None:
             out[p.parents[1]] = c.variant or c.method
     return out
 

@@ -17,8 +17,8 @@ PLD_EPS_ERROR = 1e-3
 PLD_EPS_ERROR_REL = 1e-3
 PLD_START_INTERVAL = 2e-3
 PLD_MIN_INTERVAL = PLD_START_INTERVAL / 2 ** 8
-# The excess shrinks about linearly with the interval (measured: ×0.50–0.53 per halving at coarse intervals,
-# faster at fine ones), so after a halving it is ≈ the change that halving made; twice that change is the
+# The excess shrinks about linearly with the interval (about half per halving at coarse intervals, faster at
+# fine ones), so after a halving it is ≈ the change that halving made; twice that change is the
 # estimate, which covers a convergence ratio up to 2/3 per halving.
 PLD_EXCESS_SAFETY = 2.0
 

@@ -7,8 +7,8 @@ from .base import DPSGDAccountant
 from .rdp import rdp_epsilon
 
 PRV_EPS_ERROR = 0.01
-# opacus' PRV is skipped when the (cheap, looser) RDP ε exceeds this: there it was measured to spend 25–100 s
-# and then return inf (σ=0.2, q=0.05, 1000 steps; σ=0.5, q=1, 1000 steps), cf. opacus issues #601/#604.
+# opacus' PRV is skipped when the (cheap, looser) RDP ε exceeds this: in that regime it spends tens of seconds
+# and then returns inf (opacus issues #601/#604).
 PRV_MAX_RDP_EPSILON = 100.0
 
 
