@@ -202,8 +202,17 @@ def _check_split(folder: Path) -> dict:
     return {}
 
 
+def _tiny_sd(folder: Path) -> dict:
+    """The tiny Stable-Diffusion-shaped models and captioned records of privbench.testing.tiny_sd_pipeline
+    (pipeline/, pretrained/, random/, lora/, members.npz, heldout.npz)."""
+    from privbench.testing import tiny_sd_pipeline
+
+    tiny_sd_pipeline(folder)
+    return {}
+
+
 #: transcript scenarios: name → set-up in its own scratch sub-folder, returning the values its commands name
-SCENARIOS = {"my-ddpm": _my_ddpm, "exported": _exported, "check-split": _check_split}
+SCENARIOS = {"my-ddpm": _my_ddpm, "exported": _exported, "check-split": _check_split, "tiny-sd": _tiny_sd}
 
 
 def _env() -> dict:
