@@ -60,10 +60,11 @@ class Selector:
         return {k: getattr(self, k) for k in SELECTOR_KEYS if getattr(self, k) is not None}
 
     def text(self) -> str:
-        """``pfdm-lora/shared loss (ε 10, digits, FID majority)``: the selector as tables name it."""
+        """``pfdm-lora/shared loss (ε 10, digits, minority classes)``: the selector as tables name it (the metric,
+        FID or KID, is the claim's own column)."""
         head = self.method + (f"/{self.target}" if self.target else "") + (f" {self.attack}" if self.attack else "")
         extra = [f"ε {self.epsilon:g}" if self.epsilon is not None else None, self.dataset,
-                 f"FID {self.classes}" if self.classes else None]
+                 f"{self.classes} classes" if self.classes else None]
         extra = [e for e in extra if e]
         return head + (f" ({', '.join(extra)})" if extra else "")
 

@@ -218,8 +218,8 @@ def latex_float(df: pd.DataFrame, style: str = "single") -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_section(df: pd.DataFrame) -> str:
-    """The HTML section: the rule, then one row per claim."""
+def html_section(df: pd.DataFrame, figure: str | None = None) -> str:
+    """The HTML section: the rule, one row per claim, then the figure (a path relative to the report) if drawn."""
     head = ["claim", "metric", "paper subject / baseline", "privbench subject", "privbench baseline", "verdict",
             "why"]
     body = ""
@@ -238,7 +238,11 @@ def html_section(df: pd.DataFrame) -> str:
                  + (f"<br><small>{_html.escape(str(r['paired']))}</small>" if pd.notna(r["paired"]) else "")]
         body += "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     return (f"<p class=\"note\">{_html.escape(CAPTION)}</p><table><thead><tr>"
-            + "".join(f"<th>{_html.escape(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody></table>")
+            + "".join(f"<th>{_html.escape(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody></table>"
+            + (f'<figure><img src="{_html.escape(figure)}" alt="each claim: subject and baseline with their 95 % '
+               f'intervals, and the paired difference" style="max-width:100%"><figcaption class="note">Each claim: '
+               f'subject and baseline (mean, 95 % t-interval over seeds) and, below, the paired per-seed difference '
+               f'with its interval (dotted: 0).</figcaption></figure>' if figure else ""))
 
 
 def write_paper_claims(bench: dict | None, out: Path, formats: list[str], latex_style: str = "single",
@@ -259,4 +263,11 @@ def write_paper_claims(bench: dict | None, out: Path, formats: list[str], latex_
         p.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(p, latex_float(df, latex_style))
         written.append(p)
-    return written, html_section(df) if "html" in formats else None
+    figure = None
+    if {"html", "latex", "markdown"} & set(formats):
+        from .claims_figure import write_claims_figure  # lazy: matplotlib only when a report draws figures
+
+        files = write_claims_figure(df, out)
+        written += files
+        figure = next((f.relative_to(out).as_posix() for f in files if f.suffix == ".png"), None)
+    return written, html_section(df, figure) if "html" in formats else None

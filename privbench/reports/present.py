@@ -329,13 +329,13 @@ def fid_table(tables: Tables) -> PaperTable | None:
     t = PaperTable("fid", "FID", "Per method (lower is better): overall (samples with the members' class "
                    "proportions against all member records) and the client's majority / minority classes against "
                    "its own records, with their average. FIDs of different extractors are not comparable.",
-                   ["method", "target", "client", "overall", "majority", "minority", "average", "sampler"],
-                   "llrrrrrl")
+                   ["method", "target", "seed", "client", "overall", "majority", "minority", "average", "sampler"],
+                   "llrrrrrrl")
     for r in df.astype(object).to_dict("records"):
-        t.rows.append([Cell(_t(r["method"])), Cell(_t(r["target"])), Cell(_t(r["client"])),
+        t.rows.append([Cell(_t(r["method"])), Cell(_t(r["target"])), Cell(_t(r.get("seed"))), Cell(_t(r["client"])),
                        Cell(_f(r["overall"], 2)), Cell(_f(r["majority"], 2)), Cell(_f(r["minority"], 2)),
                        Cell(_f(r["average"], 2)), Cell(_t(r.get("sampler")))])
-        t.rows[-1][3].marks.append(t.notes.mark(f"feature extractor: {r['extractor']}"))
+        t.rows[-1][4].marks.append(t.notes.mark(f"feature extractor: {r['extractor']}"))
     return t
 
 

@@ -495,7 +495,12 @@ class Tables:
         rows = []
         # a suite's variant names its runs (a row with FID cells and no attack: its FID cells name it)
         labels = self.fid_labels | {str(r.run_dir): r.method_label for r in self.results}
-        for (rd, _t), rec in sorted(self.fids.items(), key=lambda kv: (method_rank(kv[1].get("method", "")), kv[0])):
+        def order(kv):  # a method's rows together, its suite rows (variants) apart, then by dataset and seed
+            (rd, tname), rec = kv
+            return (method_rank(rec.get("method", "")), str(labels.get(rd, rec.get("method"))), str(rec.get("dataset")),
+                    rec.get("seed") if isinstance(rec.get("seed"), int) else -1, str(tname), rd)
+
+        for (rd, _t), rec in sorted(self.fids.items(), key=order):
             rows.append({k: rec.get(k) for k in ("dataset", "seed", "method", "target", "client", "overall", "majority",
                                                  "minority", "average", "extractor", "n_overall", "n_per_class",
                                                  "sampler", "seconds")}

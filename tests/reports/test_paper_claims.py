@@ -394,3 +394,39 @@ def test_a_row_without_attacks_has_its_fids_in_the_fid_table(tmp_path):
     row = fid[fid["run_dir"] == "fidonly-0"]
     assert len(row) == 1 and row.iloc[0]["method"] == "dpdm-2c" and row.iloc[0]["minority"] == 7.0
     assert set(fid["method"]) == {"subj", "base", "dpdm-2c"}
+
+
+def test_the_claims_figure_has_a_panel_per_measured_claim_and_the_html_shows_it(tmp_path):
+    out = tmp_path / "out"
+    written = render_report(_bench(tmp_path), out, ["csv", "html"])
+    png = out / "figures" / "paper_claims.png"
+    assert png in written and (out / "figures" / "paper_claims.svg") in written
+    svg = (out / "figures" / "paper_claims.svg").read_text()
+    for claim_id in ("leak", "fid-minority", "acc"):
+        assert claim_id in svg
+    assert svg.count("subject − baseline, paired (3 seeds)") >= 3  # the paired difference under each panel
+    assert 'src="figures/paper_claims.png"' in (out / "index.html").read_text()
+    render_report(_bench(tmp_path / "csv-only"), tmp_path / "out-csv", ["csv"])
+    assert not (tmp_path / "out-csv" / "figures").exists()  # figures only for the formats that show them
+
+
+def test_a_bench_of_fid_cells_only_is_reported_with_its_fid_table_in_method_and_seed_order(tmp_path):
+    """A suite with ``attacks: []`` (e.g. clients-mnist) has FID cells and claims but no attack result."""
+    bench = _bench(tmp_path, claims=[_claim(id="fid-minority", metric="fid", subject={"method": "subj",
+                                                                                     "classes": "minority"},
+                                            baseline={"method": "base", "classes": "minority"})])
+    data = json.loads((bench / "bench.json").read_text())
+    data["cells"] = [c for c in data["cells"] if c["kind"] == "fid"][::-1]
+    (bench / "bench.json").write_text(json.dumps(data))
+    for rd in (tmp_path / "runs").iterdir():  # FID records written by the bench carry these
+        f = rd / "fid" / "fid-model.json"
+        method, seed = rd.name.rsplit("-", 1)
+        f.write_text(json.dumps(json.loads(f.read_text()) | {"method": method, "seed": int(seed), "dataset": "digits"}))
+        (rd / "result.json").unlink(missing_ok=True)
+    render_report(bench, tmp_path / "out", ["csv", "markdown"])
+    fid = pd.read_csv(tmp_path / "out" / "fid.csv")
+    rows = list(zip(fid["method"], fid["seed"]))  # the cells were listed in reverse: the table orders them
+    assert rows in ([(m, s) for m in ("base", "subj") for s in range(3)],
+                    [(m, s) for m in ("subj", "base") for s in range(3)])
+    assert pd.read_csv(tmp_path / "out" / "paper_claims.csv").loc[0, "subject_n_seeds"] == 3
+    assert "| method | target | seed |" in (tmp_path / "out" / "tables.md").read_text()
