@@ -5,7 +5,7 @@ A model folder is untrusted input: its config can describe a network of any size
 uninitialised, so the scores change from run to run), hold extra ones, or hold integers where floats belong. This
 module loads in an order where none of that can happen silently:
 
-1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory, about a second);
+1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory);
 2. :func:`check_size` counts its parameters *and* buffers against :data:`~privbench.core.config.MAX_PARAMETERS`
    (the bound on privbench's own configs) — BadInput naming the count and the bytes it would take;
 3. :func:`safetensors_tensors` reads only the safetensors headers (names, dtypes, shapes; no tensor data);

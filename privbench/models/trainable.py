@@ -1,4 +1,4 @@
-"""What DP-SGD updates (``dp.trainable``): every parameter, LoRA adapters, or the attention layers (issue 20 §2).
+"""What DP-SGD updates (``dp.trainable``): every parameter, LoRA adapters, or the attention layers.
 
 * ``all``: every parameter (DPDM; PDP-Diffusion with ``train.init=public``).
 * ``lora``: LoRA adapters (Hu et al. 2022) injected with **peft** (``inject_adapter_in_model``) into every

@@ -25,8 +25,7 @@ Backends (all give the gradient of each record's loss w.r.t. every trainable par
   non-contiguous inputs are handled (opacus' conv grad sampler returns wrong — often all-zero — gradients
   for convs fed by a diffusers attention block's transposed output; this one is tested there).
 - ``vmap``: ``torch.func`` — ``vmap(grad(loss of one record))`` with ``functional_call``; any architecture
-  that torch.func supports. On the tiny UNet (CPU, 1 thread) it is slower than ``hooks`` at K = 1 and about
-  as fast at K = 4 (benchmarks/dpsgd_step_cost.py).
+  that torch.func supports (its cost against the others: docs/scaling.md).
 
 The per-layer formulas are registered by module type in :mod:`.layers` (as opacus' grad samplers). All are
 checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on

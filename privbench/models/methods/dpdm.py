@@ -13,11 +13,8 @@ Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of
 
 σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
 ``train.steps`` steps (``noise_multiplier_for_epsilon``), unless ``dp.noise_multiplier`` > 0 is given.
-All randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by
-(seed, step) — the same config and seed give the same weights and a resumed run follows the uninterrupted
-trajectory. The noise is therefore reproducible from the run's seed (like opacus without secure_mode).
-
-The DP-SGD plan and loop live in :mod:`privbench.models.dp_sgd`, shared with the other DP method.
+The DP-SGD plan and step, and where a step's randomness comes from (``dp.noise_source``), live in
+:mod:`privbench.models.dp_sgd`, shared with the other DP methods.
 """
 from __future__ import annotations
 
