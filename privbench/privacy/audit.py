@@ -332,7 +332,7 @@ def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
         if hi > 1e4:  # pragma: no cover - p(ε) → 1 as ε grows whenever r ≥ 1
             return lo
     # Brent's method on p(ε) − p (continuous, nondecreasing); the answer is the largest evaluated ε that is
-    # still rejected, which Brent's bracket brings to within 1e-10 of the root (was 60 bisection steps)
+    # still rejected, which Brent's bracket brings to within 1e-10 of the root
     best = [lo]
 
     def g(e: float) -> float:
@@ -376,10 +376,9 @@ def one_run_epsilon(
     ``n_guesses=None`` tries the k = 10 guess counts r ∈ {10 %, 20 %, …, 100 %} of m (even, at least 2; fewer
     when m is so small that some coincide) and keeps the best, with a Bonferroni correction for that choice:
     each count is bounded at significance α/k (confidence 1 − α/k, α = 1 − ``confidence``), so the probability
-    that ANY of the k bounds exceeds the true ε is at most α and the reported maximum holds at ``confidence``.
-    (Uncorrected, i.e. each count at α, the best of 10 exceeded the true ε in 14.8 % of 1000 simulated runs of
-    randomized response at ε = 2, m = 512, instead of ≤ 5 %.) A ``n_guesses`` fixed in advance is bounded
-    at α itself (no correction needed) and gives a larger bound when the right r is known beforehand.
+    that ANY of the k bounds exceeds the true ε is at most α and the reported maximum holds at ``confidence``
+    (uncorrected, it does not: docs/accountants.md §3.3). A ``n_guesses`` fixed in advance is bounded at α itself
+    and gives a larger bound when the right r is known beforehand.
 
     Returns ``epsilon_lower_bound``, ``ceiling`` (the bound the same procedure gives when every guess is
     correct: the largest r's at the corrected level for the default, r's for a fixed ``n_guesses``),
