@@ -2,11 +2,10 @@
 
 The same dependency order as the Ray executor (:mod:`privbench.bench.ray_executor`), driven from this process:
 
-* one **training job** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
-  finished run is a cache hit), submitted at once — except a run that shares a cached training with an earlier one
-  (the public pre-training: ``Method.shared_trainings``), which is held back until that one finished instead of
-  occupying a worker while it waits on the pre-training's lock; the first run of each shared training is submitted
-  first, since everything sharing it waits for it;
+* one **training job** per run directory that has pending cells (``runs.train.train``: cached by config hash),
+  submitted at once — except a run that shares a cached training with an earlier one (the public pre-training:
+  ``Method.shared_trainings``), held back until that one finished rather than occupying a worker waiting on its
+  lock; the first run of each shared training is submitted first;
 * for an attack that uses reference models, one **reference job** per reference model of its pool, submitted when
   the target's training finished (the pool then trains in parallel; the attack finds every reference cached);
 * every attack, samples and FID cell of a run is a **cell job**, submitted when its training (and its references)

@@ -2,7 +2,7 @@
 (docs/benchmarks.md, "The Ray executor").
 
 * One **training task** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
-  finished run is a cache hit of a second). Every attack, samples and FID cell of that run is a **cell task** that
+  finished run is a cache hit). Every attack, samples and FID cell of that run is a **cell task** that
   takes the training task's ``ObjectRef`` as an argument: Ray starts it once the training has finished, and a
   training that failed fails its cells without running them (no polling).
 * Resources: ``cpus_per_task`` CPUs per task (and as many torch threads in it); with ``--device cuda`` a training

@@ -1,4 +1,4 @@
-"""Utility of synthetic samples, measured as DP-generative papers do (issue 20 §4).
+"""Utility of synthetic samples, measured as DP-generative papers do.
 
 * **Downstream accuracy** (DPImageBench's protocol, Chen et al. 2025): a small CNN classifier (the architecture of
   privbench's digits feature extractor, :func:`privbench.metrics.extractor._build_cnn`) is trained on labelled
