@@ -17,17 +17,11 @@ module loads in an order where none of that can happen silently:
 ``torch.load(weights_only=True)`` checkpoint), and also refuses a tensor whose shape its storage cannot hold (zero
 or overlapping strides: a few-KB file claiming a 12.8 GB table).
 
-API (for any ``torch.nn.Module`` class, e.g. diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
-``UNet2DConditionModel`` or transformers ``CLIPTextModel``)::
-
-    from privbench.models.safe_load import load_strict
-    net = load_strict(lambda: UNet2DModel.from_config(cfg), [folder / "diffusion_pytorch_model.safetensors"],
-                      where="--model m/unet")                      # -> a float32 module in eval mode
-    # transformers: load_strict(lambda: CLIPTextModel(CLIPTextConfig(**cfg)), files, where="... text_encoder/")
-
-``factory`` is called twice (on ``meta``, then for real) and must build the same network each time. Floating
-tensors of any precision (fp16, bf16, fp64) are accepted and cast to ``dtype``; what is refused is named in one
-line with the first few names and the counts.
+Any ``torch.nn.Module`` class loads this way (diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
+``UNet2DConditionModel``, transformers ``CLIPTextModel``): ``load_strict(lambda: UNet2DModel.from_config(cfg),
+files, where="--model m/unet")``. ``factory`` is called twice (on ``meta``, then for real) and must build the same
+network each time. Floating tensors of any precision are cast to ``dtype``; what is refused is named in one line
+with the first few names and the counts.
 """
 from __future__ import annotations
 

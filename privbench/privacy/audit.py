@@ -307,7 +307,7 @@ def one_run_epsilon_from_counts(
 ) -> float:
     """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
-    Found by bisection (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
+    Found by doubling a bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
     Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
     """
     m = _check_count(m, "m", 1)

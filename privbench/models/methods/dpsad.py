@@ -384,7 +384,8 @@ class DistillStep(DPSGDStep):
         self.student, self.teacher, self.x, self.y, self.xp, self.yp = student, teacher, x, y, xp, yp
         self.ac = ctx.schedule.alphas_cumprod(self.dev)
         self.mode, self.lam, self.public = method.mode, cfg.dpsad.adv_weight, xp is not None
-        # built in this order (the discriminator's seeded init, then the per-record gradient hooks) as always
+        # built in this order (the discriminator's seeded init, then the per-record gradient hooks): the run's
+        # numbers depend on it
         self.disc = method._discriminator().to(self.dev)
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
         self.ps = PerSampleGrads(student, cfg.dp.grad_sample) if self.mode == "sound" else None
