@@ -7,12 +7,10 @@ FP = #OUT ≥ τ, FN = #IN < τ.
 * :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (docs/accountants.md §3.2): one-sided
   Clopper–Pearson upper bounds on FPR and FNR, each at level α/2 (union bound ⇒ confidence 1 − α), plugged
   into the hypothesis-testing constraints of (ε, δ)-DP (docs/accountants.md §3.1):
-  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0.
-  The threshold is never chosen and tested on the same records without correction: "split" (default) picks
-  it on one stratified half and bounds on the other; "bonferroni" uses all records and divides α by the
-  number of candidate thresholds.
-* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing;
-  its default tries 10 guess counts and is Bonferroni-corrected for keeping the best (each count at α/10).
+  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0; the threshold is never chosen and
+  tested on the same records without correction.
+* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing,
+  Bonferroni-corrected for keeping the best of its guess counts.
 
 Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
 can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
