@@ -8,7 +8,7 @@ import pytest
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
 # `make test` runs two pytest-xdist workers on CI's 2 cores: one thread each (and in every child process they
-# start), or the two processes' OpenMP threads fight for the same cores (~50x slower steps were seen)
+# start), or the two processes' OpenMP threads fight for the same cores and every step slows down many times
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if XDIST_WORKER:
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
@@ -22,8 +22,8 @@ SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with SHARED_GROUPS: a file is one unit (its module and session fixtures are computed once),
     and the files of a shared group are one unit. (Not ``--dist loadgroup`` with markers: xdist 3.8 marks a group by
-    rewriting ``item._nodeid``, which pytest 9.2 no longer reads, so every test became its own unit and both workers
-    computed every file's fixtures.)"""
+    rewriting ``item._nodeid``, which pytest 9.2 does not read, so every test would be its own unit and both workers
+    would compute every file's fixtures.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -49,11 +49,11 @@ from helpers import train_cfg  # noqa: E402
 
 @pytest.fixture(scope="session")
 def overfit_centralized(runs_dir):
-    """The overfit centralized target of issue 3: tiny preset, 128 members (trained once per session)."""
+    """The overfit centralized target: tiny preset, 128 members (trained once per session)."""
     from privbench.runs import train as api
 
-    # 1500 steps (≈ 750 epochs of the 128 members at batch 64) overfit enough for PIA AUC ≈ 0.95 and loss
-    # AUC ≈ 0.85 at t = 200 while keeping the training to a few CPU minutes (issue 3).
+    # 1500 steps (≈ 750 epochs of the 128 members at batch 64) overfit enough for the attacks to separate members
+    # clearly (PIA AUC near 0.95) while keeping the training to a few CPU minutes.
     cfg = train_cfg("centralized", "tiny", data__n_members=128, data__n_nonmembers=128, train__steps=1500)
     return api.train(cfg, runs_dir, "cpu")
 

@@ -1,23 +1,18 @@
-"""``privbench bench --jobs N`` and ``--executor slurm``: the grid's trainings and cells as jobs of a pool.
+"""``privbench bench --jobs N`` and ``--executor slurm``: the grid's trainings and cells as jobs of a pool
+(docs/benchmarks.md, "Many cores, one box"), in the Ray executor's dependency order, driven from this process:
 
-The same dependency order as the Ray executor (:mod:`privbench.bench.ray_executor`), driven from this process:
+* a **training job** per run directory with pending cells, submitted at once — except a run that shares a cached
+  training with an earlier one (``Method.shared_trainings``), held back until that one is cached so that no worker
+  waits on its lock (the first run of each shared training goes first);
+* a **reference job** per reference model of an attack's pool, once the target's training finished;
+* a **cell job** per attack, samples and FID cell, once its training (and references) finished; a failed training
+  fails its cells without running them; an external model's cells start at once.
 
-* one **training job** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
-  finished run is a cache hit), submitted at once — except a run that shares a cached training with an earlier one
-  (the public pre-training: ``Method.shared_trainings``), which is held back until that one finished instead of
-  occupying a worker while it waits on the pre-training's lock; the first run of each shared training is submitted
-  first, since everything sharing it waits for it;
-* for an attack that uses reference models, one **reference job** per reference model of its pool, submitted when
-  the target's training finished (the pool then trains in parallel; the attack finds every reference cached);
-* every attack, samples and FID cell of a run is a **cell job**, submitted when its training (and its references)
-  finished; a training that failed fails its cells without running them. An external model's cells start at once.
-
-Jobs run :func:`train_job` / :func:`reference_job` / :func:`cell_job` in another process (a local process pool:
-:class:`LocalPool`; a Slurm job through submitit: :mod:`privbench.bench.slurm_executor`). A job retries its work
-``retries`` times; a job that dies (a killed worker, a Slurm failure) is submitted again up to ``retries`` times.
-A cell that still fails is recorded as the local executor records it (``status: failed``, ``reason``,
-``attempts``) and ``privbench bench`` exits 3. The driver keeps the one progress bar and rewrites ``bench.json``
-after each finished job, with a ``trainings`` list as the Ray executor writes it.
+Jobs run :func:`train_job` / :func:`reference_job` / :func:`cell_job` in a :class:`LocalPool` process or a Slurm
+job (:mod:`privbench.bench.slurm_executor`). Work is retried ``retries`` times, and a job that dies is resubmitted up
+to ``retries`` times; a cell that still fails is recorded as the local executor records it and ``privbench bench``
+exits 3. The driver keeps the progress bar and rewrites ``bench.json`` (with its ``trainings`` list) after each
+finished job.
 """
 from __future__ import annotations
 

@@ -1,20 +1,16 @@
 """``privbench bench --executor ray``: every training and every cell of a bench grid as a Ray task
-(docs/benchmarks.md, "The Ray executor").
+(docs/benchmarks.md, "The Ray executor"). Ray is the optional ``[ray]`` extra, imported only here.
 
-* One **training task** per run directory that has pending cells (``runs.train.train``: cached by config hash, so a
-  finished run is a cache hit of a second). Every attack, samples and FID cell of that run is a **cell task** that
-  takes the training task's ``ObjectRef`` as an argument: Ray starts it once the training has finished, and a
-  training that failed fails its cells without running them (no polling).
+* One **training task** per run directory that has pending cells (``runs.train.train``: cached by config hash).
+  Every attack, samples and FID cell of that run is a **cell task** that takes the training task's ``ObjectRef``
+  as an argument: Ray starts it once the training has finished; a failed training fails its cells unrun.
 * Resources: ``cpus_per_task`` CPUs per task (and as many torch threads in it); with ``--device cuda`` a training
   task reserves one GPU and a cell task :data:`CELL_GPU` of one (several attacks share a GPU).
-* Retries: a task whose work raises tries again up to ``retries`` times in its worker (each attempt is counted in
-  the cell's ``attempts``); a worker or node that dies is retried by Ray (``max_retries``). A cell that still fails
-  is recorded as failed, with its error, exactly as the local executor records it (``privbench bench`` exits 3).
-* The driver keeps the one progress bar and ``bench.json``: it advances as futures complete (``ray.wait``) and
-  rewrites ``bench.json`` after each. The run store and the bench directory must be a path every node sees (a
-  shared file system): the tasks read and write the same cached runs as the local executor.
-
-Ray is an optional extra (``pip install 'privbench[ray]'``), imported only here and only for ``--executor ray``.
+* Retries: a task whose work raises tries again up to ``retries`` times in its worker (counted in the cell's
+  ``attempts``); a dead worker or node is retried by Ray (``max_retries``). A cell that still fails is recorded as
+  the local executor records it (``privbench bench`` exits 3).
+* The driver keeps the progress bar and rewrites ``bench.json`` as futures complete (``ray.wait``). The run store
+  and the bench directory must be on a file system every node sees.
 """
 from __future__ import annotations
 

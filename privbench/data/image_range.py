@@ -1,8 +1,8 @@
 """The pixel range of records brought by the user, and their conversion to the model's [−1, 1].
 
-A diffusion model's membership scores depend on the records' range: the same model and records gave PIA AUC 0.958 in
-[−1, 1] and 0.475 in [0, 1] (what torchvision's ``ToTensor`` and the official PIA loader produce). So records
-declare or reveal their range (``--records-range``):
+A diffusion model's membership scores depend on the records' range (docs/external-models.md: the same model and
+records scored in [−1, 1] and in [0, 1], what torchvision's ``ToTensor`` produces), so records declare or reveal
+their range (``--records-range``):
 
 * ``0:255`` — 8-bit values, mapped by x/127.5 − 1 (uint8 arrays and image files are always this);
 * ``0:1`` — mapped by 2x − 1;

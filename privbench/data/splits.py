@@ -107,7 +107,8 @@ def _seeded_split(candidates: np.ndarray, n_members: int, n_nonmembers: int, see
                        sorted(perm[n_members:n_members + n_nonmembers].tolist()), seed)
 
 
-#: the public split's seeded stream (DP-SAD's public teacher drew its records from it before the partition existed)
+#: the seeded streams of the public split and of the reference pool: constants, so that a seed draws the same records
+#: in every run
 _PUBLIC_STREAM = 0x9B11C
 _POOL_STREAM = 0x9001
 #: the extractor split's stream: a constant, never a run's seed, so that every run of a dataset leaves out the same

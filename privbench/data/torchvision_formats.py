@@ -9,12 +9,10 @@ resolution happens elsewhere (``datasets.resize_to``). Nothing is cached on disk
 * ``celeba``: ``celeba/img_align_celeba/*.jpg`` + the five ``list_*.txt``/``identity_CelebA.txt`` files;
   aligned faces center-cropped to 140×140, then resized to 64×64 (bilinear, antialiased); label = ``Male`` (0/1).
 
-torchvision verifies the md5 of the CIFAR-10 and CelebA files. Without ``download`` we check only that the files
-exist (so trimmed or re-packed copies in the same format load); with ``download`` torchvision's own checks run
-unchanged, so a file that does not match is fetched again. The CIFAR-10 batches are pickles: privbench reads them
-itself with an unpickler that can build numpy arrays and nothing else (torchvision's reader would run any code a
-crafted file holds). Every failure becomes one ``BadInput`` line that names the
-data root and the expected layout; torchvision's tracebacks never reach the user.
+Without ``download`` only the files' existence is checked (trimmed or re-packed copies in the same format load);
+with it torchvision's md5 checks run, and a file that does not match is fetched again. The CIFAR-10 batches are
+pickles, read with an unpickler that builds numpy arrays and nothing else (torchvision's reader would run any code
+a crafted file holds). Every failure is one ``BadInput`` line naming the data root and the expected layout.
 """
 from __future__ import annotations
 

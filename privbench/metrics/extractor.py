@@ -1,6 +1,6 @@
 """Feature extractors for FID/KID, used through torch-fidelity.
 
-Inception-v3 weights cannot be downloaded here, so the default extractor (``cnn``) is a small CNN classifier
+privbench runs offline, without Inception-v3's weights, so the default extractor (``cnn``) is a small CNN classifier
 trained on the real data, the same records for every run, so FIDs of different methods and seeds are comparable:
 the dataset's extractor split where it declares one (``mnist5k``: 100 records per class that no run's partition,
 reference pool or public split contains, privbench.data.base.extractor_split; its held-out accuracy is measured
@@ -9,12 +9,11 @@ half of a random permutation, at most 20 000 records — records that runs also 
 the run store under ``<runs-dir>/extractors/cnn-<dataset>-<size>px.safetensors``. Its FID/KID features are the
 global-average-pooled last convolution (like Inception's pool3), 64-d. It is registered with torch-fidelity
 as ``privbench-cnn`` (a ``FeatureExtractorBase`` subclass) and torch-fidelity does the FID/KID computation.
+``inception-v3-compat`` is torch-fidelity's standard Inception, ``feature_extractor_weights_path`` =
+``--inception-weights FILE``.
 
-``inception-v3-compat`` is torch-fidelity's standard Inception with ``feature_extractor_weights_path=FILE``
-(``--inception-weights FILE``).
-
-Every number must name its extractor: :func:`resolve_extractor` returns that name with the weights.
-Importing this module loads no torch; it only registers the names in ``FEATURE_EXTRACTORS``.
+Every number names its extractor (:func:`resolve_extractor` returns the name with the weights). Importing this
+module loads no torch; it only registers the names in ``FEATURE_EXTRACTORS``.
 """
 from __future__ import annotations
 

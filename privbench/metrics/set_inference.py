@@ -7,18 +7,16 @@ Per-record features (several membership statistics of each record under the mode
 REFERENCE set U known not to have been used are combined by a logistic regression that separates P from U; the
 records' held-out scores are compared by a one-sided Welch t-test (H1: the suspect records score higher). Under
 H0 (P was not used, P and U exchangeable) the classifier has nothing to learn and the held-out scores of P and U
-have the same distribution, so the p-value controls the type-I error (measured in the tests, not assumed).
+have the same distribution, so the p-value controls the type-I error (checked in
+tests/metrics/test_set_inference.py).
 
 privbench cross-fits: P and U are each split in two seeded halves; a classifier fitted on one half scores the
 other, and vice versa, and each held-out half gets its own Welch test. The reported p-value is the LARGER of the
-two (both halves must reject): valid at any level, since Pr[max(p₁, p₂) ≤ α] ≤ Pr[p₁ ≤ α] ≤ α. Measured on the
-overfit tiny target (100 seeded repeats, 32 suspect vs 128 reference records; tests/metrics/test_set_inference.py):
-32 suspect NON-members gave p ≥ 0.05 in 99 of 100 repeats with this rule, 93 of 100 with one Welch test on the
-pooled out-of-fold scores (the same data reused by the repeats makes the pooled test's failures cluster), and 32
-suspect members gave p < 0.01 in 100 of 100 either way. The official code fits on a fixed number of "train"
-records and tests on the rest with a two-sided ``ttest_ind`` whose sign is checked afterwards; ``folds=1``
-reproduces that single split (fit on one half, test on the other), ``one_sided=False`` the two-sided test.
-Features are standardized (``StandardScaler``) as the official code.
+two (both halves must reject): valid at any level, since Pr[max(p₁, p₂) ≤ α] ≤ Pr[p₁ ≤ α] ≤ α; one Welch test on
+the pooled out-of-fold scores rejects true non-members more often (docs/attacks.md §12). The official code fits on
+a fixed number of "train" records and tests on the rest with a two-sided ``ttest_ind`` whose sign is checked
+afterwards; ``folds=1`` reproduces that single split (fit on one half, test on the other), ``one_sided=False`` the
+two-sided test. Features are standardized (``StandardScaler``) as the official code.
 """
 from __future__ import annotations
 

@@ -1,61 +1,38 @@
 """The member/non-member shift check ("blind baseline"): can the two sets be told apart without the model?
 
-Das, Zhang and Tramèr (2024, "Blind Baselines Beat Membership Inference Attacks for Foundation Models") showed that
-model-free classifiers beat published membership attacks on eight evaluation sets, because members and non-members
-came from different distributions. If the records alone separate the two sets, an attack's AUC on them is not
-evidence of leakage.
+If the records alone separate members from non-members, an attack's AUC on them is not evidence of leakage (Das,
+Zhang and Tramèr 2024, "Blind Baselines Beat Membership Inference Attacks for Foundation Models"; the full
+description and its measured error rates: docs/external-models.md).
 
-:func:`shift_test` cross-fits a model-free classifier — ridge regression of the member label (members 1,
-non-members 0, with an intercept) on features standardised on the training folds, penalty λ = the number of
-features (the mean diagonal of the standardised Gram matrix) — over stratified k folds (default 5, seeded), and
-reports the AUC of its out-of-fold scores (members positive) with a stratified-bootstrap 95 % interval
-(:func:`privbench.metrics.roc.membership_metrics`). Two findings:
+:func:`shift_test` cross-fits ridge regression of the member label (members 1, with an intercept; penalty λ = the
+number of features, the mean diagonal of the standardised Gram matrix) on features standardised on the training
+folds, over stratified k folds (default 5, seeded), and reports the AUC of its out-of-fold scores (members
+positive) with a stratified-bootstrap 95 % CI (:func:`privbench.metrics.roc.membership_metrics`). Findings:
 
-* **shift** — a label-permutation test of that AUC against 0.5: the labels are permuted within each fold
-  (``permutations`` times, default 1000, seeded), the out-of-fold AUC recomputed, and
-  p = (1 + #{permuted AUC ≥ observed}) / (1 + permutations). Permuting within the fixed folds keeps every fold's
-  member count, so the permuted statistics are draws of the observed one's null distribution and the test is
-  exact (type-I ≤ α at any n); a shift is p ≤ :data:`ALPHA` (0.05). Ridge is linear in the labels, so each fold's
-  fit is one matrix applied to every permutation at once: the features are computed once and 1000 permutations
-  of 256 + 256 records cost well under a second.
-* **material** — the AUC's 95 % CI lower bound exceeds :data:`SHIFT_AUC_BOUND` (0.6): the sets are told apart
-  well, not just detectably.
+* **shift** — p ≤ :data:`ALPHA` in a label-permutation test of that AUC against 0.5, the labels permuted within
+  each fold (``permutations``, default 1000, seeded): p = (1 + #{permuted AUC ≥ observed}) / (1 + permutations),
+  exact at any n since the folds keep their member counts. Ridge is linear in the labels, so each fold's fit is one
+  matrix applied to every permutation at once.
+* **material** — the AUC's CI lower bound exceeds :data:`SHIFT_AUC_BOUND`.
+* :func:`detectable_auc` — the smallest AUC detected with 80 % power at α: x = c + z₀.₈ · sd, with c the AUC the
+  observed one must exceed for p ≤ α and sd the permutation null's standard deviation (the alternative is the null
+  shifted to x; the AUC's spread shrinks away from 0.5, Hanley & McNeil 1982, so sd does not understate it).
 
-With no shift detected, :func:`detectable_auc` says what the test could have seen: the smallest out-of-fold AUC
-detected with 80 % power at α = 0.05, x = c + z₀.₈ · sd, where c is the AUC the observed one must exceed for
-p ≤ α (from the permutation null) and sd the permutation null's standard deviation — the alternative's AUC is
-taken as the null shifted to x. The AUC's spread shrinks as it moves away from 0.5 (Hanley & McNeil 1982), so
-the null's sd does not understate it. The approximation holds once n is large enough for the AUC to be normal;
-tests/metrics/test_split_shift.py checks the power at x by simulation (docs/external-models.md gives the numbers).
+Image features (:func:`split_features`, images in [−1, 1]): per channel the mean, standard deviation, min, max,
+5/25/50/75/95 % quantiles, fractions of pixels at the bottom and top 8-bit level, mean absolute horizontal and
+vertical differences and the fraction of pixels on the 8-bit grid; a 16-bin histogram of all pixels; a fixed
+random-convolution map (32 random 3×3 filters, N(0, 1/fan_in) seeded with :data:`FEATURE_SEED`, ReLU, 4×4 average
+pooling and a global max; images above 32×32 area-averaged to 32×32 first).
 
-The features of an image in [−1, 1] (:func:`split_features`):
-
-* pixel statistics per channel: mean, standard deviation, min, max, the 5/25/50/75/95 % quantiles, the fractions of
-  pixels at the bottom and the top 8-bit level, the mean absolute horizontal and vertical differences (sharpness:
-  resizing, blur, JPEG), and the fraction of pixels on the 8-bit grid (quantisation); a 16-bin histogram of all
-  pixels;
-* a fixed random-convolution feature map: 32 random 3×3 filters (weights N(0, 1/fan_in), drawn from a generator
-  seeded with :data:`FEATURE_SEED` — the same map for every call), ReLU, average-pooled to 4×4 and max-pooled
-  globally (images larger than 32×32 are first area-averaged to 32×32).
-
-The features of a caption (:func:`caption_features`), for records that carry one (text-to-image records): the
-TF-IDF (sublinear term frequency, rows of unit L2 norm) of its lower-cased character 1–5-grams, hashed into
-:data:`CAPTION_FEATURES` columns (scikit-learn's ``HashingVectorizer`` and ``TfidfTransformer``; the inverse
-document frequencies come from both sets' captions without their labels, so the permutation test stays exact).
-Character n-grams see words, the joins between words and the digits within a name alike, so a caption numbering or
-wording that differs between the sets shows. The caption block is centred on the training folds but not
-standardised (standardising would give every rare n-gram the weight of a common one) and weighted to count as
-much as the standardised pixel block; the penalty is then λ = (pixel features) × (blocks), which for the pixels
-alone is the λ above.
-
-With captions the classifier runs on three feature sets — the pixels, the captions, both — over the same folds and
-the same label permutations, and each set's p-value is taken against the permutations' largest AUC of any set (a
-max-statistic permutation test: the three p-values hold together, with no correction to add). The top-level
-figures are those of the set with the highest AUC; ``feature_sets`` has each set's, so a split whose captions alone
-tell members from non-members is reported as such.
-
-The classifier sees at most ``max_per_set`` records of each set (a seeded subsample, captions with their images;
-the result says how many).
+Caption features (:func:`caption_features`): TF-IDF (sublinear term frequency, unit-L2 rows) of the lower-cased
+character 1–5-grams hashed into :data:`CAPTION_FEATURES` columns (scikit-learn's ``HashingVectorizer`` and
+``TfidfTransformer``; the document frequencies come from both sets without their labels, so the permutation test
+stays exact). The caption block is centred on the training folds but not standardised (a rare n-gram would weigh
+as much as a common one) and weighted to count as much as the standardised pixel block; λ = (pixel features) ×
+(blocks). With captions the classifier runs on the pixels, the captions and both, with the same folds and
+permutations; each set's p-value is against the permutations' largest AUC of any set (a max-statistic permutation
+test, no correction needed). The top-level figures are those of the set with the highest AUC; ``feature_sets``
+has each set's. At most ``max_per_set`` records of each set are used (a seeded subsample; the result says how many).
 """
 from __future__ import annotations
 

@@ -10,23 +10,16 @@ backward, grad clipping, DDP under torchrun), ``DPSGDStep`` (models/dp_sgd.py: P
 Gaussian noise from ``core.mechanisms``) and ``DistillStep`` (models/methods/dpsad.py: DP-SAD's student
 distillation with a discriminator, a DP-SGD step).
 
-The numbers are those of the two loops this one replaced (``train_denoiser`` and ``dp_sgd_train``), bit for bit on
-CPU: every step draws its randomness from a generator seeded by (seed, step) — or from OS entropy under
+Every step draws its randomness from a generator seeded by (seed, step) — or from OS entropy under
 ``dp.noise_source=secure`` — so a run resumed from a checkpoint follows the uninterrupted trajectory.
 
-From diffusers the loop takes :func:`diffusers.optimization.get_constant_schedule_with_warmup` for the warm-up,
-started one step ahead (``last_epoch = start``): diffusers' schedule gives lr·e/W to scheduler epoch e, so its
-first optimizer step gets lr 0, while privbench's step s (from 0) has always had lr·min(1, (s+1)/W) — the same
-floats once offset by one (tests/models/test_loop.py).
+The warm-up is diffusers' :func:`~diffusers.optimization.get_constant_schedule_with_warmup`, started one step ahead
+(``last_epoch = start``): it gives lr·e/W to scheduler epoch e, so step s (from 0) gets lr·min(1, (s+1)/W)
+(tests/models/test_loop.py).
 
-The EMA is NOT diffusers' ``EMAModel``, measured (torch 2.14, diffusers 0.42, CPU, fp32, 200 updates): its update
-s ← s − (1−d)·(s − p) (``foreach=True``; ``min_decay = decay`` and ``update_after_step = -1`` make its decay the
-constant d) equals the ``torch._foreach_lerp_(s, p, 1−d)`` privbench has always used bit for bit only while the
-lerp weight 1−d is < 0.5: for weights ≥ 0.5 lerp computes p − d·(p − s) instead, and at d = 0.5 and d = 0.3 the
-two differ by up to 7.45e-9 (``foreach=False`` differs at every decay, up to 1.19e-7 at d = 0.9: an unfused
-multiply-add). Decays ≤ 0.5 are what :func:`ema_capped` gives client runs of ≤ 6 steps, so EMAModel
-would change the numbers of short pfdm/local runs; the import was no reason (+0.15 s once diffusers' UNet is
-loaded).
+The EMA is ``torch._foreach_lerp_(s, p, 1−d)``, not diffusers' ``EMAModel``: the two agree bit for bit only while
+the lerp weight 1−d is < 0.5, and :func:`ema_capped` gives client runs of ≤ 6 steps decays ≤ 0.5, so ``EMAModel``
+would change the numbers of short pfdm/local runs (docs/benchmarks.md, "Measurements behind the code").
 """
 from __future__ import annotations
 
@@ -50,7 +43,7 @@ def ema_capped(tcfg, total_steps: int):
     keeps at most ``tcfg.ema_start_weight`` of the average: decay ≤ w^(1/steps). Every run that is short next to
     1/(1 − ``train.ema_decay``) — DP-SGD runs, fine-tunes, federated clients — takes it: at decay 0.999 a 200-step
     run would release a model that is 0.999^200 = 82 % its starting point. Runs long enough for the decay
-    (0.999 over ≥ 4603 steps at w = 0.01) are unchanged. The EMA is post-processing of the iterates: no ε changes."""
+    (0.999 over ≥ 4603 steps at w = 0.01) keep it. The EMA is post-processing of the iterates: no ε changes."""
     cap = float(tcfg.ema_start_weight) ** (1.0 / max(1, int(total_steps)))
     if tcfg.ema_decay <= cap:
         return tcfg

@@ -1,5 +1,5 @@
 """Public pre-training (``train.init=public``): the network every method starts from, trained non-privately on the
-run partition's public split only (issue 20 §2; PDP-Diffusion, DP-LDM, DPImageBench's "pre-train then DP-fine-tune").
+run partition's public split only (PDP-Diffusion, DP-LDM, DPImageBench's "pre-train then DP-fine-tune").
 
 The pre-trained denoiser is cached as its own run under ``<runs root>/pretrain-<dataset>-<key>/`` where the key
 is a hash of what decides its weights and nothing else: the public records (their indices' hash), the dataset and

@@ -5,7 +5,7 @@ A model folder is untrusted input: its config can describe a network of any size
 uninitialised, so the scores change from run to run), hold extra ones, or hold integers where floats belong. This
 module loads in an order where none of that can happen silently:
 
-1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory, about a second);
+1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory);
 2. :func:`check_size` counts its parameters *and* buffers against :data:`~privbench.core.config.MAX_PARAMETERS`
    (the bound on privbench's own configs) — BadInput naming the count and the bytes it would take;
 3. :func:`safetensors_tensors` reads only the safetensors headers (names, dtypes, shapes; no tensor data);
@@ -17,17 +17,11 @@ module loads in an order where none of that can happen silently:
 ``torch.load(weights_only=True)`` checkpoint), and also refuses a tensor whose shape its storage cannot hold (zero
 or overlapping strides: a few-KB file claiming a 12.8 GB table).
 
-API (for any ``torch.nn.Module`` class, e.g. diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
-``UNet2DConditionModel`` or transformers ``CLIPTextModel``)::
-
-    from privbench.models.safe_load import load_strict
-    net = load_strict(lambda: UNet2DModel.from_config(cfg), [folder / "diffusion_pytorch_model.safetensors"],
-                      where="--model m/unet")                      # -> a float32 module in eval mode
-    # transformers: load_strict(lambda: CLIPTextModel(CLIPTextConfig(**cfg)), files, where="... text_encoder/")
-
-``factory`` is called twice (on ``meta``, then for real) and must build the same network each time. Floating
-tensors of any precision (fp16, bf16, fp64) are accepted and cast to ``dtype``; what is refused is named in one
-line with the first few names and the counts.
+Any ``torch.nn.Module`` class loads this way (diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
+``UNet2DConditionModel``, transformers ``CLIPTextModel``): ``load_strict(lambda: UNet2DModel.from_config(cfg),
+files, where="--model m/unet")``. ``factory`` is called twice (on ``meta``, then for real) and must build the same
+network each time. Floating tensors of any precision are cast to ``dtype``; what is refused is named in one line
+with the first few names and the counts.
 """
 from __future__ import annotations
 

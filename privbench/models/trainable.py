@@ -1,4 +1,4 @@
-"""What DP-SGD updates (``dp.trainable``): every parameter, LoRA adapters, or the attention layers (issue 20 §2).
+"""What DP-SGD updates (``dp.trainable``): every parameter, LoRA adapters, or the attention layers.
 
 * ``all``: every parameter (DPDM; PDP-Diffusion with ``train.init=public``).
 * ``lora``: LoRA adapters (Hu et al. 2022) injected with **peft** (``inject_adapter_in_model``) into every
@@ -9,9 +9,8 @@
 
 In ``lora`` and ``attention`` the class-label embedding (and any extra condition's embedding) stays trainable:
 DP-LDM trains the conditioning too, and under ``data.public=classes:A-B`` the private classes' embeddings were
-never pre-trained. peft's adapters are plain ``nn.Linear``/``nn.Conv2d`` modules, so privbench's own per-record
-gradients (:mod:`privbench.models.grad_sample`, :mod:`privbench.models.grad_sample.ghost`) are exact for them
-(tests/models/test_trainable.py checks them against per-example autograd).
+never pre-trained. peft's adapters are plain ``nn.Linear``/``nn.Conv2d`` modules, so the per-record gradients of
+:mod:`privbench.models.grad_sample` are exact for them (tests/models/test_trainable.py).
 """
 from __future__ import annotations
 

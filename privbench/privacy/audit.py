@@ -7,12 +7,10 @@ FP = #OUT ≥ τ, FN = #IN < τ.
 * :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (docs/accountants.md §3.2): one-sided
   Clopper–Pearson upper bounds on FPR and FNR, each at level α/2 (union bound ⇒ confidence 1 − α), plugged
   into the hypothesis-testing constraints of (ε, δ)-DP (docs/accountants.md §3.1):
-  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0.
-  The threshold is never chosen and tested on the same records without correction: "split" (default) picks
-  it on one stratified half and bounds on the other; "bonferroni" uses all records and divides α by the
-  number of candidate thresholds.
-* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing;
-  its default tries 10 guess counts and is Bonferroni-corrected for keeping the best (each count at α/10).
+  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0; the threshold is never chosen and
+  tested on the same records without correction.
+* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing,
+  Bonferroni-corrected for keeping the best of its guess counts.
 
 Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
 can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
@@ -307,7 +305,7 @@ def one_run_epsilon_from_counts(
 ) -> float:
     """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
-    Found by bisection (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
+    Found by doubling a bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
     Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
     """
     m = _check_count(m, "m", 1)
@@ -332,7 +330,7 @@ def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
         if hi > 1e4:  # pragma: no cover - p(ε) → 1 as ε grows whenever r ≥ 1
             return lo
     # Brent's method on p(ε) − p (continuous, nondecreasing); the answer is the largest evaluated ε that is
-    # still rejected, which Brent's bracket brings to within 1e-10 of the root (was 60 bisection steps)
+    # still rejected, which Brent's bracket brings to within 1e-10 of the root
     best = [lo]
 
     def g(e: float) -> float:
@@ -376,10 +374,9 @@ def one_run_epsilon(
     ``n_guesses=None`` tries the k = 10 guess counts r ∈ {10 %, 20 %, …, 100 %} of m (even, at least 2; fewer
     when m is so small that some coincide) and keeps the best, with a Bonferroni correction for that choice:
     each count is bounded at significance α/k (confidence 1 − α/k, α = 1 − ``confidence``), so the probability
-    that ANY of the k bounds exceeds the true ε is at most α and the reported maximum holds at ``confidence``.
-    (Uncorrected, i.e. each count at α, the best of 10 exceeded the true ε in 14.8 % of 1000 simulated runs of
-    randomized response at ε = 2, m = 512, instead of ≤ 5 %.) A ``n_guesses`` fixed in advance is bounded
-    at α itself (no correction needed) and gives a larger bound when the right r is known beforehand.
+    that ANY of the k bounds exceeds the true ε is at most α and the reported maximum holds at ``confidence``
+    (uncorrected, it does not: docs/accountants.md §3.3). A ``n_guesses`` fixed in advance is bounded at α itself
+    and gives a larger bound when the right r is known beforehand.
 
     Returns ``epsilon_lower_bound``, ``ceiling`` (the bound the same procedure gives when every guess is
     correct: the largest r's at the corrected level for the default, r's for a fixed ``n_guesses``),

@@ -12,13 +12,11 @@ Accountants (each produces an upper bound on ε at the given δ), one file each 
   estimate (always an upper bound); the value-discretization interval is refined by halving until the estimated
   excess over the exact (interval → 0) value is ≤ max(0.001, 0.001·ε) (``accountants/pld.py``);
 - ``rdp``: opacus' RDP analysis (improved RDP → DP conversion) over privbench's order grid ``RDP_ORDERS``:
-  opacus' 1.1…10.9 and 12…63 plus 11 and 64…1024 (geometric, ratio 2^¼). Opacus' own grid stops at 63, which at
-  small ε is far looser (σ = 9.365, q = 0.00131, 3761 steps, δ = 1e-5: 0.105 with opacus' orders, 0.026 with
-  these, dp_accounting's RDP 0.027, PLD 0.023); ``rdp_orders="opacus"`` gives opacus' grid (its convention).
-  Fast and robust, but looser than PLD by an amount that depends on the regime (measured over σ ∈ {0.7…10},
-  q ∈ {1e-3, 0.01, 0.1}, steps ∈ {100, 1000, 10⁴}, δ = 1e-5): 4–15 % when q·steps ≥ 10 (e.g. +8.5 % at σ = 1,
-  q = 0.01, 10⁴ steps), but several-fold when q·steps is small (σ = 1, q = 1e-3, 100 steps: 0.636 vs 0.055) —
-  the same values as dp_accounting's RDP accountant, so this is RDP's own slack, not the order grid.
+  opacus' 1.1…10.9 and 12…63 plus 11 and 64…1024 (geometric, ratio 2^¼), since opacus' own grid, which stops at 63,
+  is far looser at small ε; ``rdp_orders="opacus"`` gives opacus' grid (its convention). Fast and robust, but
+  looser than PLD, by a few percent when q·steps ≥ 10 and several-fold when q·steps is small — RDP's own slack
+  (dp_accounting's RDP accountant gives the same values), not the order grid's (docs/benchmarks.md, "Measurements
+  behind the code").
 
 The tight ones have known failure modes (opacus PRV returns inf or raises at large ε / many steps), so a
 failed or non-finite result falls back PRV → PLD → RDP and the result says which accountant produced it.

@@ -1,7 +1,7 @@
 """Run several privbench commands in ONE fresh Python process (the package and plug-ins found from its own
 PYTHONPATH, as a user's shell would): ``python cli_session.py COMMANDS.json`` prints, as JSON, each command's exit
-code, stdout and stderr. One process pays the imports once (torch, diffusers: 5–15 s on a loaded 2-core machine)
-instead of once per command."""
+code, stdout and stderr. One process pays the imports once (torch, diffusers: seconds each) instead of
+once per command."""
 import json
 import sys
 

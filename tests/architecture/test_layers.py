@@ -1,4 +1,4 @@
-"""The architecture (issue 10): import layers (import-linter), no private names across packages, and the
+"""The architecture: import layers (import-linter), no private names across packages, and the
 registries as the only source of method and attack names."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ NAME_LITERAL_EXCEPTIONS = {
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
     ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"), ("privbench/api.py", "local"),
     # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; its default "loss" is LiRA's own
-    # fixed-noise loss statistic, not the loss attack (sima measured best: docs/attacks.md §13)
+    # fixed-noise loss statistic, not the loss attack (``sima`` is the stronger one: docs/attacks.md §13)
     ("privbench/attacks/references.py", "loss"), ("privbench/attacks/qmia.py", "loss"),
     ("privbench/attacks/statistics.py", "loss"),
     # infer-dataset's default per-record statistics (docs/attacks.md §12)
@@ -152,8 +152,7 @@ def test_the_reason_check_reads_comments_as_documented(source, unexplained):
 def test_function_level_imports_say_why():
     """An import inside a function (lazy: torch, diffusers, sklearn, an optional extra, a name tests patch, ...)
     carries its reason in a comment: on its own line(s), on the line directly above, or directly above the block of
-    consecutive imports it belongs to. Anything that need not be lazy is imported at the top of its module
-    (issue 23)."""
+    consecutive imports it belongs to. Anything that need not be lazy is imported at the top of its module."""
     bad = [f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}"
            for path in sorted(PKG.rglob("*.py"))
            for node in _imports_without_reason(path.read_text(), str(path))]
@@ -224,9 +223,7 @@ def test_the_library_logs_and_leaves_the_process_alone():
 
 def test_no_import_cycles_between_modules():
     """No two modules of privbench import each other, directly or through others — function-level imports
-    included (grimp sees them; the layers contract alone does not catch a cycle inside one layer). Before:
-    reports/present.py <-> reports/tables.py, models/ghost.py <-> models/per_sample.py, bench/runner.py <->
-    bench/ray_executor.py, models/external.py <-> models/latent.py."""
+    included (grimp sees them; the layers contract alone does not catch a cycle inside one layer)."""
     import grimp
 
     graph = grimp.build_graph("privbench")

@@ -175,9 +175,8 @@ def test_bad_pool_options_are_bad_input(tmp_path):
 
 def test_a_shared_pretraining_is_trained_by_one_job_while_the_others_wait_outside_the_pool(monkeypatch):
     """Runs that share a cached training (the public pre-training of train.init=public) are not submitted together:
-    the first of each shared training goes first, the others only once it finished (before, a second worker
-    picked one up and sat on the pre-training's lock: 8.5 idle minutes of one of two workers in the
-    privacy-utility suite); runs that share nothing are submitted at once."""
+    the first of each shared training goes first, the others only once it finished (no worker sits idle on the
+    pre-training's lock); runs that share nothing are submitted at once."""
     import concurrent.futures as cf
     from types import SimpleNamespace
 

@@ -112,7 +112,7 @@ def test_a_dataset_without_an_extractor_split_keeps_its_splits_byte_for_byte():
              partition(y.numpy(), 256, 256, 3, "classes:5-9", 0, n_test=100).to_json(),
              run_partition(train_cfg("pfdm", "tiny"), y).to_json()]
     assert "reserved" not in blobs[-1]
-    # the split.json bytes privbench wrote before datasets could declare an extractor split
+    # the pinned split.json bytes: a dataset without an extractor split draws exactly these records
     assert hashlib.sha256("\n".join(blobs).encode()).hexdigest() == DIGITS_SPLITS_SHA256
 
 

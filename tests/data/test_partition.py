@@ -1,4 +1,4 @@
-"""The one partition of a run's records (issue 20 §1): members, non-members, public, reference pool, RMIA population."""
+"""The one partition of a run's records: members, non-members, public, reference pool, RMIA population."""
 from __future__ import annotations
 
 import json
@@ -69,6 +69,8 @@ def test_partition_is_disjoint_for_every_method_and_attack(method_name, tmp_path
 
 
 def test_none_is_the_allocation_of_before_and_keeps_the_run_hash():
+    """``data.public=none`` (and ``pool``) draw the members and non-members of :func:`member_split`, and the
+    default ``none`` stays out of the training hash."""
     labels = np.random.default_rng(0).integers(0, 10, 1797)
     for seed in (0, 3):
         old, new = member_split(1797, 256, 256, seed), partition(labels, 256, 256, seed, "none", 0)
@@ -106,7 +108,7 @@ def test_bad_public_setting_is_one_line(bad):
 
 
 def test_dpsad_public_teacher_is_outside_the_reference_pool_and_population(tmp_path):
-    """Before the partition, 53 of RMIA's 256 population records were DP-SAD's public teacher records."""
+    """DP-SAD's public teacher records are in neither the offline reference pool nor RMIA's population."""
     from privbench.runs.references import plan_pool
     from privbench.runs.train import make_method
 

@@ -1,5 +1,5 @@
 """``--dataset PATH``: any method trains on the user's records (.npz or image folder), the member / non-member
-split drawn from them; the dataset name is content-addressed so a changed file is a new target (issue 26)."""
+split drawn from them; the dataset name is content-addressed so a changed file is a new target."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Issue 26 item 3: an outside model's privacy claim (``--claimed-epsilon/--claimed-delta/--claim-basis`` on
+"""An outside model's privacy claim (``--claimed-epsilon/--claimed-delta/--claim-basis`` on
 ``attack``/``run --model`` and in a suite's ``external:`` entries) is audited like a native target's formal ε and
 labelled as the user's claim, never as a formal ε."""
 from __future__ import annotations

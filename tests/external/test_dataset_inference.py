@@ -12,8 +12,8 @@ def test_infer_dataset_finds_the_training_set_and_reports_the_shift_check(memori
     assert code == 0, err
     res = json.loads(out)
     assert res["p_value"] < 0.01 and "Welch" in res["method"]
-    # the gate is check-split's; this random 32 + 32 split of digits is one it flags (AUC 0.718, p = 0.009: an
-    # i.i.d. split is flagged at p <= 0.05 once in 20), so the p-value is reported as not evidence of training
+    # the gate is check-split's; this random 32 + 32 split of digits is one it flags (an i.i.d. split is flagged
+    # at p <= 0.05 once in 20), so the p-value is reported as not evidence of training
     sc = res["shift_check"]
     assert sc["shift"] and res["valid"] is False and sc["p_value"] <= 0.05 and sc["permutations"] == 1000
     assert "differ WITHOUT the model" in sc["verdict"] and "members" not in sc

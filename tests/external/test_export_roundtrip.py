@@ -91,8 +91,8 @@ def test_attack_on_the_export_gives_the_native_scores(trained, runs_dir, tmp_pat
 def test_gsa_gradients_on_the_export_equal_the_native_targets(trained, tmp_path):
     """gsa takes per-record gradients through an outside model's own call (diffusers' ``class_labels``,
     ``return_dict``) and prediction-type conversion (``Target.network_eps``): on the export of a native target the
-    per-parameter gradient norms are the native ones (before, every outside model was refused as "composing
-    several networks")."""
+    per-parameter gradient norms are the native ones (an outside model is not refused as "composing several
+    networks")."""
     from privbench.attacks.base import Records
     from privbench.attacks.gsa import gradient_features
     from privbench.models.external import load_external

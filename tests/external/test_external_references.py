@@ -129,7 +129,7 @@ def test_a_suites_external_target_takes_a_reference_recipe(memorized, tmp_path):
 def test_reference_data_as_dataset_indices_reads_the_targets_dataset(memorized, tmp_path):
     """``--reference-data idx.npy`` (dataset indices, as ``--split`` gives the evaluation records) is read from the
     target's ``--dataset``: the same records as the equal ``.npz``, so the same qmia scores; without a dataset, one
-    line and exit 2 (before, the indices were read without the dataset and always refused)."""
+    line and exit 2."""
     perm = np.random.default_rng(0).permutation(1797)      # digits_split(32, 32, seed=0): perm[:32], perm[32:64]
     np.savez(tmp_path / "split.npz", mia_train_idxs=perm[:32], mia_eval_idxs=perm[32:64])
     np.save(tmp_path / "reference.npy", perm[64:128])

@@ -1,7 +1,7 @@
 """extract on trained UNets: a tiny model trained on 8 records each duplicated 32x regenerates some of them (the
 training-set count and the clique count); one trained on 256 unique records with the same delta, none. A diffusers
 UNet2DModel trained with a plain Adam loop (not privbench's), attacked through ``privbench.attack``. The fake-target version of this claim
-(tests/attacks/test_attack_extract.py) runs in ``make test``; this one trains (~80 s on one CPU thread)."""
+(tests/attacks/test_attack_extract.py) runs in ``make test``; this one trains (slow on CPU)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 19.3: records declare or reveal their pixel range (--records-range {auto,-1:1,0:1,0:255}); what auto cannot
+"""Records declare or reveal their pixel range (--records-range {auto,-1:1,0:1,0:255}); what auto cannot
 decide, and members and non-members encoded differently, are refused; an .npy of images is images; uint8 N×C×H×W
 is not read as N×H×W×C."""
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_cli_range_in_result_and_mixed_encodings_refused(tmp_path, pipe):
 
 
 def test_attack_model_runs_the_shift_check(tmp_path, pipe):
-    """Issue 19.7: every attack --model runs the member/non-member shift check; its result is in result.json, and a
+    """Every attack --model runs the member/non-member shift check; its result is in result.json, and a
     split by class is flagged (a warning and a stderr line; the run itself exits 0)."""
     from privbench import load_dataset
 

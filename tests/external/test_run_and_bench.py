@@ -1,4 +1,4 @@
-"""``privbench run --model`` and a suite's ``external:`` targets in ``privbench bench`` (issue 12)."""
+"""``privbench run --model`` and a suite's ``external:`` targets in ``privbench bench``."""
 from __future__ import annotations
 
 import csv

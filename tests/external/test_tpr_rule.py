@@ -1,4 +1,4 @@
-"""Issue 19.6: TPR@x is "largest TPR with FPR <= x" by default; metrics.tpr_rule=lt reproduces Carlini et al.'s
+"""TPR@x is "largest TPR with FPR <= x" by default; metrics.tpr_rule=lt reproduces Carlini et al.'s
 LiRA code (tensorflow/privacy research/mi_lira_2021/plot.py: tpr[np.where(fpr < x)[0][-1]]) and says so."""
 from __future__ import annotations
 

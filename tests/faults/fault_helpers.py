@@ -1,4 +1,4 @@
-"""Helpers of the fault suite (issue 11 items 8–15): an in-process CLI, the one-line check, snapshots of a run
+"""Helpers of the fault suite: an in-process CLI, the one-line check, snapshots of a run
 store, and mounts (a full or read-only tmpfs) where the machine permits them."""
 from __future__ import annotations
 

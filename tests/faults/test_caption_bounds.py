@@ -1,10 +1,10 @@
 """Captions cannot allocate without bound: every caption, whatever its source, is at most 10,000 characters, and
 the bound is checked before the text exists where it can be.
 
-Before: ``--caption '{label:>999999999}'`` passed the template check (it checked field names, not format specs)
-and exited 3 out of memory at 4.6 GB; an ``.npz`` caption array had no length cap (one 5-million-character
-caption among 64 records is a 1.3 GB unicode array once loaded) while ``metadata.jsonl`` captions were cut to
-10,000 characters without a word; a spec the value cannot take (``{word:d}``) exited 3."""
+A template's format specs are checked, not only its field names (``--caption '{label:>999999999}'`` would be a
+gigabyte per record); an ``.npz`` caption array is bounded from its header (one 5-million-character caption among
+64 records is a 1.3 GB unicode array once loaded); ``metadata.jsonl`` captions over the bound are refused, never
+cut; a spec the value cannot take (``{word:d}``) is bad input."""
 from __future__ import annotations
 
 import json
@@ -99,7 +99,7 @@ def test_npz_byte_captions_are_bounded_too(tmp_path, t2i):
 
 
 def test_metadata_jsonl_captions_have_the_same_limit(tmp_path, t2i):
-    """Cut silently to 10,000 characters before; now refused like an .npz caption."""
+    """Refused like an .npz caption, never cut silently."""
     from PIL import Image
 
     folder = tmp_path / "members"

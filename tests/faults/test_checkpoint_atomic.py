@@ -1,10 +1,10 @@
-"""Item 8: a checkpoint is one atomic unit. A process killed at any instant of a checkpoint save resumes to
+"""A checkpoint is one atomic unit. A process killed at any instant of a checkpoint save resumes to
 exactly the weights of an uninterrupted run, and what the kill left behind is cleaned up.
 
 The kill is simulated at the k-th file-system commit (``os.replace`` / ``os.rename``) of the second checkpoint of a
-20-step training (checkpoints at steps 10 and 20): before the fix, the weights file was replaced before the
-optimizer state and ``state.json``, so a kill between them resumed step-20 weights from step 10. A "hard" kill also
-skips every cleanup (``os.unlink``, ``shutil.rmtree`` do nothing), as SIGKILL would.
+20-step training (checkpoints at steps 10 and 20): no kill, not even one between the weights file and the
+optimizer state or ``state.json``, resumes step-20 weights from step 10. A "hard" kill also skips every cleanup
+(``os.unlink``, ``shutil.rmtree`` do nothing), as SIGKILL would.
 """
 from __future__ import annotations
 

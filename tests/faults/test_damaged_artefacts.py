@@ -1,4 +1,4 @@
-"""Item 13: the cache never trusts a side file unchecked. ``train_done.json`` records the SHA-256 of every training
+"""The cache never trusts a side file unchecked. ``train_done.json`` records the SHA-256 of every training
 artefact and ``result.json`` that of its ``scores.npz`` and of the training artefacts it was computed from; a
 missing or damaged artefact means "retrain / re-run" (said on stderr), never a cache hit, and what is intact is
 reused. Each test damages a private copy of one trained run (with one loss attack) and checks that the outcome
@@ -42,7 +42,7 @@ def test_garbled_config_yaml_is_rewritten_not_ignored(store, pristine):
 
 
 def test_swapped_split_does_not_invert_the_result(store, pristine):
-    """Before: an attack on a run whose split.json had members and non-members swapped reported 1 − AUC."""
+    """An attack on a run whose split.json has members and non-members swapped does not report 1 − AUC."""
     runs, run_dir, out_dir = store
     shutil.rmtree(out_dir)  # an attack that is not cached reads the split
     split = json.loads((run_dir / "split.json").read_text())
@@ -87,7 +87,7 @@ def test_unreadable_result_json_is_re_run(store, pristine):
 
 
 def test_deleted_weights_mean_retrain_not_a_cache_hit(store, pristine):
-    """Before: train_done.json stayed, so `train` was a cache hit and every attack failed."""
+    """A run whose weights are gone is retrained: `train` is no cache hit, so the attacks do not fail."""
     runs, run_dir, _ = store
     weights = run_dir / "checkpoints" / "model.safetensors"
     weights.unlink()
@@ -128,7 +128,7 @@ def test_corrupt_manifest_of_an_unfinished_run_retrains_that_checkpoint(store, p
 
 
 def test_a_record_without_hashes_is_verified_and_completed(store):
-    """A train_done.json from before hashes were recorded: the run is checked (intact checkpoints are kept) and the
+    """A train_done.json without hashes: the run is checked (intact checkpoints are kept) and the
     hashes are recorded; the next call is a cache hit."""
     runs, run_dir, _ = store
     (run_dir / "train_done.json").write_text('{"seconds": 1.0, "device": "cpu"}')

@@ -1,6 +1,6 @@
-"""Items 11 and 15: every failure maps to exit 2 (bad input) or 3 (the work failed) with one line on stderr and no
-traceback; 130 is an interruption (Ctrl-C); 1 is a breached gate and nothing else (docs/cli.md §3). Bad input is
-refused before anything is written (item 12), and nonsense that used to be accepted silently is bad input."""
+"""Every failure maps to exit 2 (bad input) or 3 (the work failed) with one line on stderr and no traceback; 130 is
+an interruption (Ctrl-C); 1 is a breached gate and nothing else (docs/cli.md §3). Bad input is refused before
+anything is written, and nonsense values are bad input, never accepted silently."""
 from __future__ import annotations
 
 import errno
@@ -58,7 +58,7 @@ def test_reversed_betas(tmp_path):
 
 @pytest.mark.parametrize("text,needle", [
     ("seed: -5\n", "seed=-5"),
-    ("seed: 1.9\n", "seed=1.9"),          # was silently used as seed 1
+    ("seed: 1.9\n", "seed=1.9"),          # never silently truncated to seed 1
     ("seed: true\n", "seed=True"),
     ("seed: 100000000000000000000000\n", "seed: integer 100000000000000000000000 at line 1 is beyond"),
     ("preset: nosuch\n", "unknown preset 'nosuch'"),

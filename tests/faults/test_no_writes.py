@@ -1,4 +1,4 @@
-"""Item 12: refused work writes nothing, and failed work leaves no folder behind. Everything that can be bad input
+"""Refused work writes nothing, and failed work leaves no folder behind. Everything that can be bad input
 is validated before a run directory, a lock or an attack folder is created; an attack that fails while running
 removes the attack folder it created (its lock lives in the run directory, not in that folder)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from fault_helpers import TEST, assert_one_line, cli, entries, snapshot
 
 
 def test_bad_resolution_leaves_no_run_folder(tmp_path):
-    """Before: config.yaml, split.json, log.txt and .train.lock were written, then exit 2."""
+    """Exit 2 with no config.yaml, split.json, log.txt or .train.lock written."""
     r = cli("train", *TEST, "--set", "data.resolution=5", "--runs-dir", tmp_path / "runs")
     assert_one_line(r, 2, "divisible")
     assert entries(tmp_path / "runs") == []
@@ -30,7 +30,7 @@ def test_refused_attack_on_a_trained_run_changes_nothing(store):
 
 
 def test_a_failed_attack_leaves_no_folder(store, monkeypatch):
-    """Before: an empty attack folder holding its .attack.lock stayed behind."""
+    """No empty attack folder (nor its lock) stays behind."""
     from privbench.attacks.loss import LossAttack
     from privbench.core.errors import WorkFailed
 

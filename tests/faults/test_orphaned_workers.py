@@ -1,10 +1,9 @@
 """The pool workers of ``privbench bench --jobs N`` exit when their driver dies.
 
-Before: after ``kill -9`` of the driver alone, its worker processes (blocked on the pool's call queue, or still
-training) ran on — three processes of its group 15 s later — and could finish cells nobody would record. Now each
-worker asks the kernel for SIGKILL when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``) and watches its
-parent's pid besides; the bench's record (``bench.json``) is written by the driver alone, so nothing a worker
-finishes after the driver died is recorded as done."""
+After ``kill -9`` of the driver alone, its worker processes (blocked on the pool's call queue, or still training)
+must not run on and finish cells nobody would record: each worker asks the kernel for SIGKILL when its parent dies
+(Linux ``prctl(PR_SET_PDEATHSIG)``) and watches its parent's pid besides; the bench's record (``bench.json``) is
+written by the driver alone, so nothing a worker finishes after the driver died is recorded as done."""
 from __future__ import annotations
 
 import os

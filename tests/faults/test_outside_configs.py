@@ -1,10 +1,10 @@
 """Config values of an outside model that got past the parameter count: each is exit 2 with one line naming the
 component's config.json, the key and the bound, before anything is built or written.
 
-Before: ``norm_num_groups: 0`` in a diffusers UNet2DModel folder exited 3 (ZeroDivisionError in the builder), and
--8 in a pipeline's UNet exited 3 at the first query; a text-to-image UNet's ``sample_size`` "abc", 0 or -4 and a
-VAE ``scaling_factor`` "abc" exited 3, and ``scaling_factor: 0`` was silently replaced by 1 (exit 0); a UNet
-with ``layers_per_block: 200000`` stays below 10**9 parameters and built modules until memory ran out."""
+Cases: ``norm_num_groups`` 0 (a division by zero in the builder) or -8 in a diffusers UNet2DModel folder or a
+pipeline's UNet; a text-to-image UNet's ``sample_size`` "abc", 0 or -4; a VAE ``scaling_factor`` "abc" or 0 (never
+silently taken as 1); a UNet with ``layers_per_block: 200000``, below 10**9 parameters but a module count that
+would build until memory runs out."""
 from __future__ import annotations
 
 import pytest
@@ -84,7 +84,7 @@ def test_the_unchanged_pipeline_attacks(tmp_path, t2i):
 ])
 def test_many_small_modules_are_refused_before_any_is_built(tmp_path, t2i, records, where, values, needle):
     """Below 10**9 parameters, but a module count no diffusion model has: refused from the config's numbers,
-    the refusing process's peak resident memory measured (torch and diffusers imported: about 0.6 GB)."""
+    the refusing process's peak resident memory bounded (:data:`untrusted_t2i.PEAK_LIMIT_KB`)."""
     if where == "unet2d":
         model = unet_folder(tmp_path / "unet", edit_config=lambda c: c.update(values))
         members, nonmembers = records

@@ -1,4 +1,4 @@
-"""Issue 24.7: the member/non-member overlap check compares records on the 8-bit grid after conversion to the
+"""The member/non-member overlap check compares records on the 8-bit grid after conversion to the
 model's [-1, 1], so re-encoding the same records (uint8 N×H×W×C vs u8/127.5 − 1 in float64) cannot hide them."""
 from __future__ import annotations
 

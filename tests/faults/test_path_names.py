@@ -1,4 +1,4 @@
-"""Item 10: a name that becomes a path cannot leave the folder it names something in. A bench suite's ``name``
+"""A name that becomes a path cannot leave the folder it names something in. A bench suite's ``name``
 (the default output ``<runs-dir>/bench-<name>``) with a separator or ``..`` is refused (exit 2) before anything is
 written (target names are registered names, and go through ``safe_name`` in file names)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 24 items 4–5: ``check`` and ``report`` believe a result only once its files agree with it, and gates (and
+"""``check`` and ``report`` believe a result only once its files agree with it, and gates (and
 every command) key on attack labels such as ``secmi@paper``."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_an_untouched_result_passes(store, tmp_path):
 
 
 def test_an_edited_metric_is_exit_2_naming_result_json(store, tmp_path):
-    """Lowering metrics.auc below a gate used to pass (exit 0): now the recomputed AUC disagrees."""
+    """Lowering metrics.auc below a gate does not pass it: the recomputed AUC disagrees (exit 2)."""
     runs, run_dir, out_dir = store
     for f in (out_dir / "result.json", run_dir / "result.json"):  # the attack folder's file and the run's copy
         d = json.loads(f.read_text())
@@ -115,7 +115,7 @@ def random_pipeline(tmp_path_factory):
 
 
 def test_attack_model_takes_a_variant_label(random_pipeline, tmp_path):
-    """``attack --model … --attack secmi@paper`` was refused as an unknown attack; the result carries the label
+    """``attack --model … --attack secmi@paper`` is a known attack; the result carries the label
     and a gate on that label checks it."""
     root = random_pipeline
     r = cli("attack", "--model", root / "m", "--members", root / "mem.npz", "--nonmembers", root / "non.npz",

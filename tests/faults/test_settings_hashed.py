@@ -1,5 +1,5 @@
-"""Item 14: every setting that changes an output is hashed (a different value never reuses a cached output) and
-recorded. Item 15: the attack lock says what it waits for."""
+"""Every setting that changes an output is hashed (a different value never reuses a cached output) and recorded;
+the attack lock says what it waits for."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,7 @@ def test_bootstrap_enters_the_attack_hash_and_is_recorded():
 
 
 def test_a_bootstrap_change_is_not_served_from_the_cache(store):
-    """Before: a request for 10^12 resamples returned the cached 50-resample CIs."""
+    """Another number of resamples is computed, never the cached CIs of a different count."""
     runs, run_dir, out_dir = store
     r = cli("attack", *TEST, "--attack", "loss", "--set", "attack.bootstrap=20", "--runs-dir", runs, "--json")
     assert r.code == 0, r
@@ -48,7 +48,7 @@ def test_sample_batch_size_enters_the_sample_and_fid_hashes():
 
 
 def test_the_attack_lock_says_attacked(tmp_path, privbench_log, monkeypatch):
-    """Before: a second attack process waiting for the lock printed "is being trained". The lock here is busy
+    """A second attack process waiting for the lock says it is being attacked, not trained. The lock here is busy
     once (a fake FileLock whose non-blocking acquire times out), then granted."""
     import filelock
 

@@ -1,8 +1,8 @@
 """Every key and value of a suite is checked before anything trains: ``privbench bench --suite FILE`` with a bad
 one exits 2 with one line naming the file and the key (and the bound), and creates nothing under the runs dir.
-These used to exit 3 (``samples: {n: abc}``), fail only after training (``n: -1``, ``n: 10**12``), or be accepted
-silently (an unknown key under ``samples``, ``epsilons: []`` dropping every private method, a ``seeds_by_epsilon``
-entry for an ε the axis does not have, an empty or repeated ``seeds``)."""
+Cases include values that would crash (``samples: {n: abc}``), fail only after training (``n: -1``,
+``n: 10**12``), or be silently ignored (an unknown key under ``samples``, ``epsilons: []`` dropping every private
+method, a ``seeds_by_epsilon`` entry for an ε the axis does not have, an empty or repeated ``seeds``)."""
 from __future__ import annotations
 
 import pytest

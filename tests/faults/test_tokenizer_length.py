@@ -1,9 +1,8 @@
 """The caption length is the text encoder's position table, not whatever a tokenizer folder says.
 
-Before: the minimal CLIP tokenizer layout the docs name (``vocab.json`` + ``merges.txt``, no
-``tokenizer_config.json``: transformers then reports a length of 10**30) exited 3 (OverflowError);
-``model_max_length: 1e8`` padded every caption to 10**8 tokens (SIGABRT, or exit 3 once the encoder saw them);
-77 against a 16-position text encoder exited 3. Now every caption is padded and cut to the encoder's
+Cases: the minimal CLIP tokenizer layout the docs name (``vocab.json`` + ``merges.txt``, no
+``tokenizer_config.json``: transformers then reports a length of 10**30); ``model_max_length: 1e8`` (10**8 tokens per
+caption); 77 against a 16-position text encoder. Every caption is padded and cut to the encoder's
 ``max_position_embeddings`` (or the tokenizer's length where smaller), which is itself bounded."""
 from __future__ import annotations
 

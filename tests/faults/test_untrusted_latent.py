@@ -1,4 +1,4 @@
-"""Issue 24.2 for text-to-image pipelines: a Stable-Diffusion component whose config describes a huge network is
+"""For text-to-image pipelines: a Stable-Diffusion component whose config describes a huge network is
 refused (exit 2 material) from its meta-device size, before any memory is allocated."""
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """A LoRA adapter (``--lora``) is refused up front, naming its file, when its tensors are not floats, hold NaN or
 infinity, or the path is not a regular file.
 
-Before: an adapter of integer tensors was cast into the UNet and attacked (exit 0); NaN/inf weights were refused
-only after the attack ran, by the score check, without naming the adapter; a FIFO was reported as "no such file
-or directory"."""
+An adapter of integer tensors is never cast into the UNet and attacked; NaN/inf weights are refused before the
+attack runs, naming the adapter; a FIFO is named as not a regular file."""
 from __future__ import annotations
 
 import os

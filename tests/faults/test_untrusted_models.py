@@ -1,10 +1,10 @@
-"""Issue 24 items 1, 2, 3, 6: an outside model is loaded strictly and within bounds, before any attack runs.
+"""An outside model is loaded strictly and within bounds, before any attack runs.
 
-Every case is bad input: exit 2, one line naming what is wrong, nothing written. Before the fix a folder missing
-3 of its 114 tensors was audited as if whole (exit 0; diffusers leaves them uninitialised), a 600-byte config.json
-built a 26-billion-parameter UNet, a ckpt.pt with a zero-stride time table and a scheduler config with
-``num_train_timesteps: 10**9`` allocated gigabytes (run here under an address-space limit: exit 3), and a dangling
-``scheduler_config.json`` fell back to the default schedule.
+Every case is bad input: exit 2, one line naming what is wrong, nothing written. Cases: a folder missing 3 of its
+114 tensors (diffusers would leave them uninitialised), a 600-byte config.json describing a 26-billion-parameter
+UNet, a ckpt.pt with a zero-stride time table and a scheduler config with ``num_train_timesteps: 10**9`` (each
+would allocate gigabytes; run here under an address-space limit), and a dangling ``scheduler_config.json`` (never
+the default schedule instead).
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Issue 24 items 8, 9, 10: bad records and files are bad input (exit 2, one line naming the file, nothing
-written); an external attack that ends in exit 2 leaves nothing behind; library noise is one line; a closed stdout
-is not a failure.
+"""Bad records and files are bad input (exit 2, one line naming the file, nothing written); an external attack
+that ends in exit 2 leaves nothing behind; library noise is one line; a closed stdout is not a failure.
 
-Before the fix each case below exited 3 ("unexpected ..."), hung (a FIFO), read a file of any size, left
-``provenance.json`` and a lock behind, printed multi-line warnings, or exited 3 "Broken pipe".
+Each case below must not exit 3 ("unexpected ..."), hang (a FIFO), read a file of any size, leave
+``provenance.json`` and a lock behind, print multi-line warnings, or exit 3 "Broken pipe".
 """
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ def _refused(r, runs, *needles):
     return line
 
 
-# ---------------------------------------------------------------------- item 8: exit 2, naming the file
+# ---------------------------------------------------------------------- exit 2, naming the file
 
 def test_deeply_nested_model_config(tmp_path, world):
     model = unet_folder(tmp_path / "unet")
@@ -97,11 +96,11 @@ def test_npz_of_zero_by_zero_images(tmp_path, world):
     _refused(attack_model(world["unet"], empty, world["n"], runs), runs, str(empty), "no pixels")
 
 
-# ---------------------------------------------------------------------- item 9: exit 2 leaves nothing behind
+# ---------------------------------------------------------------------- exit 2 leaves nothing behind
 
 def test_bad_input_found_by_the_attack_leaves_no_run_behind(tmp_path, world, monkeypatch):
     """Bad input that only the attack itself finds (e.g. memorization's "2 distinct training records"), after
-    the run directory was locked: before the fix provenance.json and the lock stayed."""
+    the run directory was locked: neither provenance.json nor the lock stays."""
     from privbench.attacks.loss import LossAttack
     from privbench.core.errors import BadInput
 
@@ -121,11 +120,11 @@ def test_too_few_records_are_refused_before_the_attack(tmp_path, world):
              "got 1 and 8")
 
 
-# ---------------------------------------------------------------------- item 10
+# ---------------------------------------------------------------------- files that are not what they say, library noise
 
 def test_a_fifo_is_refused_not_read(tmp_path, world):
     """Reading a FIFO blocks until a writer comes: a helper thread plays the writer after a while (so the test
-    never hangs); before the fix the read waited for it and then failed on the empty stream."""
+    never hangs); the FIFO is refused without being read."""
     fifo = tmp_path / "members.npz"
     os.mkfifo(fifo)
     done = threading.Event()

@@ -1,4 +1,4 @@
-"""Item 9: YAML anchors and aliases (the "billion laughs" bomb) are refused in every YAML privbench reads from
+"""YAML anchors and aliases (the "billion laughs" bomb) are refused in every YAML privbench reads from
 users — ``--config``, suites, gates, a run's ``config.yaml``, ``--set`` list values — with exit 2 and one line,
 before anything is expanded or written."""
 from __future__ import annotations

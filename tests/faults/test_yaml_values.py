@@ -1,7 +1,7 @@
 """YAML that parses but says two things at once, or a number no reader can hold: a key written twice in one
-mapping (YAML keeps the last value, so a duplicated suite method or ``seeds:`` dropped cells and exited 0) and an
-integer beyond int64 (a 5000-digit literal stopped the parser: exit 3) are refused with exit 2 and one line naming
-the file, the key or line and the bound, before anything is written."""
+mapping (YAML keeps the last value, so a duplicated suite method or ``seeds:`` would drop cells silently) and an
+integer beyond int64 (a 5000-digit literal stalls the parser) are refused with exit 2 and one line naming the file,
+the key or line and the bound, before anything is written."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Helpers of the untrusted-input fault tests (issue 24): tiny diffusers UNet folders and pytorch-ddpm checkpoints
+"""Helpers of the untrusted-input fault tests: tiny diffusers UNet folders and pytorch-ddpm checkpoints
 to damage, digits records, and ``attack --model`` run in-process."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from untrusted_files import BOUNDED_BYTES
 
 from privbench.testing import sd as H
 
-#: the peak resident memory a refusing process may reach (torch and diffusers imported: about 0.6 GB)
+#: the peak resident memory a refusing process may reach (torch and diffusers imported fit well inside it)
 PEAK_LIMIT_KB = int(1.5 * (1 << 20))
 
 

@@ -25,7 +25,7 @@ def _ok(*a, **k):
 def _refused(tmp_path, *a, what):
     runs = tmp_path / "runs"
     code, out, err = _attack(*a[:3], runs, *a[3:])
-    # the fixture's 32 + 32 split is flagged by check-split's permutation test (p = 0.009: one honest split in 20 is);
+    # the fixture's 32 + 32 split is flagged by check-split's permutation test (one honest split in 20 is);
     # that warning is about the records, not part of the refusal
     lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("privbench: warning:")]
     assert code == 2 and len(lines) == 1 and what in lines[0] and "Traceback" not in err, (code, err)

@@ -1,5 +1,5 @@
 """The member/non-member shift check: a model-free classifier's cross-fitted AUC, a label-permutation test of it
-against 0.5 (exact type-I, measured here on synthetic features), the AUC it detects with 80 % power (measured at
+against 0.5 (exact type-I, checked here on synthetic features), the AUC it detects with 80 % power (checked at
 that AUC), and the material flag (CI lower bound > 0.6) on a split by class."""
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def test_class_split_is_a_material_shift(digits):
 
 
 def test_type_one_error_over_1000_null_splits():
-    """No shift: p ≤ 0.05 in at most 66 of 1000 splits (the binomial 99 % upper limit of an exact 5 % test; measured
-    53). A Mann–Whitney p-value of the same cross-fitted AUC, which ignores what cross-fitting adds to its spread,
+    """No shift: p ≤ 0.05 in at most 66 of 1000 splits (the binomial 99 % upper limit of an exact 5 % test). A
+    Mann–Whitney p-value of the same cross-fitted AUC, which ignores what cross-fitting adds to its spread,
     exceeds that limit: the bound can fail."""
     ps, naive = [], []
     mw_sd = np.sqrt((2 * N + 1) / (12 * N * N))
@@ -59,8 +59,8 @@ def test_type_one_error_over_1000_null_splits():
 
 
 def test_power_at_the_detectable_auc_is_at_least_80_percent():
-    """A mean shift whose mean out-of-fold AUC is the AUC the check says it detects (measured: 0.738 vs 0.737) is
-    detected in at least 80 % of 300 splits (measured 88 %); a null split's verdict names that AUC."""
+    """A mean shift whose mean out-of-fold AUC is the AUC the check says it detects (within 0.005) is detected in
+    at least 80 % of 300 splits; a null split's verdict names that AUC."""
     res = [shift_test(_synthetic(10_000 + seed, 0.42), LABELS, seed=seed, permutations=P, bootstrap=0)
            for seed in range(300)]
     detectable = np.mean([r["detectable_auc"] for r in res])
@@ -154,7 +154,7 @@ def test_captions_alone_separating_the_sets_is_a_shift(tmp_path, digits):
     assert res["auc"] == sets["captions"]["auc"] and res["n_features"] == sets["captions"]["n_features"]
     assert res["members"]["captions"] == "given with the records" and res["shift"]
     assert set(res) == _documented_keys() | {"features", "feature_sets", "detected_by"}
-    # the pixels of the same records alone: no shift (what check-split said before it read captions)
+    # the pixels of the same records alone: no shift (the captions are what tell the sets apart)
     x, y = digits
     p = np.random.default_rng(1).permutation(len(y))
     assert not flagged(split_shift(x[p[:32]], x[p[32:64]], bootstrap=200))
@@ -175,8 +175,8 @@ def test_shuffled_captions_are_no_shift(tmp_path, digits):
 
 def test_family_of_feature_sets_keeps_its_level():
     """No shift in either block: a shift on any of the three feature sets in at most 27 of 300 null splits (the
-    binomial 99 % upper limit of an exact 5 % test; measured 19). Testing each set against its own permutations
-    instead flags 34 of these 300: the max-statistic test is what keeps the family at 5 %."""
+    binomial 99 % upper limit of an exact 5 % test). Testing each set against its own permutations instead flags
+    more (docs/external-models.md): the max-statistic test is what keeps the family at 5 %."""
     rng = np.random.default_rng(7)
     vocab = np.array([f"w{i}" for i in range(40)])
     hits = 0

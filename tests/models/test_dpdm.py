@@ -45,7 +45,7 @@ def test_dpdm_trains_and_reports_privacy(dpdm_run):
 
 
 def test_un_noised_statistics_are_debug_output_only(dpdm_run, tmp_path, monkeypatch):
-    """Issue 11 item 6: the mean loss, clipped fraction and Poisson batch size of a step are computed from the
+    """The mean loss, clipped fraction and Poisson batch size of a step are computed from the
     records without noise — outside the DP-SGD ε. They go to debug/model.log (first line: releasing it breaks the
     guarantee), never to log.txt, the progress bar or the privacy block."""
     from privbench.core import progress

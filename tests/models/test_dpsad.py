@@ -1,5 +1,5 @@
 """dpsad: teacher/student targets, both modes end to end, the paper's output-gradient sanitization, and what its ε
-means: conditional with a teacher trained on the members (issue 11 item 2), end to end with a public teacher."""
+means: conditional with a teacher trained on the members, end to end with a public teacher."""
 from __future__ import annotations
 
 import json
@@ -75,7 +75,7 @@ def test_sound_mode_targets_and_privacy(dpsad_sound):
 def test_paper_mode_privacy_is_labelled_as_claimed(dpsad_paper):
     m = dpsad_paper
     p = m.privacy("student")
-    # a claim, never a formal ε (issue 19 item 1): privacy.epsilon is null, the number is claimed_epsilon
+    # a claim, never a formal ε: privacy.epsilon is null, the number is claimed_epsilon
     assert p["epsilon"] is None and 0 < p["claimed_epsilon"] <= m.cfg.dp.epsilon
     assert p["claim_kind"] == "claimed_by_paper"
     assert p["accountant"] == "rdp"  # the paper's own analysis
@@ -232,7 +232,7 @@ def test_student_resume_equals_uninterrupted(tmp_path, monkeypatch, mode):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-# ------------------------------------------------------------------ issue 11 item 2: what the student's ε covers
+# ------------------------------------------------------------------ what the student's ε covers
 
 def _teacher_and_clipped_sum(m, x, y, drop: int | None, batch: list[int]):
     """Train m's teacher on its own teacher records (without dataset record ``drop``), then the student's clipped
@@ -272,7 +272,7 @@ def _teacher_and_clipped_sum(m, x, y, drop: int | None, batch: list[int]):
 
 @pytest.mark.parametrize("teacher_data", ["members", "public"])
 def test_removing_a_record_from_the_teacher_changes_batches_without_it(request, teacher_data):
-    """The leak the issue measured (0.425 at C = 1): with the teacher trained on the members, removing member k
+    """The leak (docs/methods.md §6): with the teacher trained on the members, removing member k
     changes the clipped gradient sum of a batch that does NOT contain k — DP-SGD's sensitivity (C, and only for
     batches holding k) does not hold, so the student's ε may not be reported as a formal ε. With a public teacher
     nothing changes, and the ε is formal and end to end."""
@@ -286,7 +286,7 @@ def test_removing_a_record_from_the_teacher_changes_batches_without_it(request, 
     change = (full - without_k).norm().item()
     p = m.privacy("student")
     if teacher_data == "members":
-        assert change > 1e-3  # measured 0.18 at 50 teacher steps; > 0 is already outside the analysis
+        assert change > 1e-3  # > 0 is already outside the analysis
         assert p["epsilon"] is None and p["conditional_epsilon"] > 0 and p["end_to_end"] is False
     else:
         assert not set(m.teacher_records()[2]) & set(members + list(m.ctx.split.nonmembers))

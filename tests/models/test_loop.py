@@ -1,6 +1,6 @@
-"""The one training loop (models/loop.py): the warm-up it takes from diffusers reproduces the learning rates of
-the loops it replaced bit for bit (lr·min(1, (s+1)/W) at step s, also after a resume), a training stopped after a
-checkpoint resumes to the uninterrupted weights, and a non-finite loss stops the run.
+"""The one training loop (models/loop.py): the warm-up it takes from diffusers gives lr·min(1, (s+1)/W) at step s
+bit for bit (also after a resume), a training stopped after a checkpoint resumes to the uninterrupted weights, and a
+non-finite loss stops the run.
 The end-to-end resume tests of each strategy: tests/core/test_training.py (PlainStep), tests/models/test_dpdm.py
 (DPSGDStep), tests/models/test_dpsad.py (DistillStep), tests/faults/test_checkpoint_atomic.py (a kill mid-save)."""
 from __future__ import annotations

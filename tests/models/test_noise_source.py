@@ -1,6 +1,6 @@
-"""dp.noise_source (issue 11 item 3): seeded privacy noise can be regenerated from the public seed — the attack of
-the issue recovers CLIP(x) from an uploads file — while secure noise (OS entropy, never stored) cannot; the seeded
-path is the step generator exactly as before; every basis names the source; seeded results carry the label."""
+"""dp.noise_source: seeded privacy noise can be regenerated from the public seed — an attack recovers CLIP(x) from
+an uploads file — while secure noise (OS entropy, never stored) cannot; the seeded path draws from the step
+generator; every basis names the source; seeded results carry the label."""
 from __future__ import annotations
 
 import math
@@ -33,7 +33,7 @@ def _uploads(tmp_path, name, **sets):
 
 
 def _recover_clipped_records(m, up) -> torch.Tensor:
-    """The issue's attack: from the uploads file and the run's public seed, regenerate each client's upload noise
+    """The attack: from the uploads file and the run's public seed, regenerate each client's upload noise
     z (the generator's seeding is in the public source) and invert x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z."""
     a = float(m.ctx.schedule.alphas_cumprod().double()[m.t0 - 1])
     out = torch.empty(up.x.shape, dtype=torch.float64)
@@ -110,7 +110,7 @@ def _gradient(source: str, generator):
 
 
 def test_seeded_dp_sgd_noise_is_the_step_generator_and_recoverable():
-    """The seeded path is unchanged — the noise is N(0, σ²C²) drawn from the step's generator, parameter by
+    """On the seeded path the noise is N(0, σ²C²) drawn from the step's generator, parameter by
     parameter — so anyone with the seed regenerates it and recovers the clipped sum exactly."""
     plan, grads, clean = _gradient("seeded", step_generator(0, 3, "cpu"))
     attacker = step_generator(0, 3, "cpu")

@@ -99,7 +99,7 @@ def test_run_uploads_and_clipped_count(pfdm_test_run):
 
 
 def test_clip_counts_are_debug_output_only(runs_dir):
-    """Issue 11 item 6: how many records were clipped is an un-noised function of the records, outside the LDP
+    """How many records were clipped is an un-noised function of the records, outside the LDP
     guarantee: it is in no artefact a user would export (uploads, their summary, pfdm.json, log.txt, privacy) —
     only in debug/pfdm-uploads.log, whose first line says that releasing it breaks the guarantee."""
     from safetensors import safe_open

@@ -1,4 +1,4 @@
-"""Coverage of the one-run ε lower bound (issue 11, item 1): simulate a mechanism whose ε is known exactly and
+"""Coverage of the one-run ε lower bound: simulate a mechanism whose ε is known exactly and
 count how often the "95 %" bound exceeds it.
 
 Mechanism: randomized response at ε = 2 on m = 512 records, each a member by an independent fair coin (the
@@ -36,16 +36,16 @@ def test_one_run_default_holds_its_confidence_and_the_uncorrected_best_of_does_n
         # a count fixed in advance needs no correction
         fails_fixed += one_run_epsilon(scores, labels, confidence=CONF, n_guesses=256, seed=i)[
             "epsilon_lower_bound"] > EPS
-        # the old default: the best of the same counts, each at the full α (no correction for the choice)
+        # uncorrected: the best of the same counts, each at the full α (no correction for the choice)
         if grid is None:
             grid = [int(g) for g in r["n_guesses_selection"].split("(")[1].split(")")[0].split(", ")]
             assert len(grid) == 10
         best = max(one_run_epsilon(scores, labels, confidence=CONF, n_guesses=g, seed=i)["epsilon_lower_bound"]
                    for g in grid)
         fails_uncorrected += best > EPS
-    assert fails_default <= LIMIT, (fails_default, LIMIT)        # measured 9 of 400
+    assert fails_default <= LIMIT, (fails_default, LIMIT)
     assert fails_fixed <= LIMIT, (fails_fixed, LIMIT)
-    # the simulation has the power to catch the old, uncorrected selection (measured 14.8 % of 1000 runs)
+    # the simulation has the power to catch the uncorrected selection (docs/accountants.md §3.3)
     assert fails_uncorrected > LIMIT, (fails_uncorrected, LIMIT)
 
 

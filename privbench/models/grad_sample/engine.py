@@ -13,20 +13,15 @@ Backends (all give the gradient of each record's loss w.r.t. every trainable par
   gradients as ``hooks``, without the per-record gradients of the whole model: per-record norms layer by
   layer (ghost norms where cheaper), then book-keeping sums (privbench.models.grad_sample.ghost). Its ``grads`` (all
   per-record gradients, for tests and tools) is the ``hooks`` computation.
-- ``hooks``: forward hooks record each layer's input and output; one ``autograd.grad`` with
-  respect to the layer outputs (parameters frozen, so autograd computes no parameter gradients at all)
-  gives the output gradients, and each layer's per-record parameter gradient is formed directly:
-  Linear as a batched matrix product of inputs and output gradients, Conv2d on CPU by the convolution trick
-  (records as the groups of one grouped convolution, whose weight gradient is the per-record gradient) and
-  elsewhere as a batched matrix product of unfolded inputs and output gradients, GroupNorm/LayerNorm
-  from the re-normalized input, Embedding by scatter-add. The K rows of a record are folded into the
-  contraction, so noise multiplicity costs no per-draw gradient memory. Conv patches come from a strided
-  view of the padded input copied by ``reshape``, and every layer tensor is reshaped (never ``view``-ed), so
-  non-contiguous inputs are handled (opacus' conv grad sampler returns wrong — often all-zero — gradients
-  for convs fed by a diffusers attention block's transposed output; this one is tested there).
+- ``hooks``: forward hooks record each layer's input and output; one ``autograd.grad`` with respect to the
+  layer outputs (parameters frozen: no parameter gradients) gives the output gradients, and each layer's
+  per-record parameter gradient is formed directly (Linear: batched matmul; Conv2d: :func:`.layers.conv_route`;
+  GroupNorm/LayerNorm from the re-normalized input; Embedding: scatter-add). The K rows of a record are folded
+  into the contraction, so noise multiplicity costs no per-draw gradient memory. Every layer tensor is reshaped,
+  never ``view``-ed, so non-contiguous inputs are handled (opacus' conv grad sampler returns wrong, often
+  all-zero, gradients for convs fed by a diffusers attention block's transposed output; tested here).
 - ``vmap``: ``torch.func`` — ``vmap(grad(loss of one record))`` with ``functional_call``; any architecture
-  that torch.func supports. On the tiny UNet (CPU, 1 thread) it is slower than ``hooks`` at K = 1 and about
-  as fast at K = 4 (benchmarks/dpsgd_step_cost.py).
+  that torch.func supports (its cost against the others: docs/scaling.md).
 
 The per-layer formulas are registered by module type in :mod:`.layers` (as opacus' grad samplers). All are
 checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on

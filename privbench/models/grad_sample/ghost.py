@@ -14,9 +14,8 @@ backend does — parameters frozen, so no parameter gradient is formed):
    *ghost norm* Σ_{s,t} (a_s·a_t)(g_s·g_t) from two T × T Gram matrices, costing T²·(D + Cout). Each layer
    takes the cheaper route counting step 2 as well (mixed ghost clipping, :func:`use_ghost`): ghost for the
    time/label embeddings and the Linear layers fed one row per draw, instantiation for the convolutions of a
-   UNet (T = output positions is far too large for T × T Grams). On CPU a conv's per-record gradients come
-   from the convolution trick (per_sample.conv_weight_grads_grouped), about twice the cost of its batched
-   weight gradient.
+   UNet (T = output positions is far too large for T × T Grams); a conv's per-record gradients come from
+   :func:`~.layers.conv_route`'s route.
    The squares of all layers add up to ‖∇ℓᵢ‖² (flat clipping over all parameters).
 2. **the clipped sum (book-keeping).** A layer whose per-record gradients were instantiated contracts
    them with c (kept while they fit in ``keep_bytes``, default 1 GiB per pass); every other layer forms

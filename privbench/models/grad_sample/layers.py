@@ -65,11 +65,9 @@ def conv_route(mod: nn.Conv2d, x: torch.Tensor) -> str:
     (unfolded input patches × output gradients, one batched matmul per draw).
 
     A fixed rule (never timing-based, so the same config gives the same numbers), from per-layer timings on
-    CPU with one thread (the models of benchmarks/dpsgd_step_cost.py; with freed memory retained, see
-    privbench.core.threads.retain_freed_memory — without it page faults dominate and mislead): for narrow convs
-    (Cin ≤ 64: the tiny UNet, 64 records) the grouped kernel costs 1.4× the batched weight gradient and
-    patches 2.2× (K = 1) to 3× (K = 4); for wide ones (Cin ≥ 128: the paper UNet) patches are faster than
-    the grouped kernel by 1.1–2× (K = 1 and 4), as for 1×1 convs. Off CPU: patches."""
+    CPU with one thread (docs/benchmarks.md, "Measurements behind the code"): the grouped kernel is the faster
+    for narrow convs (Cin ≤ 64: the tiny UNet), patches for wide ones (Cin ≥ 128: the paper UNet) and for 1×1
+    convs. Off CPU: patches."""
     if x.device.type != "cpu" or mod.kernel_size == (1, 1):
         return "patches"
     return "grouped" if x.shape[1] <= 64 else "patches"
@@ -78,8 +76,7 @@ def conv_route(mod: nn.Conv2d, x: torch.Tensor) -> str:
 def conv_weight_grads_grouped(mod: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, n: int, k: int) -> torch.Tensor:
     """Per-record conv weight gradients (n, Cout, Cin, kh, kw) by the convolution trick: the n records become
     the n groups of one grouped convolution, whose weight gradient (the library's own backward kernel, batched
-    over the k rows of a record) is the per-record gradient. On CPU this is 1.5–2× faster than patches + bmm
-    for 3×3 convs (benchmarks/dpsgd_step_cost.py)."""
+    over the k rows of a record) is the per-record gradient; :func:`conv_route` says when it is used."""
     cin, cout = x.shape[1], g.shape[1]
     if k == 1:
         xg, gg = x.reshape(1, n * cin, *x.shape[2:]), g.reshape(1, n * cout, *g.shape[2:])

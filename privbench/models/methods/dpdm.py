@@ -12,12 +12,8 @@ Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of
 4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
 
 σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
-``train.steps`` steps (``noise_multiplier_for_epsilon``), unless ``dp.noise_multiplier`` > 0 is given.
-All randomness of a step (the Poisson sample, the draws, the DP noise) comes from a generator seeded by
-(seed, step) — the same config and seed give the same weights and a resumed run follows the uninterrupted
-trajectory. The noise is therefore reproducible from the run's seed (like opacus without secure_mode).
-
-The DP-SGD plan and loop live in :mod:`privbench.models.dp_sgd`, shared with the other DP method.
+``train.steps`` steps, unless ``dp.noise_multiplier`` > 0 is given. The DP-SGD plan and step, and the step's
+randomness (``dp.noise_source``), are :mod:`privbench.models.dp_sgd`'s, shared with the other DP methods.
 """
 from __future__ import annotations
 

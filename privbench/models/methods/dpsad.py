@@ -18,21 +18,14 @@
 
    - ``sound`` (default): DP-SGD on the student's full parameter gradient — per-record gradients of ℓ
      (per_sample), flat clipping to C, N(0, σ²C²) on the sum, / q·N, Adam; σ calibrated with
-     ``dp.accountant``. With ``teacher_data=members`` the DP-SGD ε holds only if the teacher and the
-     discriminator were fixed functions independent of the members. They are not: both are trained without
-     DP on the same members and enter every record's loss, so removing record k changes the clipped gradient
-     sum of batches that do not contain k — neither the sensitivity C nor the subsampling argument holds.
-     ``privacy`` then has no formal ε (``epsilon: null``) and gives the DP-SGD number as
-     ``conditional_epsilon`` (``conditional_on``: teacher, discriminator). With ``teacher_data=public`` the
-     teacher never sees a member and the discriminator's updates use only public records (teacher and
-     student outputs on a seeded public batch of fixed size): it is a function of public data and of the
-     student's earlier DP-SGD iterates, so each step is a DP-SGD step with an adaptively chosen loss and the
-     DP-SGD ε is an end-to-end ε for the members.
-   - ``paper``: the paper's sanitization (docs/methods.md §6): the gradient of each record's loss with respect to the
-     student's **output** x̂_θ is clipped to C and gets its own N(0, σ²C² I); the noisy output gradients
-     (/ q·N) are back-propagated through the student. ε is the paper's claim: the RDP accountant of the
-     Poisson-subsampled Gaussian. Not a DP guarantee: the Jacobian ∂x̂_θ/∂θ is evaluated at the private x_r
-     (docs/methods.md §6), so the parameter update is not post-processing of the noised output gradients.
+     ``dp.accountant``. With ``teacher_data=members`` the teacher and the discriminator are trained without DP on
+     the members and enter every record's loss, so the DP-SGD number is only ``conditional_epsilon``
+     (``epsilon: null``); with ``teacher_data=public`` they are functions of public data and earlier DP-SGD
+     iterates, so it is an end-to-end ε for the members (the argument: docs/methods.md §6).
+   - ``paper``: the paper's sanitization: the gradient of each record's loss with respect to the student's
+     **output** x̂_θ is clipped to C and gets its own N(0, σ²C² I); the noisy output gradients (/ q·N) are
+     back-propagated through the student. ε is the paper's claim (RDP accountant of the Poisson-subsampled
+     Gaussian), not a DP guarantee: the Jacobian ∂x̂_θ/∂θ is evaluated at the private x_r.
 3. **Discriminator** step after each student step: cross-entropy of D on teacher (label 1) vs student
    (label 0) outputs; Adam ``dpsad.disc_lr``; not noised, not released. ``members``: the outputs on the
    student's member batch (as the paper). ``public``: the outputs on a public batch of ``train.batch_size``
@@ -391,7 +384,8 @@ class DistillStep(DPSGDStep):
         self.student, self.teacher, self.x, self.y, self.xp, self.yp = student, teacher, x, y, xp, yp
         self.ac = ctx.schedule.alphas_cumprod(self.dev)
         self.mode, self.lam, self.public = method.mode, cfg.dpsad.adv_weight, xp is not None
-        # built in this order (the discriminator's seeded init, then the per-record gradient hooks) as always
+        # built in this order (the discriminator's seeded init, then the per-record gradient hooks): the run's
+        # numbers depend on it
         self.disc = method._discriminator().to(self.dev)
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
         self.ps = PerSampleGrads(student, cfg.dp.grad_sample) if self.mode == "sound" else None

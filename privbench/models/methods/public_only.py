@@ -2,7 +2,7 @@
 
 It is the reference a private fine-tune must beat to have learnt anything from the private records: with
 ``train.init=public`` a DP-SGD row's utility is the pre-training's plus whatever the members added under the noise,
-and only this row separates the two (issue 20). The network is the cached public pre-training of
+and only this row separates the two. The network is the cached public pre-training of
 :mod:`privbench.models.public_init` (the one every ``train.init=public`` run of the same public split starts from),
 so the row costs no training of its own beyond that cache.
 

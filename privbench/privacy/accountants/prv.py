@@ -7,8 +7,8 @@ from .base import DPSGDAccountant
 from .rdp import rdp_epsilon
 
 PRV_EPS_ERROR = 0.01
-# opacus' PRV is skipped when the (cheap, looser) RDP ε exceeds this: in that regime it spends tens of seconds
-# and then returns inf (opacus issues #601/#604).
+# opacus' PRV is skipped when the (cheap, looser) RDP ε exceeds this: in that regime it is slow and then returns
+# inf (github.com/pytorch/opacus/issues/601 and /604; docs/accountants.md).
 PRV_MAX_RDP_EPSILON = 100.0
 
 
@@ -31,7 +31,7 @@ class PRVAccountant(DPSGDAccountant):
 
     @classmethod
     def skip_reason(cls, noise_multiplier, sample_rate, steps, delta, rdp_orders=None):
-        # opacus' PRV spends 25-100 s and then returns inf where the (cheap, looser) RDP ε is large
+        # opacus' PRV is slow and then returns inf where the (cheap, looser) RDP ε is large
         eps = rdp_epsilon(noise_multiplier, sample_rate, steps, delta, orders=rdp_orders)
         if not eps <= PRV_MAX_RDP_EPSILON:
             return (f"RDP epsilon {eps:.4g} > {PRV_MAX_RDP_EPSILON:g}, beyond the range where opacus' PRV "
