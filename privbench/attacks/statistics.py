@@ -4,9 +4,8 @@ LiRA separates the calibration (per-record Gaussians over reference models) from
 (Carlini et al. 2022, §IV: "any" per-example signal; the paper uses the logit-scaled confidence). privbench makes
 the statistic a setting, ``attack.statistic``:
 
-* ``loss``: the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
-  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels): the default, the statistic before
-  this setting existed (``lira``, ``rmia``);
+* ``loss`` (default): the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
+  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels);
 * the name of any registered membership attack that needs no reference model and no auxiliary data (``pia``,
   ``pian``, ``sima``, ``secmi``, a plug-in's): that attack runs with its own settings (their defaults; the
   batch size is the caller's) on the target and on every reference, and its distance — the negated score,
@@ -14,13 +13,9 @@ the statistic a setting, ``attack.statistic``:
   These statistics are deterministic or seeded by ``env.seed``, so the target and the references see identical
   inputs. One column ("draw") per record.
 
-Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``).
-
-Default ``sima``, chosen by measurement on the overfit tiny target (centralized, digits, 128/128, 1500 steps, seed
-0; 2 offline reference models; docs/attacks.md §13): AUC / TPR@1%FPR lira 0.857 / 0.188 (loss), 0.892 / 0.211
-(pia), 0.960 / 0.656 (sima); rmia 0.903 / 0.117 (loss), 0.945 / 0.266 (sima); qmia 0.791 / 0.125 (loss),
-0.863 / 0.414 (sima). The setting is hashed at every value, so results computed with the loss (before the
-setting existed) are not reused for the new default.
+Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``); the
+setting enters the cache hash off its default. docs/attacks.md §13 compares the statistics on the overfit tiny
+target.
 """
 from __future__ import annotations
 
@@ -28,9 +23,10 @@ import math
 
 import numpy as np
 
+from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import MEMBERSHIP, AttackEnv, Records
+from .base import MEMBERSHIP, Attack, AttackEnv, Records, check_timestep
 from .references import fixed_noise_losses
 
 #: LiRA's and RMIA's own statistic (fixed-noise diffusion loss)
@@ -61,7 +57,7 @@ def statistic_attack(name: str, batch_size: int, num_timesteps: int | None = Non
     """The attack computing statistic ``name`` (None for ``loss``) with its default settings, validated."""
     if check_statistic(name) == LOSS_STATISTIC:
         return None
-    sub = ATTACKS.create(name, None, batch_size=int(batch_size))
+    sub = ATTACKS.create(name, batch_size=int(batch_size))
     if num_timesteps is not None:
         sub.validate(num_timesteps)
     return sub
@@ -83,15 +79,27 @@ def describe_statistic(sub, name: str) -> dict:
             "settings": sub.describe()}
 
 
-class StatisticSetting:
-    """Mixin of the attacks with an ``attack.statistic`` setting (lira, rmia, qmia): its variant label
-    (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its values."""
+class StatisticAttack(Attack):
+    """An attack that calibrates a per-record statistic (lira, rmia, qmia): its ``attack.statistic`` settings, its
+    variant label (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its
+    values."""
+    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
+    lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
+                                            "attack.t (the target and every reference are queried on each)")
+    statistic: str = setting("loss", hashed_at_default=False,
+                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
+                                  "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
 
     @classmethod
     def variant_choices(cls) -> dict[str, tuple]:
         out = super().variant_choices()
         out["statistic"] = tuple(statistic_names())
         return out
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        check_timestep(self.t, num_timesteps, "attack.t")
+        self.statistic_attack(num_timesteps)
 
     def statistic_attack(self, num_timesteps: int | None = None):
         return statistic_attack(self.statistic, self.batch_size, num_timesteps)
