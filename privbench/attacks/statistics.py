@@ -1,4 +1,5 @@
-"""The per-record membership statistic that reference-model attacks (lira, rmia) and qmia calibrate.
+"""The per-record membership statistic that reference-model attacks (lira, rmia) and qmia calibrate, computed once
+per process.
 
 LiRA separates the calibration (per-record Gaussians over reference models) from the statistic it calibrates
 (Carlini et al. 2022, §IV: "any" per-example signal; the paper uses the logit-scaled confidence). privbench makes
@@ -16,12 +17,24 @@ the statistic a setting, ``attack.statistic``:
 Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``); the
 setting enters the cache hash off its default. docs/attacks.md §13 compares the statistics on the overfit tiny
 target.
+
+Attacks that share a statistic share its values (ML Privacy Meter computes each signal once and runs the attacks
+on it): ``--attack lira,rmia,qmia`` queries the target and each reference model once per record set. The values are
+kept per process, keyed by what determines them — the model's content (:func:`model_key`), the statistic and its
+settings (with the batch size and the query precision), the records' content (:func:`records_key`) and the seed —
+so a cached value is the value the same call would compute.
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import math
+import weakref
+from collections import OrderedDict
 
 import numpy as np
+import torch
 
 from ..core.config import setting
 from ..core.errors import BadInput
@@ -79,6 +92,68 @@ def describe_statistic(sub, name: str) -> dict:
             "settings": sub.describe()}
 
 
+# ---------------------------------------------------------------------- the values, once per process
+
+#: statistic values computed in this process, least recently used first: (model, statistic, records, seed) →
+#: read-only (n_records, draws) array
+_VALUES: OrderedDict[tuple, np.ndarray] = OrderedDict()
+#: the most values kept (a bench process attacks many targets; each value is n_records × draws floats)
+_MAX_VALUES = 512
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
+_UNIQUE = itertools.count()
+
+
+def _memo(obj, compute) -> str:
+    """``compute(obj)`` once per live object (objects are neither hashable nor mutated while attacked)."""
+    i = id(obj)
+    hit = _DIGESTS.get(i)
+    if hit is not None and hit[0]() is obj:
+        return hit[1]
+    key = compute(obj)
+    _DIGESTS[i] = (weakref.ref(obj, lambda _, i=i: _DIGESTS.pop(i, None)), key)
+    return key
+
+
+def _update(h, *tensors: torch.Tensor) -> None:
+    for v in tensors:
+        v = v.detach().to("cpu").contiguous()
+        h.update(f"{v.dtype}{tuple(v.shape)}".encode())
+        h.update(v.reshape(-1).view(torch.uint8).numpy().tobytes())
+
+
+def model_key(target) -> str:
+    """What a target's predictions are a function of: a digest of its network's weights and buffers, its noise
+    schedule, its conditioning and its name and provenance. A target with no network of its own (a function
+    stand-in) is its own key: its values are never shared with another object."""
+    def digest(t) -> str:
+        model = getattr(t, "model", None)
+        if model is None:
+            return f"object-{next(_UNIQUE)}"
+        h = hashlib.blake2b(digest_size=16)
+        h.update(repr((type(t).__qualname__, t.name, t.method, t.num_classes, t.extra,
+                       (t.meta or {}).get("provenance"))).encode())
+        _update(h, t.alphas_cumprod)
+        for k, v in model.state_dict().items():
+            h.update(k.encode())
+            _update(h, v)
+        return h.hexdigest()
+    return _memo(target, digest)
+
+
+def records_key(records: Records) -> str:
+    """A digest of the records' images, labels and dataset indices."""
+    def digest(r: Records) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        _update(h, r.x, r.y, r.index)
+        return h.hexdigest()
+    return _memo(records, digest)
+
+
+def clear_values() -> None:
+    """Forget every statistic value computed so far (benchmarks time attacks from a cold start)."""
+    _VALUES.clear()
+
+
 class StatisticAttack(Attack):
     """An attack that calibrates a per-record statistic (lira, rmia, qmia): its ``attack.statistic`` settings, its
     variant label (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its
@@ -112,11 +187,22 @@ class StatisticAttack(Attack):
         return d
 
     def statistic_values(self, model, records: Records, seed: int) -> np.ndarray:
-        """(n_records, draws) statistic of ``records`` under ``model`` (lower = member)."""
+        """(n_records, draws) statistic of ``records`` under ``model`` (lower = member), read-only; computed once
+        per process for the same model, statistic, records and seed."""
         sub = self.statistic_attack(model.num_timesteps)
-        if sub is None:
-            return fixed_noise_losses(model, records, int(self.t), int(self.lira_draws), seed, self.batch_size)
-        return attack_distance(sub, model, records, seed)
+        how = ((LOSS_STATISTIC, int(self.t), int(self.lira_draws), int(self.batch_size)) if sub is None else
+               (sub.name, json.dumps(sub.hash_dict(), sort_keys=True, default=str)))
+        key = (model_key(model), how, self.precision, records_key(records), int(seed))
+        values = _VALUES.get(key)
+        if values is None:
+            values = (fixed_noise_losses(model, records, int(self.t), int(self.lira_draws), seed, self.batch_size)
+                      if sub is None else attack_distance(sub, model, records, seed))
+            values.setflags(write=False)
+            _VALUES[key] = values
+            while len(_VALUES) > _MAX_VALUES:
+                _VALUES.popitem(last=False)
+        _VALUES.move_to_end(key)
+        return values
 
     def statistic_figures(self) -> dict:
         return describe_statistic(self.statistic_attack(), self.statistic)
