@@ -1,6 +1,10 @@
 """The attack contract: settings are the constructor's keyword arguments (dataclass fields with their ranges),
-and the runner asks the attack for its population."""
+the runner asks the attack for its population, and the docs' threat-model tables are generated from
+``Attack.threat_model``."""
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +14,15 @@ from privbench.attacks.rmia import RMIA
 from privbench.core.config import build_config
 from privbench.core.errors import BadInput
 from privbench.core.registry import ATTACKS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_settings_are_constructor_arguments_and_read_from_the_config():
@@ -36,3 +49,17 @@ def test_validate_enforces_each_settings_declared_range(attack, what):
 def test_the_population_an_attack_needs_is_its_own_answer():
     assert RMIA(rmia_population=17).population_size() == 17
     assert {e.name for e in ATTACKS if e.factory().population_size()} == {"rmia"}
+
+
+@pytest.mark.parametrize("page, block", [("attacks.md", "attack-threat-models"),
+                                         ("attacks-threat-models.md", "attack-sources")])
+def test_the_threat_model_tables_are_generated_from_each_attacks_threat_model(page, block):
+    gen = _generator()
+    text = (ROOT / "docs" / page).read_text()
+    assert f"<!-- generated: {block} -->" in text and gen.render_blocks(text) == text
+    rows = gen.GENERATORS[block]().splitlines()[2:]
+    assert [r.split("`")[1] for r in rows] == gen._names("attacks")
+    for row, name in zip(rows, gen._names("attacks")):
+        assert str(ATTACKS.get(name).factory.threat_model["queries_per_record"]) in row
+    stale = f"<!-- generated: {block} -->\n| `loss` |\n<!-- end generated: {block} -->\n"
+    assert "`qmia`" in gen.render_blocks(stale) and "`extract`" in gen.render_blocks(stale)
