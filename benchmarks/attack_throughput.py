@@ -116,12 +116,12 @@ def main():
         print("(each ratio is the median over repeats of attack time vs. raw-forward time measured back to back, "
               "so that machine load cancels)")
         for name, attack, q in [
-            ("PIA", PIA(cfg.attack), 2),
-            ("SecMI (paper offset)", SecMI(cfg.attack, secmi_offset="paper"),
+            ("PIA", PIA.from_config(cfg.attack), 2),
+            ("SecMI (paper offset)", SecMI.from_config(cfg.attack, secmi_offset="paper"),
              secmi_nfe(cfg.attack.secmi_t, cfg.attack.secmi_k, "paper")),
-            ("SecMI (official offset)", SecMI(cfg.attack, secmi_offset="official"),
+            ("SecMI (official offset)", SecMI.from_config(cfg.attack, secmi_offset="official"),
              secmi_nfe(cfg.attack.secmi_t, cfg.attack.secmi_k, "official")),
-            ("loss", LossAttack(cfg.attack), cfg.attack.n_draws),
+            ("loss", LossAttack.from_config(cfg.attack), cfg.attack.n_draws),
         ]:
             run = (lambda attack=attack: attack.run(tgt, rec))
             run()  # warm-up

@@ -259,8 +259,8 @@ def main():
 
     fwd = n_rec / timed(forward_all, dev, 3)
     say(f"[attack] {n_rec} records, batch {attack_batch}: bare forward {fwd:.0f} records/s")
-    for label, attack, q in [("PIA", PIA(acfg), 2),
-                             ("SecMI", SecMI(acfg), secmi_nfe(acfg.secmi_t, acfg.secmi_k, acfg.secmi_offset))]:
+    for label, attack, q in [("PIA", PIA.from_config(acfg), 2),
+                             ("SecMI", SecMI.from_config(acfg), secmi_nfe(acfg.secmi_t, acfg.secmi_k, acfg.secmi_offset))]:
         reset_peak(dev)
         rps = n_rec / timed(lambda: attack.run(tgt, rec), dev, 2)
         say(f"[attack {label}] {rps:.0f} records/s ({q} queries/record); bound forward/{q} = {fwd / q:.0f}; "
@@ -280,7 +280,7 @@ def pia_bf16_vs_matmul(net, tgt, rec, acfg, rate_bf16: float, dev) -> None:
     ts = torch.full((nb,), acfg.t, dtype=torch.long, device=dev)
     per_record = 2 * forward_flops(net, xs, ts, ys, autocast=torch.bfloat16) / nb
     bound = rate_bf16 / per_record
-    attack = PIA(replace(acfg, batch_size=256, precision="bf16"))
+    attack = PIA.from_config(acfg, batch_size=256, precision="bf16")
     attack.run(tgt, rec)  # warm-up (autocast kernels)
     rps = len(rec) / timed(lambda: attack.run(tgt, rec), dev, 2)
     say(f"[attack PIA bf16 batch 256] {rps:.0f} records/s; {per_record / 1e9:.3f} GFLOP/record (2 forwards); "

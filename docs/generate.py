@@ -2,7 +2,8 @@
 
 * Registry blocks — between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->`` in README.md and
   docs/*.md, the lists of methods, attacks, datasets, accountants and presets, rendered from the registries
-  (``privbench list``); and docs/registry.md, every entry with its description and every ``--set`` key with its
+  (``privbench list``), and the attacks' threat-model tables, rendered from each attack's ``threat_model``
+  (docs/attacks.md §6, docs/attacks-threat-models.md); and docs/registry.md, every entry with its description and every ``--set`` key with its
   type and default. ``tests/test_docs.py`` fails when a block differs from what this script writes.
 * Sample outputs — a ```` ```text ```` block right after ``<!-- sample: COMMAND -->`` is replaced by the stdout of
   COMMAND (``privbench …`` runs as ``python -m privbench …`` from this checkout, in a scratch folder, one thread),
@@ -95,7 +96,26 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-GENERATORS = {"registry-names": names_block}
+#: the columns of the two threat-model tables: a key of ``Attack.threat_model`` and its heading
+THREAT_COLUMNS = (("queries", "what it queries"), ("reference_models", "reference models"),
+                  ("reference_training", "reference training"), ("auxiliary_data", "auxiliary data"),
+                  ("queries_per_record", "queries per record"))
+SOURCE_COLUMNS = (("queries_per_record", "queries per record"), ("source", "source (paper; official code)"))
+
+
+def threat_table(columns) -> str:
+    """One row per registered attack, in report order: the ``columns`` of its declared ``threat_model``."""
+    from privbench.core.registry import ATTACKS
+
+    out = ["| attack | " + " | ".join(title for _, title in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for n in _names("attacks"):
+        tm = ATTACKS.get(n).factory.threat_model or {}
+        out.append(f"| `{n}` | " + " | ".join(_cell(tm.get(k, "–")) for k, _ in columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+GENERATORS = {"registry-names": names_block, "attack-threat-models": lambda: threat_table(THREAT_COLUMNS),
+              "attack-sources": lambda: threat_table(SOURCE_COLUMNS)}
 
 
 def render_blocks(text: str) -> str:

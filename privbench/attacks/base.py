@@ -22,7 +22,8 @@ from __future__ import annotations
 import fnmatch
 import functools
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
@@ -30,7 +31,7 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 import torch
 
-from ..core.config import register_section, setting
+from ..core.config import parse_value, register_section, setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..models.target import TargetCapabilities
@@ -125,42 +126,21 @@ MEMBERSHIP, MEMORIZATION, RECONSTRUCTION = "membership", "memorization", "recons
 EXTRACTION = "extraction"
 
 
-@dataclass
-class CommonSettings:
-    """Settings of every attack (``attack.*`` keys; an attack adds its own with a ``Settings`` subclass)."""
-    batch_size: int = setting(256, lo=1, help="records per batched model query of every attack")
-    bootstrap: int = setting(1000, lo=0, hi=100_000, help="bootstrap resamples for CIs")
-    precision: str = setting("fp32", choices=("fp32", "bf16"), hashed_at_default=False,
-                             help="bf16: the target's forward passes under bfloat16 autocast (scores in fp32; "
-                                  "GPU speed-up, see docs/scaling.md)")
-
-
-register_section("attack", CommonSettings, training=False, presets={"test": {"bootstrap": 50}})
-
-@dataclass
-class TimestepSettings(CommonSettings):
-    """Attacks that query at one model timestep ``t`` and can sweep it (loss, PIA, PIAN)."""
-    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
-    sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
-                                   "oracle choice")
-
-
-#: settings of the attack section that do not change its result (none: ``bootstrap`` changes the CIs, so it is
-#: hashed and recorded like every other setting)
-RUNNER_SETTINGS: tuple[str, ...] = ()
-
-
+@dataclass(kw_only=True, eq=False)
 class Attack:
     """Base class. A subclass is one file in privbench/attacks/ that registers itself
-    (``@ATTACKS.register_class``) and declares:
+    (``@ATTACKS.register_class``). Its settings are its dataclass fields, declared with
+    :func:`~privbench.core.config.setting` in the class body (as scikit-learn's estimators: the settings are the
+    constructor's keyword arguments, ``PIA(t=100, p=2)``; :meth:`from_config` reads them from ``cfg.attack``).
+    Every subclass is made a dataclass when it is defined, and a class that sets ``name`` adds its fields to the
+    ``attack.*`` config keys (``settings_presets`` gives per-preset values); all of them (``bootstrap`` included)
+    enter its cache hash. It declares:
 
     * ``name``, ``description``, ``kind`` (membership | memorization | reconstruction), ``report_order``;
-    * ``Settings``: a dataclass (subclass of :class:`CommonSettings`) of its ``attack.*`` keys, registered in the
-      config when the class is defined (``settings_presets`` gives per-preset values); only these keys may be set
-      for it, and they all (``bootstrap`` included) enter its cache hash;
     * ``extra_config_keys``: other config keys (``section.key``) that change its result;
     * ``applies_to``: the target kinds it can attack (None = every target);
-    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record (docs/attacks.md §6);
+    * ``threat_model``: what it queries, reference models, auxiliary data, queries per record and its source (the
+      tables of docs/attacks.md §6 and docs/attacks-threat-models.md are generated from it);
     * ``text_conditioning``: whether it runs on text-to-image (latent) targets; ``requires_text``,
       ``requires_white_box``: what it needs of one (:meth:`refusal` reads a target's
       :class:`~privbench.models.target.TargetCapabilities`).
@@ -169,7 +149,6 @@ class Attack:
     description: ClassVar[str] = ""
     kind: ClassVar[str] = MEMBERSHIP
     report_order: ClassVar[int] = 100
-    Settings: ClassVar[type] = CommonSettings
     settings_presets: ClassVar[dict] = {}
     extra_config_keys: ClassVar[tuple[str, ...]] = ()
     applies_to: ClassVar[tuple[str, ...] | None] = None
@@ -188,44 +167,48 @@ class Attack:
     #: ask for them by that label
     variant_settings: ClassVar[tuple[str, ...]] = ()
 
+    batch_size: int = setting(256, lo=1, help="records per batched model query of every attack")
+    bootstrap: int = setting(1000, lo=0, hi=100_000, help="bootstrap resamples for CIs")
+    precision: str = setting("fp32", choices=("fp32", "bf16"), hashed_at_default=False,
+                             help="bf16: the target's forward passes under bfloat16 autocast (scores in fp32; "
+                                  "GPU speed-up, see docs/scaling.md)")
+
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        if "Settings" in cls.__dict__:
-            register_section("attack", cls.Settings, presets=cls.settings_presets, training=False)
+        dataclass(kw_only=True, eq=False)(cls)
+        if "name" in cls.__dict__:
+            register_section("attack", cls, presets=cls.settings_presets, training=False)
         if "run" in cls.__dict__:  # every attack's queries run at its attack.precision
             cls.run = _at_precision(cls.__dict__["run"])
 
     @classmethod
-    def setting_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclass_fields(cls.Settings))
+    def from_config(cls, acfg, **overrides) -> Attack:
+        """The attack with the config's ``attack.*`` values (``acfg``: ``cfg.attack``), ``overrides`` on top."""
+        return cls(**{**{n: getattr(acfg, n) for n in cls.setting_names()}, **overrides})
 
     @classmethod
-    def config_fields(cls) -> tuple[str, ...]:
-        """The settings that change this attack's result (its cache hash)."""
-        return tuple(n for n in cls.setting_names() if n not in RUNNER_SETTINGS)
+    def setting_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclass_fields(cls))
 
-    def __init__(self, acfg=None, **overrides):
-        names = self.setting_names()
-        defaults = self.Settings()
-        for k in overrides:
-            if k not in names:
-                raise BadInput(f"attack setting {k!r}: {self.name} has: {', '.join(names)}")
-        self.settings = {f: overrides.get(f, getattr(acfg, f) if acfg is not None else getattr(defaults, f))
-                         for f in names}
-
-    def __getattr__(self, item):
-        settings = self.__dict__.get("settings")
-        if settings is not None and item in settings:
-            return settings[item]
-        raise AttributeError(item)
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every setting's value, by name (what enters :meth:`describe` and the cache hash)."""
+        return {n: getattr(self, n) for n in self.setting_names()}
 
     # ------------------------------------------------------------------ contract
     def validate(self, num_timesteps: int, cfg=None) -> None:
-        """Raise BadInput for settings that cannot run on a schedule of ``num_timesteps`` steps (called before
-        anything is trained or written)."""
+        """Raise BadInput for settings that cannot run (called before anything is trained or written): each
+        setting's declared range and choices (:func:`~privbench.core.config.setting`), then what a subclass checks
+        against a schedule of ``num_timesteps`` steps."""
         del num_timesteps, cfg  # the hook's arguments, for subclasses' checks
-        if self.batch_size < 1:
-            raise BadInput(f"attack.batch_size={self.batch_size}: must be >= 1")
+        hints = typing.get_type_hints(type(self))
+        for f in dataclass_fields(self):
+            parse_value(f"attack.{f.name}", getattr(self, f.name), hints[f.name], f.metadata)
+
+    def population_size(self) -> int:
+        """Population records (outside the split and the reference pool, in no training set) the runner hands
+        over as ``env.references.population``; none unless an attack asks."""
+        return 0
 
     @classmethod
     def refusal(cls, caps: TargetCapabilities) -> str | None:
@@ -249,14 +232,14 @@ class Attack:
     @property
     def label(self) -> str:
         """``name``, then ``@value`` for each variant setting that differs from its default."""
-        defaults = self.Settings()
-        return self.name + "".join(f"@{self.settings[k]}" for k in self.variant_settings
-                                   if self.settings[k] != getattr(defaults, k))
+        defaults = {f.name: _default(f) for f in dataclass_fields(self)}
+        return self.name + "".join(f"@{getattr(self, k)}" for k in self.variant_settings
+                                   if getattr(self, k) != defaults[k])
 
     @classmethod
     def variant_choices(cls) -> dict[str, tuple]:
         """variant setting -> its choices."""
-        meta = {f.name: f.metadata.get("choices") for f in dataclass_fields(cls.Settings)}
+        meta = {f.name: f.metadata.get("choices") for f in dataclass_fields(cls)}
         return {k: tuple(meta.get(k) or ()) for k in cls.variant_settings}
 
     @classmethod
@@ -274,13 +257,10 @@ class Attack:
         return out
 
     def hash_dict(self, cfg=None) -> dict:
-        meta = {f.name: f for f in dataclass_fields(self.Settings)}
-        defaults = self.Settings()
         # a setting added later whose default reproduces earlier results enters the hash only off its default
         d = {"attack": self.name, "version": ATTACK_CODE_VERSION,
-             "settings": {k: self.settings[k] for k in self.config_fields()
-                          if meta[k].metadata.get("hashed_at_default", True)
-                          or self.settings[k] != getattr(defaults, k)}}
+             "settings": {f.name: getattr(self, f.name) for f in dataclass_fields(self)
+                          if f.metadata.get("hashed_at_default", True) or getattr(self, f.name) != _default(f)}}
         if cfg is not None:
             for key in self.extra_config_keys:
                 sec, name = key.split(".")
@@ -288,24 +268,46 @@ class Attack:
         return d
 
     def describe(self) -> dict:
-        return {k: self.settings[k] for k in self.config_fields()}
+        return self.settings
 
     def threat(self) -> dict | None:
         """The declared threat model with this instance's settings filled in (reference-model count)."""
         if self.threat_model is None:
             return None
         d = dict(self.threat_model)
-        if self.needs_references:
-            d["reference_models"] = int(self.settings["n_reference"])
-            d["reference_pool"] = self.settings["reference_pool"]
+        if "n_reference" in self.setting_names():
+            d["reference_models"] = int(self.n_reference)
+            d["reference_pool"] = self.reference_pool
         return d
+
+
+register_section("attack", Attack, training=False, presets={"test": {"bootstrap": 50}})
+
+
+def _default(f):
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+class TimestepAttack(Attack):
+    """Attacks that query at one model timestep ``t`` and can sweep it (loss, PIA, PIAN)."""
+    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
+    sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
+                                   "oracle choice")
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        self.timesteps(num_timesteps)
+
+    def timesteps(self, num_timesteps: int) -> tuple[int, list[int], list[int]]:
+        """(the fixed t, the sweep's timesteps in the given order, every distinct one queried: the fixed first)."""
+        return timestep_plan(self.t, self.sweep, num_timesteps, "attack.t")
 
 
 def _at_precision(run):
     """``run`` with the target queried at the attack's ``precision`` (:meth:`Target.query_precision`)."""
     @functools.wraps(run)
     def wrapper(self, target, records, env=None):
-        precision = self.settings.get("precision", "fp32")
+        precision = self.precision
         if precision == "fp32" or not hasattr(target, "query_precision"):
             return run(self, target, records, env)
         with target.query_precision(precision):
@@ -348,6 +350,20 @@ def sweep_list(sweep, num_timesteps: int, what: str = "attack.sweep") -> list[in
         if t not in out:
             out.append(t)
     return out
+
+
+def timestep_plan(fixed, sweep, num_timesteps: int, what: str) -> tuple[int, list[int], list[int]]:
+    """(``fixed`` checked as ``what``, the sweep's timesteps, every distinct timestep to query: ``fixed`` first)."""
+    t = check_timestep(fixed, num_timesteps, what)
+    swept = sweep_list(sweep, num_timesteps)
+    return t, swept, [t] + [s for s in swept if s != t]
+
+
+def swept_output(chunks: dict[int, list[torch.Tensor]], fixed: int, sweep: list[int], nfe: float) -> AttackOutput:
+    """The output of a swept attack: per-timestep per-batch results (on the device) → the fixed timestep's scores
+    and the sweep's, moved to the host once."""
+    scores = {t: to_numpy(v) for t, v in chunks.items()}
+    return AttackOutput(scores=scores[fixed], sweep={t: scores[t] for t in sweep}, nfe_per_record=nfe)
 
 
 def cond(target, y: torch.Tensor) -> torch.Tensor | None:

@@ -34,34 +34,18 @@ trains it on a separate auxiliary split, here K-fold cross-fitting on the evalua
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, METHODS
-from .base import Attack, AttackEnv, AttackOutput, CommonSettings, Records, check_timestep, tvec
+from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, tvec
 from .references import record_noise
 from .secmi_nn import stratified_folds
 
 _CLID_STREAM = 0xC11D
 PERTURBATIONS = ("null", "drop")
-
-
-@dataclass
-class CLiDSettings(CommonSettings):
-    clid_variant: str = setting("th", choices=["th", "vec"],
-                                help="clid: th (threshold on the combined score) or vec (classifier on the vector)")
-    clid_t: list = setting([100, 200, 300], help="clid: model timesteps (0-indexed) the discrepancy is averaged over")
-    clid_perturbations: list = setting(["null", "drop"], help="clid: weakened captions: null (empty) and/or drop "
-                                                             "(every second word removed)")
-    clid_draws: int = setting(4, lo=1, help="clid: Monte-Carlo noise draws per record and timestep (fixed per "
-                                            "record), averaged")
-    clid_alpha: float = setting(0.8, lo=0.0, hi=1.0, help="clid (th): weight of the discrepancy against the "
-                                                           "conditional loss")
-    clid_folds: int = setting(2, lo=2, help="clid (vec): cross-fitting folds: every record is scored out of fold")
 
 
 def drop_words(caption: str) -> str:
@@ -80,14 +64,25 @@ class CLiD(Attack):
     name = "clid"
     description = "CLiD: loss with a weakened caption (null, dropped words) minus loss with the record's caption"
     report_order = 35
-    Settings = CLiDSettings
     variant_settings = ("clid_variant",)
     #: only text-to-image targets have captions to weaken (refused elsewhere with one line)
     requires_text = True
     threat_model = {"queries": "eps-prediction with the record's caption and with weakened captions, same noise",
                     "reference_models": 0, "reference_training": "none",
                     "auxiliary_data": "th: none; vec: membership labels of the other folds' records (cross-fitting)",
-                    "queries_per_record": "clid_draws * len(clid_t) * (1 + len(clid_perturbations))"}
+                    "queries_per_record": "clid_draws * len(clid_t) * (1 + len(clid_perturbations))",
+                    "source": "Zhai et al., NeurIPS 2024 (arXiv 2405.14800); `zhaisf/CLiD` (no code released)"}
+
+    clid_variant: str = setting("th", choices=["th", "vec"],
+                                help="clid: th (threshold on the combined score) or vec (classifier on the vector)")
+    clid_t: list = setting([100, 200, 300], help="clid: model timesteps (0-indexed) the discrepancy is averaged over")
+    clid_perturbations: list = setting(["null", "drop"], help="clid: weakened captions: null (empty) and/or drop "
+                                                             "(every second word removed)")
+    clid_draws: int = setting(4, lo=1, help="clid: Monte-Carlo noise draws per record and timestep (fixed per "
+                                            "record), averaged")
+    clid_alpha: float = setting(0.8, lo=0.0, hi=1.0, help="clid (th): weight of the discrepancy against the "
+                                                           "conditional loss")
+    clid_folds: int = setting(2, lo=2, help="clid (vec): cross-fitting folds: every record is scored out of fold")
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,26 +45,14 @@ from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.io import sha256_file
 from ..core.registry import ATTACKS
-from .base import EXTRACTION, Attack, AttackEnv, AttackOutput, Records
-from .memorization import SamplingSettings, check_sampling, network_calls, sampling_kwargs, unique_records
+from .base import EXTRACTION, AttackEnv, AttackOutput, Records
+from .memorization import SamplingAttack, network_calls, sampling_kwargs, unique_records
 
 #: a TorchScript embedding larger than this is refused before it is read
 MAX_EMBEDDING_BYTES = 2 << 30
 #: the automatic clique size's range: the paper's 10 of 500 generations per prompt, and a pair at the least
 CLIQUE_MAX, CLIQUE_MIN = 10, 2
 CLIQUE_RULE = "min(10, max(2, floor(n_samples / (2 * distinct training records))))"
-
-
-@dataclass
-class ExtractSettings(SamplingSettings):
-    n_samples: int = setting(500, lo=1, help="samples drawn by memorization")
-    extract_delta: float = setting(0.1, lo=0.0, lo_open=True,
-                                   help="extract: distance below which two images are near-copies (tiled L2 on "
-                                        "[0,1], or embedding L2)")
-    extract_clique: int = setting(0, lo=0, help="extract: clique size that flags a generation; 0 = auto: "
-                                                "min(10, max(2, n_samples // (2 * distinct training records)))")
-    extract_tile: int = setting(8, lo=1, help="extract: tile side of the tiled L2 distance (paper: 8 on 32x32)")
-    extract_embedding: str = setting("", help="extract: a TorchScript embedding file (e.g. SSCD); empty = tiled L2")
 
 
 def tiles(x: torch.Tensor, tile: int) -> torch.Tensor:
@@ -180,23 +167,27 @@ def greedy_cliques(dist: np.ndarray, delta: float, min_size: int) -> list[list[i
 
 
 @ATTACKS.register_class
-class Extract(Attack):
+class Extract(SamplingAttack):
     name = "extract"
     description = "extraction audit: generate, clique-filter near-identical generations, verify against the training set"
     kind = EXTRACTION
     report_order = 55
-    Settings = ExtractSettings
-    settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}
-    extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
     threat_model = {"queries": "sampling (attack.n_samples samples)", "reference_models": 0,
                     "reference_training": "none",
                     "auxiliary_data": "the target's training records (to verify candidates); optionally the user's "
                                       "TorchScript embedding",
-                    "queries_per_record": "sampler steps per sample"}
+                    "queries_per_record": "sampler steps per sample", "source": "Carlini et al., USENIX Security 2023"}
+
+    extract_delta: float = setting(0.1, lo=0.0, lo_open=True,
+                                   help="extract: distance below which two images are near-copies (tiled L2 on "
+                                        "[0,1], or embedding L2)")
+    extract_clique: int = setting(0, lo=0, help="extract: clique size that flags a generation; 0 = auto: "
+                                                "min(10, max(2, n_samples // (2 * distinct training records)))")
+    extract_tile: int = setting(8, lo=1, help="extract: tile side of the tiled L2 distance (paper: 8 on 32x32)")
+    extract_embedding: str = setting("", help="extract: a TorchScript embedding file (e.g. SSCD); empty = tiled L2")
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        check_sampling(self, num_timesteps)
         if self.extract_clique == 1:
             raise BadInput("attack.extract_clique=1: a clique is at least 2 generations (0 = auto)")
         if self.extract_clique > self.n_samples:

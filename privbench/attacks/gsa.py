@@ -37,8 +37,6 @@ Per-record gradients are exact (:class:`privbench.models.grad_sample.PerSampleGr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
@@ -47,20 +45,8 @@ from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.registry import ATTACKS
 from ..models.grad_sample import PerSampleGrads, requires_grad
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import REFERENCE_TEST_PRESET, ReferenceSettings, record_noise, require_references
-
-
-@dataclass
-class GSASettings(ReferenceSettings):
-    gsa_timesteps: list = setting([100, 200, 300, 400, 500, 600, 700, 800, 900, 999],
-                                  help="GSA's timesteps (one noise draw each)")
-    gsa_variant: int = setting(1, lo=1, hi=2, help="GSA1: per-layer norms of the gradient of the loss averaged over "
-                                                   "timesteps (official code); GSA2: averaged per-timestep norms")
-    gsa_classifier: str = setting("gbdt", choices=["gbdt", "logistic", "xgboost"],
-                                  help="GSA's classifier: gbdt = scikit-learn HistGradientBoosting (200 rounds, "
-                                       "depth 6, lr 0.3); xgboost = the official XGBClassifier(n_estimators=200) "
-                                       "([official] extra); logistic")
+from .base import AttackEnv, AttackOutput, Records, check_timestep
+from .references import REFERENCE_TEST_PRESET, ReferenceAttack, record_noise, require_references
 
 #: per-record gradient floats materialised at once (memory bound of one chunk)
 _GRAD_BUDGET = 50_000_000
@@ -170,14 +156,13 @@ def _check_same_architecture(target, references) -> None:
 
 
 @ATTACKS.register_class
-class GSA(Attack):
+class GSA(ReferenceAttack):
     name = "gsa"
     description = "GSA: classifier on per-layer gradient norms, trained on reference-model data (white-box)"
     report_order = 90
     needs_references = True
     text_conditioning = False  # its reference models retrain the target's own recipe
     requires_white_box = True
-    Settings = GSASettings
     variant_settings = ("reference_pool", "gsa_classifier")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     applies_to = ("model", "global", "shared", "client:*", "student", "teacher")
@@ -187,7 +172,17 @@ class GSA(Attack):
                     "reference_training": "the target's own method and config, each on a random half of the pool",
                     "auxiliary_data": "the reference pool and each reference's membership on it (classifier "
                                       "training data)",
-                    "queries_per_record": "len(attack.gsa_timesteps) forward + 1 (GSA1) or K (GSA2) backward"}
+                    "queries_per_record": "len(attack.gsa_timesteps) forward + 1 (GSA1) or K (GSA2) backward",
+                    "source": "Pang et al. 2023; `py85252876/GSA`"}
+
+    gsa_timesteps: list = setting([100, 200, 300, 400, 500, 600, 700, 800, 900, 999],
+                                  help="GSA's timesteps (one noise draw each)")
+    gsa_variant: int = setting(1, lo=1, hi=2, help="GSA1: per-layer norms of the gradient of the loss averaged over "
+                                                   "timesteps (official code); GSA2: averaged per-timestep norms")
+    gsa_classifier: str = setting("gbdt", choices=["gbdt", "logistic", "xgboost"],
+                                  help="GSA's classifier: gbdt = scikit-learn HistGradientBoosting (200 rounds, "
+                                       "depth 6, lr 0.3); xgboost = the official XGBClassifier(n_estimators=200) "
+                                       "([official] extra); logistic")
 
     def timesteps(self, num_timesteps: int) -> list[int]:
         ts = self.gsa_timesteps
@@ -198,10 +193,6 @@ class GSA(Attack):
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
         self.timesteps(num_timesteps)
-        if self.gsa_variant not in (1, 2):
-            raise BadInput(f"attack.gsa_variant={self.gsa_variant}: choose 1 or 2")
-        if self.n_reference < 1:
-            raise BadInput(f"attack.n_reference={self.n_reference}: gsa needs reference models")
         if self.gsa_classifier == "xgboost":  # before any reference model is trained
             require("xgboost", "attack.gsa_classifier=xgboost")
 

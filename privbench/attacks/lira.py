@@ -43,30 +43,15 @@ logit-scaled confidence, which diffusion models have no analogue of).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy import stats
 
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, require_references
-from .statistics import StatisticSetting
-
-
-@dataclass
-class LiRASettings(FixedNoiseSettings):
-    lira_transform: str = setting("log", choices=["log", "none"],
-                                  help="LiRA: fit the Gaussians to log(loss) (variance-stabilized, as the paper's "
-                                       "logit scaling of confidences) or to the loss itself")
-    lira_convention: str = setting("paper", choices=["paper", "official"],
-                                   help="paper: means, one-sided offline test; official code: medians, two-sided "
-                                        "offline log-pdf, global std over all values")
-    lira_variance: str = setting("auto", choices=["auto", "per_record", "global"],
-                                 help="Gaussian widths: per record, or one global width (auto: global below 64 "
-                                      "references, as the LiRA paper advises)")
+from .base import AttackEnv, AttackOutput, Records, check_timestep
+from .references import REFERENCE_TEST_PRESET, ReferenceAttack, require_references
+from .statistics import StatisticAttack
 
 #: below this many references ``lira_variance=auto`` uses one global width (Carlini et al. 2022, §VI)
 GLOBAL_VARIANCE_BELOW = 64
@@ -144,14 +129,14 @@ def lira_scores(target_stat: np.ndarray, ref_stat: np.ndarray, in_masks: np.ndar
 
 
 @ATTACKS.register_class
-class LiRA(StatisticSetting, Attack):
+class LiRA(ReferenceAttack, StatisticAttack):
     name = "lira"
     description = ("LiRA (online/offline): per-record Gaussians of reference models' statistic (default: fixed-noise "
                    "loss at t=200; lira@sima: SimA's distance)")
     report_order = 70
     needs_references = True
+    min_references = 2
     text_conditioning = False  # its reference models retrain the target's own recipe
-    Settings = LiRASettings
     variant_settings = ("reference_pool", "lira_convention", "statistic")
     settings_presets = {"test": REFERENCE_TEST_PRESET}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
@@ -161,12 +146,19 @@ class LiRA(StatisticSetting, Attack):
                                           "evaluation records)",
                     "auxiliary_data": "the reference pool (offline) or knowledge of which references trained on "
                                       "which evaluation record (online)",
-                    "queries_per_record": "attack.lira_draws on the target (+ as many on each reference)"}
+                    "queries_per_record": "attack.lira_draws on the target (+ as many on each reference)",
+                    "source": "Carlini et al., S&P 2022 and USENIX Security 2023; `tensorflow/privacy` "
+                              "`research/mi_lira_2021`"}
 
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        check_fixed_noise(self, num_timesteps, "lira")
-        self.statistic_attack(num_timesteps)
+    lira_transform: str = setting("log", choices=["log", "none"],
+                                  help="LiRA: fit the Gaussians to log(loss) (variance-stabilized, as the paper's "
+                                       "logit scaling of confidences) or to the loss itself")
+    lira_convention: str = setting("paper", choices=["paper", "official"],
+                                   help="paper: means, one-sided offline test; official code: medians, two-sided "
+                                        "offline log-pdf, global std over all values")
+    lira_variance: str = setting("auto", choices=["auto", "per_record", "global"],
+                                 help="Gaussian widths: per record, or one global width (auto: global below 64 "
+                                      "references, as the LiRA paper advises)")
 
     def variance_mode(self, n_ref: int) -> str:
         if self.lira_variance == "auto":

@@ -11,26 +11,12 @@ noise for every t, as PIA's ``NaiveAttacker``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..core.config import setting
-from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..core.seeding import seeded_generator
-from .base import (
-    Attack,
-    AttackEnv,
-    AttackOutput,
-    Records,
-    TimestepSettings,
-    check_timestep,
-    cond,
-    sweep_list,
-    to_numpy,
-    tvec,
-)
+from .base import AttackEnv, AttackOutput, Records, TimestepAttack, cond, swept_output, tvec
 
 _LOSS_STREAM = 0x10552
 
@@ -41,34 +27,21 @@ def loss_noise(shape, device, seed: int, t: int, draw: int, batch: int) -> torch
     return torch.randn(shape, generator=g, device=device)
 
 
-@dataclass
-class LossSettings(TimestepSettings):
-    n_draws: int = setting(1, lo=1, help="noise draws averaged by the loss attack")
-
-
 @ATTACKS.register_class
-class LossAttack(Attack):
+class LossAttack(TimestepAttack):
     name = "loss"
     description = "loss threshold: -||eps - eps_theta(x_t, t)||^2 at t=200 (n_draws seeded draws)"
     report_order = 10
-    Settings = LossSettings
     threat_model = {"queries": "eps-prediction at x_t = sqrt(ab) x0 + sqrt(1-ab) eps", "reference_models": 0,
-                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": "attack.n_draws"}
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": "attack.n_draws",
+                    "source": "Matsumoto et al. 2023; PIA's `NaiveAttacker`"}
 
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        check_timestep(self.t, num_timesteps, "attack.t")
-        sweep_list(self.sweep, num_timesteps)
-        if self.n_draws < 1:
-            raise BadInput(f"attack.n_draws={self.n_draws}: must be >= 1")
+    n_draws: int = setting(1, lo=1, help="noise draws averaged by the loss attack")
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
-        n_t = target.num_timesteps
-        t_fixed = check_timestep(self.t, n_t, "attack.t")
-        t_sweep = sweep_list(self.sweep, n_t)
-        ts = [t_fixed] + [s for s in t_sweep if s != t_fixed]
+        t_fixed, t_sweep, ts = self.timesteps(target.num_timesteps)
         device = target.device
         ac = target.alphas_cumprod.to(device)
         k = int(self.n_draws)
@@ -84,8 +57,7 @@ class LossAttack(Attack):
                     x_t = a.sqrt() * xb + (1 - a).sqrt() * eps
                     total += (eps - target.predict_noise(x_t, tvec(t, n, device), c)).pow(2).flatten(1).sum(1)
                 out[t].append(-(total / k))
-        scores = {t: to_numpy(v) for t, v in out.items()}
-        res = AttackOutput(scores=scores[t_fixed], sweep={t: scores[t] for t in t_sweep}, nfe_per_record=k * len(ts))
+        res = swept_output(out, t_fixed, t_sweep, k * len(ts))
         res.figures = {"t": t_fixed, "n_draws": k, "queries_per_record": k,
                        "score": "-mean over draws of ||eps - eps_theta(x_t, t)||^2 (higher = member)"}
         return res

@@ -15,15 +15,13 @@ record (or, if none is memorized, the samples with the smallest ratios, labelled
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import MEMORIZATION, Attack, AttackEnv, AttackOutput, CommonSettings, Records
+from .base import MEMORIZATION, Attack, AttackEnv, AttackOutput, Records
 
 THRESHOLD = 1.0 / 3.0
 
@@ -58,14 +56,25 @@ def unique_records(x: torch.Tensor, index: torch.Tensor | None = None):
     return uniq.view(-1, *x.shape[1:]), src, inverse
 
 
-@dataclass
-class SamplingSettings(CommonSettings):
-    """How memorization and extract draw their samples (issue: 500 × 1000 DDPM steps took 8.6 min)."""
+class SamplingAttack(Attack):
+    """An attack that draws samples from the target (memorization, extract): how many, and with which sampler."""
+    extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
+    settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}
+
     sampler: str = setting("", choices=["", "ddpm", "ddim"], hashed_at_default=False,
                            help="memorization/extract sampler: ddpm (T network calls per sample) or ddim "
                                 "(attack.steps calls); empty = the run's sample.sampler")
     steps: int = setting(0, lo=0, hi=100_000, hashed_at_default=False,
                          help="memorization/extract DDIM steps; 0 = the run's sample.ddim_steps")
+    n_samples: int = setting(500, lo=1, help="samples drawn by memorization")
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        if self.steps and self.sampler != "ddim":
+            raise BadInput(f"attack.steps={self.steps}: DDPM runs every one of the T steps; attack.steps needs "
+                           f"attack.sampler=ddim")
+        if self.steps > num_timesteps:
+            raise BadInput(f"attack.steps={self.steps}: at most the schedule's T={num_timesteps} steps")
 
 
 def sampling_kwargs(attack, cfg) -> dict:
@@ -79,14 +88,6 @@ def sampling_kwargs(attack, cfg) -> dict:
     return kw
 
 
-def check_sampling(attack, num_timesteps: int) -> None:
-    if attack.steps and attack.sampler != "ddim":
-        raise BadInput(f"attack.steps={attack.steps}: DDPM runs every one of the T steps; attack.steps needs "
-                       f"attack.sampler=ddim")
-    if attack.steps > num_timesteps:
-        raise BadInput(f"attack.steps={attack.steps}: at most the schedule's T={num_timesteps} steps")
-
-
 def network_calls(kw: dict, num_timesteps: int) -> int:
     """Network evaluations per generated sample of these sampler settings (the cost)."""
     if kw.get("sampler") == "ddim":
@@ -94,29 +95,15 @@ def network_calls(kw: dict, num_timesteps: int) -> int:
     return num_timesteps
 
 
-@dataclass
-class MemorizationSettings(SamplingSettings):
-    n_samples: int = setting(500, lo=1, help="samples drawn by memorization")
-
-
 @ATTACKS.register_class
-class NNRatioMemorization(Attack):
+class NNRatioMemorization(SamplingAttack):
     name = "memorization"
     description = "memorized fraction of samples: L2(x, NN1)/L2(x, NN2) < 1/3 against the training records"
     kind = MEMORIZATION
     report_order = 50
-    Settings = MemorizationSettings
-    settings_presets = {"test": {"n_samples": 32}, "paper": {"n_samples": 10_000}}
-    extra_config_keys = ("sample.sampler", "sample.ddim_steps", "sample.batch_size")
     threat_model = {"queries": "sampling (attack.n_samples samples)", "reference_models": 0,
                     "reference_training": "none", "auxiliary_data": "the target's training records (to compare)",
-                    "queries_per_record": "sampler steps per sample"}
-
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        if self.n_samples < 1:
-            raise BadInput(f"attack.n_samples={self.n_samples}: must be >= 1")
-        check_sampling(self, num_timesteps)
+                    "queries_per_record": "sampler steps per sample", "source": "Yoon et al. 2023; Gu et al. 2023"}
 
     def draw(self, target, env: AttackEnv):
         kw = sampling_kwargs(self, env.cfg)

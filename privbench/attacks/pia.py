@@ -17,26 +17,11 @@ A sweep (``attack.sweep``) reuses ε₀: 1 + (number of distinct t) queries per 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..core.config import setting
-from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import (
-    Attack,
-    AttackEnv,
-    AttackOutput,
-    Records,
-    TimestepSettings,
-    check_timestep,
-    cond,
-    sqrt2_over_pi,
-    sweep_list,
-    to_numpy,
-    tvec,
-)
+from .base import AttackEnv, AttackOutput, Records, TimestepAttack, cond, sqrt2_over_pi, swept_output, tvec
 
 
 def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:
@@ -45,37 +30,22 @@ def pian_normalize(eps0: torch.Tensor) -> torch.Tensor:
     return eps0 / eps0.abs().mean(dim=dims, keepdim=True) * sqrt2_over_pi()
 
 
-@dataclass
-class PIASettings(TimestepSettings):
-    p: float = setting(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
-
-
 @ATTACKS.register_class
-class PIA(Attack):
+class PIA(TimestepAttack):
     name = "pia"
     description = "PIA: eps0 = eps_theta(x0, 0), -sum|eps0 - eps_theta(x_t, t)|^4 at t=200 (2 queries)"
     report_order = 30
-    Settings = PIASettings
     normalize = False
     threat_model = {"queries": "eps-prediction at x0 (t=0) and at x_t built from it", "reference_models": 0,
-                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": 2}
+                    "reference_training": "none", "auxiliary_data": "none", "queries_per_record": 2,
+                    "source": "Kong et al., ICLR 2024; `kong13661/PIA`"}
 
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        check_timestep(self.t, num_timesteps, "attack.t")
-        sweep_list(self.sweep, num_timesteps)
-        if not self.p > 0:
-            raise BadInput(f"attack.p={self.p}: must be > 0")
-
-    def timesteps(self, num_timesteps: int) -> tuple[int, list[int]]:
-        """(the fixed t, the sweep's timesteps in the given order)."""
-        return check_timestep(self.t, num_timesteps, "attack.t"), sweep_list(self.sweep, num_timesteps)
+    p: float = setting(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         del env  # part of the Attack.run interface; this attack queries the target on the records alone
-        t_fixed, t_sweep = self.timesteps(target.num_timesteps)
-        ts = [t_fixed] + [s for s in t_sweep if s != t_fixed]  # ε₀ is computed once and reused for all
+        t_fixed, t_sweep, ts = self.timesteps(target.num_timesteps)  # ε₀ is computed once and reused for all
         device = target.device
         ac = target.alphas_cumprod.to(device)
         p = float(self.p)
@@ -91,9 +61,7 @@ class PIA(Attack):
                 x_t = a.sqrt() * xb + (1 - a).sqrt() * eps0
                 eps_t = target.predict_noise(x_t, tvec(t, n, device), c)
                 out[t].append(-(eps0 - eps_t).abs().pow(p).flatten(1).sum(1))
-        scores = {t: to_numpy(v) for t, v in out.items()}
-        res = AttackOutput(scores=scores[t_fixed], sweep={t: scores[t] for t in t_sweep},
-                           nfe_per_record=1 + len(ts))
+        res = swept_output(out, t_fixed, t_sweep, 1 + len(ts))
         res.figures = {"t": t_fixed, "p": p, "queries_per_record": 2, "queries_per_record_with_sweep": 1 + len(ts),
                        "score": f"-sum|eps0 - eps_theta(x_t, t)|^{p:g} (higher = member)"}
         if self.normalize:

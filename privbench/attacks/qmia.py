@@ -40,8 +40,6 @@ The realised FPR at the α-threshold on the evaluation non-members and the TPR t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -50,19 +48,9 @@ from scipy import stats
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import StatisticSettings, require_references
-from .statistics import StatisticSetting
-
-
-@dataclass
-class QMIASettings(StatisticSettings):
-    qmia_alpha: float = setting(0.01, lo=0.0, hi=0.5, lo_open=True,
-                                help="QMIA: the quantile (target FPR) the regressor predicts")
-    qmia_model: str = setting("gaussian", choices=["gaussian", "gbdt"],
-                              help="QMIA regressor: gaussian location-scale (ridge) or gbdt pinball-loss quantile")
-    qmia_conformal: bool = setting(True, help="QMIA: split-conformal correction of the threshold on half the public "
-                                              "records (false: fit on all, as the papers)")
+from .base import AttackEnv, AttackOutput, Records
+from .references import require_references
+from .statistics import StatisticAttack
 
 
 def record_features(x: torch.Tensor) -> np.ndarray:
@@ -152,30 +140,27 @@ def fit_qmia(feat: np.ndarray, stat: np.ndarray, *, alpha: float, kind: str, con
 
 
 @ATTACKS.register_class
-class QMIA(StatisticSetting, Attack):
+class QMIA(StatisticAttack):
     name = "qmia"
     description = "QMIA: per-record alpha-quantile of the statistic regressed on public non-members (no reference model)"
     report_order = 85
     needs_references = True  # the runner's reference pool supplies the public non-members; no model is trained
     n_reference = 0
     reference_pool = "offline"
-    Settings = QMIASettings
     variant_settings = ("statistic",)
     threat_model = {"queries": "the statistic's queries on the target, for the evaluation and public records",
                     "reference_models": 0, "reference_training": "none (a regressor on public records)",
                     "auxiliary_data": "public records known to be non-members (the offline pool: outside the "
                                       "evaluation split)",
-                    "queries_per_record": "the statistic's (attack.statistic)"}
+                    "queries_per_record": "the statistic's (attack.statistic)",
+                    "source": "Bertran et al., NeurIPS 2023; Tang et al., ICML 2024; `amazon-science/quantile-mia`"}
 
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        check_timestep(self.t, num_timesteps, "attack.t")
-        self.statistic_attack(num_timesteps)
-        if not 0 < self.qmia_alpha < 0.5:
-            raise BadInput(f"attack.qmia_alpha={self.qmia_alpha}: must be in (0, 0.5)")
-
-    def threat(self) -> dict | None:
-        return dict(self.threat_model)
+    qmia_alpha: float = setting(0.01, lo=0.0, hi=0.5, lo_open=True, hi_open=True,
+                                help="QMIA: the quantile (target FPR) the regressor predicts")
+    qmia_model: str = setting("gaussian", choices=["gaussian", "gbdt"],
+                              help="QMIA regressor: gaussian location-scale (ridge) or gbdt pinball-loss quantile")
+    qmia_conformal: bool = setting(True, help="QMIA: split-conformal correction of the threshold on half the public "
+                                              "records (false: fit on all, as the papers)")
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()

@@ -42,7 +42,6 @@ a target trained on the raw members. The top-level ``metrics`` are those of the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -57,7 +56,7 @@ from ..core.seeding import seeded_generator
 from ..metrics.image import psnr, ssim
 from ..models.target import Target
 from ..models.training import TrainData, train_denoiser
-from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, CommonSettings, Records, cond, tvec
+from .base import RECONSTRUCTION, Attack, AttackEnv, AttackOutput, Records, cond, tvec
 
 _UPLOAD_STREAM = 0x0B10AD
 _SUBSET_STREAM = 0x5B5E7
@@ -84,8 +83,19 @@ def nearest(queries: torch.Tensor, pool: torch.Tensor, mask: torch.Tensor | None
     return torch.cat(out)
 
 
-@dataclass
-class ReconstructionSettings(CommonSettings):
+@ATTACKS.register_class
+class Reconstruction(Attack):
+    name = "reconstruction"
+    description = "reconstruct records from noised uploads (naive, Tweedie, reverse chain): PSNR, SSIM, re-id rate"
+    kind = RECONSTRUCTION
+    text_conditioning = False  # it inverts PFDM's pixel-space uploads
+    report_order = 60
+    extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
+    threat_model = {"queries": "the noised uploads, then eps-prediction along a reverse chain", "reference_models": 0,
+                    "reference_training": "none (optional public denoiser: attack.recon_public_steps)",
+                    "auxiliary_data": "a pool of candidate records for re-identification",
+                    "queries_per_record": "sample.ddim_steps (ddim) or t0 (ddpm)", "source": "privbench"}
+
     recon_t0: int = setting(0, lo=0, help="reconstruction upload level (1-indexed); 0 = pfdm.t0")
     recon_clip: float = setting(0.0, lo=0.0, help="reconstruction clip; 0 = pfdm.clip")
     recon_n: int = setting(1000, lo=0, help="uploads attacked by reconstruction (seeded subset; 0 = all)")
@@ -94,21 +104,6 @@ class ReconstructionSettings(CommonSettings):
                                       "ddpm: t0)")
     recon_public_steps: int = setting(0, lo=0, help="reconstruction: train a 'public' denoiser on records outside "
                                                     "the split for this many steps (0 = off)")
-
-
-@ATTACKS.register_class
-class Reconstruction(Attack):
-    name = "reconstruction"
-    description = "reconstruct records from noised uploads (naive, Tweedie, reverse chain): PSNR, SSIM, re-id rate"
-    kind = RECONSTRUCTION
-    text_conditioning = False  # it inverts PFDM's pixel-space uploads
-    report_order = 60
-    Settings = ReconstructionSettings
-    extra_config_keys = ("pfdm.t0", "pfdm.clip", "sample.ddim_steps")
-    threat_model = {"queries": "the noised uploads, then eps-prediction along a reverse chain", "reference_models": 0,
-                    "reference_training": "none (optional public denoiser: attack.recon_public_steps)",
-                    "auxiliary_data": "a pool of candidate records for re-identification",
-                    "queries_per_record": "sample.ddim_steps (ddim) or t0 (ddpm)"}
 
     # ------------------------------------------------------------------ settings
     def upload_setting(self, cfg=None, target=None) -> tuple[int, float, str]:
@@ -130,12 +125,6 @@ class Reconstruction(Attack):
         t0_to_model_t(t0, num_timesteps)
         if not clip > 0:
             raise BadInput(f"attack.recon_clip={clip}: must be > 0")
-        if self.recon_n < 0:
-            raise BadInput(f"attack.recon_n={self.recon_n}: must be >= 0 (0 = all uploads)")
-        if self.recon_public_steps < 0:
-            raise BadInput(f"attack.recon_public_steps={self.recon_public_steps}: must be >= 0 (0 = no public denoiser)")
-        if self.recon_sampler not in ("ddim", "ddpm"):
-            raise BadInput(f"attack.recon_sampler={self.recon_sampler!r}: choose ddim or ddpm")
 
     # ------------------------------------------------------------------ data
     def _uploads(self, target, records: Records, env: AttackEnv):

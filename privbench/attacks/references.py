@@ -1,6 +1,6 @@
-"""What reference-model attacks (lira, rmia, gsa) receive, and the loss statistic they share.
+"""What reference-model attacks (lira, rmia, gsa) receive and declare, and the loss statistic they share.
 
-:class:`ReferenceModels` is filled by the run orchestration (:mod:`privbench.reference_models`), or by hand in
+:class:`ReferenceModels` is filled by the run orchestration (:mod:`privbench.runs.references`), or by hand in
 tests: N reference targets of the target's own method and config, each trained on a random half of a pool of
 records, with the membership of every evaluation record, pool record and population record in each reference's
 training set. The attack never sees the target's membership labels through it.
@@ -13,6 +13,7 @@ device (Carlini et al. 2023 compare models on identical noised inputs).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -20,43 +21,24 @@ import torch
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.seeding import seeded_generator
-from .base import CommonSettings, Records, check_timestep, cond, tvec
+from .base import Attack, Records, cond, tvec
 
 
-@dataclass
-class ReferenceSettings(CommonSettings):
-    """Settings of the attacks that use reference models (lira, rmia, gsa)."""
+class ReferenceAttack(Attack):
+    """An attack that uses reference models (lira, rmia, gsa): how many, and on which pool they train."""
+    #: the fewest reference models the attack can calibrate with
+    min_references: ClassVar[int] = 1
+
     n_reference: int = setting(8, lo=1, help="reference models of the target's method and config (lira, rmia, gsa)")
     reference_pool: str = setting("offline", choices=["offline", "online"],
                                   help="offline: references train on halves of records outside the evaluation "
                                        "split; online: on halves of the evaluation records (LiRA-online)")
 
-
-@dataclass
-class StatisticSettings(CommonSettings):
-    """The per-record statistic an attack calibrates (LiRA, RMIA, QMIA): by default the diffusion loss at ``t`` on
-    fixed per-record noise draws."""
-    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
-    lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
-                                            "attack.t (the target and every reference are queried on each)")
-    statistic: str = setting("loss", hashed_at_default=False,
-                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
-                                  "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
-
-
-@dataclass
-class FixedNoiseSettings(ReferenceSettings, StatisticSettings):
-    """LiRA's and RMIA's settings: reference models and the calibrated statistic."""
-
-
-def check_fixed_noise(settings: FixedNoiseSettings, num_timesteps: int, attack: str) -> None:
-    """The checks LiRA and RMIA share: a timestep on the schedule, at least one draw, at least two references
-    (a Gaussian/likelihood fit over one reference model has no spread)."""
-    check_timestep(settings.t, num_timesteps, "attack.t")
-    if settings.lira_draws < 1:
-        raise BadInput(f"attack.lira_draws={settings.lira_draws}: must be >= 1")
-    if settings.n_reference < 2:
-        raise BadInput(f"attack.n_reference={settings.n_reference}: {attack} needs at least 2 reference models")
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        if self.n_reference < self.min_references:
+            raise BadInput(f"attack.n_reference={self.n_reference}: {self.name} needs at least "
+                           f"{self.min_references} reference models")
 
 
 #: the test preset's reference settings (seconds, not meaningful)

@@ -29,8 +29,8 @@ and the reference pool); every reference is OUT on them, so Pr(z) is their mean 
 interpolation (offline). γ = ``attack.rmia_gamma`` (1, as the official code's ``ratios > 1.0``).
 
 ``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic s of the proxy Pr(x | θ) :=
-exp(−s). **Default: ``sima``** (s = Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W), chosen by measurement on the overfit tiny target
-(docs/attacks.md §13); the loss above is ``rmia@loss``.
+exp(−s). **Default: ``loss``** (the loss above); ``rmia@sima`` (s = Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W) measured best on the
+overfit tiny target (docs/attacks.md §13).
 
 Conventions of the official code that differ: its newer ``get_out_ref_signals`` uses only the OUT references
 plus ``a`` even when IN references exist; privbench follows the paper (all references, online). With a finite z
@@ -38,27 +38,15 @@ set the score is a step function of LR(x), so records are ranked by LR(x) with t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..metrics.roc import auc
-from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep
-from .references import REFERENCE_TEST_PRESET, FixedNoiseSettings, check_fixed_noise, require_references
-from .statistics import StatisticSetting
-
-
-@dataclass
-class RMIASettings(FixedNoiseSettings):
-    rmia_a: float = setting(-1.0, lo=-1.0, hi=1.0,
-                            help="RMIA offline a in [0,1] (Pr(x) = ((1+a)Pr_out(x) + 1-a)/2); -1 = tune on a "
-                                 "reference model as the official code")
-    rmia_gamma: float = setting(1.0, lo=0.0, lo_open=True,
-                                help="RMIA's gamma: score = share of z with LR_x/LR_z > gamma")
-    rmia_population: int = setting(256, lo=1, help="RMIA population records z (outside the evaluation split and pool)")
+from .base import AttackEnv, AttackOutput, Records, check_timestep
+from .references import REFERENCE_TEST_PRESET, ReferenceAttack, require_references
+from .statistics import StatisticAttack
 
 A_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -103,14 +91,14 @@ def tune_a(p_pool: np.ndarray, pool_in: np.ndarray, p_z: np.ndarray, gamma: floa
 
 
 @ATTACKS.register_class
-class RMIA(StatisticSetting, Attack):
+class RMIA(ReferenceAttack, StatisticAttack):
     name = "rmia"
     description = ("RMIA: share of population z with LR(x)/LR(z) > gamma, LR from reference models (default: "
                    "the fixed-noise loss; rmia@sima: SimA's statistic)")
     report_order = 80
     needs_references = True
+    min_references = 2
     text_conditioning = False  # its reference models retrain the target's own recipe
-    Settings = RMIASettings
     variant_settings = ("reference_pool", "statistic")
     settings_presets = {"test": {**REFERENCE_TEST_PRESET, "rmia_population": 64}}
     threat_model = {"queries": "eps-prediction at x_t with fixed per-record noise (target and references)",
@@ -121,16 +109,23 @@ class RMIA(StatisticSetting, Attack):
                     "auxiliary_data": "attack.rmia_population population records z (in no training set) and "
                                       "the reference pool",
                     "queries_per_record": "attack.lira_draws on the target (+ the population's, + as many on each "
-                                          "reference)"}
+                                          "reference)",
+                    "source": "Zarifzadeh, Liu, Shokri, ICML 2024; `privacytrustlab/ml_privacy_meter`"}
+
+    rmia_a: float = setting(-1.0, lo=-1.0, hi=1.0,
+                            help="RMIA offline a in [0,1] (Pr(x) = ((1+a)Pr_out(x) + 1-a)/2); -1 = tune on a "
+                                 "reference model as the official code")
+    rmia_gamma: float = setting(1.0, lo=0.0, lo_open=True,
+                                help="RMIA's gamma: score = share of z with LR_x/LR_z > gamma")
+    rmia_population: int = setting(256, lo=1, help="RMIA population records z (outside the evaluation split and pool)")
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        check_fixed_noise(self, num_timesteps, "rmia")
-        self.statistic_attack(num_timesteps)
         if not (self.rmia_a == -1 or 0.0 <= self.rmia_a <= 1.0):
             raise BadInput(f"attack.rmia_a={self.rmia_a}: a value in [0, 1], or -1 to tune it on a reference model")
-        if not self.rmia_gamma > 0:
-            raise BadInput(f"attack.rmia_gamma={self.rmia_gamma}: must be > 0")
+
+    def population_size(self) -> int:
+        return int(self.rmia_population)
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()

@@ -25,26 +25,13 @@ the inversion: max(c)/k + 2·(number of t_sec) queries per record.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..core.schedule import ddim_step
-from .base import (
-    Attack,
-    AttackEnv,
-    AttackOutput,
-    CommonSettings,
-    Records,
-    check_timestep,
-    cond,
-    sweep_list,
-    to_numpy,
-    tvec,
-)
+from .base import Attack, AttackEnv, AttackOutput, Records, cond, swept_output, timestep_plan, tvec
 
 
 def compare_level(t_sec: int, k: int, offset: str) -> int:
@@ -83,8 +70,18 @@ def t_error_pairs(target, xb: torch.Tensor, yb: torch.Tensor, levels, k: int) ->
     return out
 
 
-@dataclass
-class SecMISettings(CommonSettings):
+@ATTACKS.register_class
+class SecMI(Attack):
+    name = "secmi"
+    description = ("SecMI_stat: DDIM inversion to t_sec=100 (latent targets: 150), k=10, t-error of one step up and "
+                   "back (official offset)")
+    report_order = 20
+    variant_settings = ("secmi_offset",)
+    threat_model = {"queries": "eps-prediction (DDIM inversion and one step up and back)", "reference_models": 0,
+                    "reference_training": "none", "auxiliary_data": "none",
+                    "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)",
+                    "source": "Duan et al., ICML 2023; `jinhaoduan/SecMI` `mia_evals/secmia.py`"}
+
     secmi_t: int = setting(100, lo=1, help="SecMI's t_sec on a pixel-space target (a multiple of secmi_k)")
     secmi_t_latent: int = setting(150, lo=1, help="SecMI's t_sec on a latent (VAE) target: SecMI-LDM's level "
                                                   "(a multiple of secmi_k)")
@@ -95,29 +92,12 @@ class SecMISettings(CommonSettings):
     sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
                                    "oracle choice")
 
-
-@ATTACKS.register_class
-class SecMI(Attack):
-    name = "secmi"
-    description = ("SecMI_stat: DDIM inversion to t_sec=100 (latent targets: 150), k=10, t-error of one step up and "
-                   "back (official offset)")
-    report_order = 20
-    Settings = SecMISettings
-    variant_settings = ("secmi_offset",)
-    threat_model = {"queries": "eps-prediction (DDIM inversion and one step up and back)", "reference_models": 0,
-                    "reference_training": "none", "auxiliary_data": "none",
-                    "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)"}
-
-    def _tsecs(self, num_timesteps: int, latent: bool = False) -> tuple[int, list[int]]:
-        """(t_sec, the sweep's t_sec values) for a latent or a pixel-space target, each checked."""
+    def _tsecs(self, num_timesteps: int, latent: bool = False) -> tuple[int, list[int], list[int]]:
+        """(t_sec, the sweep's t_sec values, every distinct t_sec) for a latent or a pixel-space target, each
+        checked."""
         k = int(self.secmi_k)
-        if k < 1:
-            raise BadInput(f"attack.secmi_k={k}: must be >= 1")
-        if self.secmi_offset not in ("paper", "official"):
-            raise BadInput(f"attack.secmi_offset={self.secmi_offset!r}: choose paper or official")
         key = "secmi_t_latent" if latent else "secmi_t"
-        fixed = check_timestep(getattr(self, key), num_timesteps, f"attack.{key}")
-        sweep = sweep_list(self.sweep, num_timesteps, "attack.sweep (secmi: values of t_sec)")
+        fixed, sweep, tsecs = timestep_plan(getattr(self, key), self.sweep, num_timesteps, f"attack.{key}")
         for what, t in [(f"attack.{key}", fixed)] + [("attack.sweep (secmi: values of t_sec)", s) for s in sweep]:
             if t % k != 0 or t < k:
                 raise BadInput(f"{what}={t}: SecMI's t_sec must be a positive multiple of attack.secmi_k={k}")
@@ -125,7 +105,7 @@ class SecMI(Attack):
             if c + k >= num_timesteps:
                 raise BadInput(f"{what}={t}: the {self.secmi_offset} offset compares levels {c} and {c + k}; "
                                f"both must be < T={num_timesteps}")
-        return fixed, sweep
+        return fixed, sweep, tsecs
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
@@ -141,8 +121,7 @@ class SecMI(Attack):
         k = int(self.secmi_k)
         offset = self.secmi_offset
         latent = bool(target.capabilities.latent)
-        fixed, sweep = self._tsecs(target.num_timesteps, latent)
-        tsecs = [fixed] + [s for s in sweep if s != fixed]
+        fixed, sweep, tsecs = self._tsecs(target.num_timesteps, latent)
         levels = {ts: compare_level(ts, k, offset) for ts in tsecs}
         wanted = set(levels.values())
         top = max(wanted)
@@ -152,11 +131,9 @@ class SecMI(Attack):
             errs = {lvl: -(x_back - x_c).pow(2).flatten(1).sum(1) for lvl, (x_c, x_back) in pairs.items()}
             for ts in tsecs:
                 out[ts].append(errs[levels[ts]])
-        scores = {ts: to_numpy(v) for ts, v in out.items()}
         c = levels[fixed]
         nfe = secmi_nfe(fixed, k, offset)
-        res = AttackOutput(scores=scores[fixed], sweep={ts: scores[ts] for ts in sweep},
-                           nfe_per_record=top // k + 2 * len(wanted))
+        res = swept_output(out, fixed, sweep, top // k + 2 * len(wanted))
         res.figures = {
             "t_sec": fixed, "t_sec_setting": "secmi_t_latent" if latent else "secmi_t", "k": k, "offset": offset,
             "compared_levels": [c, c + k],

@@ -29,8 +29,6 @@ Convention differences from the official code (each reachable or stated):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
@@ -40,15 +38,7 @@ from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..core.seeding import seeded_generator
 from .base import AttackEnv, AttackOutput, Records
-from .secmi import SecMI, SecMISettings, compare_level, secmi_nfe, t_error_pairs
-
-
-@dataclass
-class SecMINNSettings(SecMISettings):
-    secmi_nn_arch: str = setting("small", choices=["small", "resnet18"],
-                                 help="secmi-nn classifier: small CNN, or the official code's CIFAR ResNet-18")
-    secmi_nn_steps: int = setting(1000, lo=1, help="secmi-nn SGD steps per fold (official: 15 epochs of 10k maps)")
-    secmi_nn_folds: int = setting(2, lo=2, help="secmi-nn cross-fitting folds: every record is scored out of fold")
+from .secmi import SecMI, compare_level, secmi_nfe, t_error_pairs
 
 _FOLD_STREAM = 0x5EC0F
 _NN_STREAM = 0x5EC22
@@ -113,25 +103,23 @@ class SecMINN(SecMI):
     name = "secmi-nn"
     description = "SecMI-NN: classifier on SecMI t-error maps, K-fold cross-fitted (every score out of fold)"
     report_order = 25
-    Settings = SecMINNSettings
     settings_presets = {"test": {"secmi_nn_steps": 20}}
     threat_model = {"queries": "eps-prediction (SecMI's DDIM inversion and one step up and back)",
                     "reference_models": 0, "reference_training": "none",
                     "auxiliary_data": "membership labels of the other folds' evaluation records (K-fold "
                                       "cross-fitting; every reported score is out of fold)",
-                    "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)"}
+                    "queries_per_record": "t_sec/k + 1 (official offset) or t_sec/k + 2 (paper)",
+                    "source": "as `secmi` (`nns_attack`)"}
 
-    def validate(self, num_timesteps: int, cfg=None) -> None:
-        super().validate(num_timesteps, cfg)
-        if self.secmi_nn_folds < 2:
-            raise BadInput(f"attack.secmi_nn_folds={self.secmi_nn_folds}: cross-fitting needs at least 2 folds")
-        if self.secmi_nn_steps < 1:
-            raise BadInput(f"attack.secmi_nn_steps={self.secmi_nn_steps}: must be >= 1")
+    secmi_nn_arch: str = setting("small", choices=["small", "resnet18"],
+                                 help="secmi-nn classifier: small CNN, or the official code's CIFAR ResNet-18")
+    secmi_nn_steps: int = setting(1000, lo=1, help="secmi-nn SGD steps per fold (official: 15 epochs of 10k maps)")
+    secmi_nn_folds: int = setting(2, lo=2, help="secmi-nn cross-fitting folds: every record is scored out of fold")
 
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
         env = env or AttackEnv()
         k, offset, folds = int(self.secmi_k), self.secmi_offset, int(self.secmi_nn_folds)
-        t_sec, _ = self._tsecs(target.num_timesteps, bool(target.capabilities.latent))
+        t_sec = self._tsecs(target.num_timesteps, bool(target.capabilities.latent))[0]
         level = compare_level(t_sec, k, offset)
         labels = records.labels.numpy()
         if min(records.n_members, records.n_nonmembers) < folds:

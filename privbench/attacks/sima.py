@@ -33,30 +33,25 @@ but does not ship its code; the definition above follows its ``Epsilon`` class a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..core.config import setting
-from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import (
-    Attack,
-    AttackEnv,
-    AttackOutput,
-    CommonSettings,
-    Records,
-    check_timestep,
-    cond,
-    sweep_list,
-    to_numpy,
-    tvec,
-)
+from .base import Attack, AttackEnv, AttackOutput, Records, cond, swept_output, timestep_plan, tvec
 from .references import record_noise
 
 
-@dataclass
-class SimASettings(CommonSettings):
+@ATTACKS.register_class
+class SimA(Attack):
+    name = "sima"
+    description = "SimA: -sum|eps_theta(x0, t)|^4 of the unnoised record at t=100 (1 query)"
+    report_order = 45
+    variant_settings = ("sima_estimator",)
+    threat_model = {"queries": "eps-prediction at the clean record x0 with timestep t (no noise added)",
+                    "reference_models": 0, "reference_training": "none", "auxiliary_data": "none",
+                    "queries_per_record": "1 (sima@mc: attack.sima_draws)",
+                    "source": "Rao, Qu, Moyer, arXiv 2509.25003 (2025); `mx-ethan-rao/SimA`"}
+
     sima_t: int = setting(100, lo=0, help="SimA's model timestep: -sum|eps_theta(x0, t)|^p with x0 fed unnoised")
     p: float = setting(4.0, lo=0.0, lo_open=True, help="norm of PIA/PIAN")
     sweep: list = setting([], help="timesteps to sweep (loss/pia/pian: t; secmi: t_sec), reported apart as an "
@@ -67,26 +62,9 @@ class SimASettings(CommonSettings):
     sima_draws: int = setting(10, lo=1, hashed_at_default=False,
                               help="SimA-MC: noise draws per record (queries per record)")
 
-
-@ATTACKS.register_class
-class SimA(Attack):
-    name = "sima"
-    description = "SimA: -sum|eps_theta(x0, t)|^4 of the unnoised record at t=100 (1 query)"
-    report_order = 45
-    Settings = SimASettings
-    variant_settings = ("sima_estimator",)
-    threat_model = {"queries": "eps-prediction at the clean record x0 with timestep t (no noise added)",
-                    "reference_models": 0, "reference_training": "none", "auxiliary_data": "none",
-                    "queries_per_record": "1 (sima@mc: attack.sima_draws)"}
-
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        check_timestep(self.sima_t, num_timesteps, "attack.sima_t")
-        sweep_list(self.sweep, num_timesteps)
-        if not self.p > 0:
-            raise BadInput(f"attack.p={self.p}: must be > 0")
-        if self.sima_draws < 1:
-            raise BadInput(f"attack.sima_draws={self.sima_draws}: must be >= 1")
+        timestep_plan(self.sima_t, self.sweep, num_timesteps, "attack.sima_t")
 
     def threat(self) -> dict | None:
         d = super().threat()
@@ -95,14 +73,12 @@ class SimA(Attack):
 
     @torch.no_grad()
     def run(self, target, records: Records, env: AttackEnv | None = None) -> AttackOutput:
-        n_t = target.num_timesteps
-        t_fixed = check_timestep(self.sima_t, n_t, "attack.sima_t")
-        t_sweep = sweep_list(self.sweep, n_t)
-        ts = [t_fixed] + [s for s in t_sweep if s != t_fixed]
+        t_fixed, t_sweep, ts = timestep_plan(self.sima_t, self.sweep, target.num_timesteps, "attack.sima_t")
         device = target.device
         p = float(self.p)
         mc = self.sima_estimator == "mc"
         n = int(self.sima_draws) if mc else 1
+        seed = int(env.seed) if env is not None else 0
         ac = target.alphas_cumprod.to(device)
         shape = tuple(records.x.shape[1:])
         out: dict[int, list[torch.Tensor]] = {t: [] for t in ts}
@@ -115,19 +91,14 @@ class SimA(Attack):
                 for d in range(n):
                     x_in = xb
                     if mc:
-                        eps = record_noise(records.index[lo:hi], shape, _seed(env), t, d).to(device)
+                        eps = record_noise(records.index[lo:hi], shape, seed, t, d).to(device)
                         x_in = ac[t].sqrt() * xb + (1 - ac[t]).sqrt() * eps
                     total += target.predict_noise(x_in, tvec(t, hi - lo, device), c).abs().pow(p).flatten(1).sum(1)
                 out[t].append(-total / n)
-        scores = {t: to_numpy(v) for t, v in out.items()}
-        res = AttackOutput(scores=scores[t_fixed], sweep={t: scores[t] for t in t_sweep}, nfe_per_record=n * len(ts))
+        res = swept_output(out, t_fixed, t_sweep, n * len(ts))
         res.figures = {"t": t_fixed, "p": p, "estimator": self.sima_estimator, "draws": n, "queries_per_record": n,
                        "queries_per_record_with_sweep": n * len(ts),
                        "score": (f"-mean_d sum|eps_theta(sqrt(ab) x0 + sqrt(1-ab) eps_d, t)|^{p:g}, {n} fixed noise "
                                  f"draws per record (SimA-MC)" if mc else
                                  f"-sum|eps_theta(x0, t)|^{p:g}, x0 unnoised") + " (higher = member)"}
         return res
-
-
-def _seed(env) -> int:
-    return int(env.seed) if env is not None else 0

@@ -1,12 +1,12 @@
-"""The per-record membership statistic that reference-model attacks (lira, rmia) and qmia calibrate.
+"""The per-record membership statistic that reference-model attacks (lira, rmia) and qmia calibrate, computed once
+per process.
 
 LiRA separates the calibration (per-record Gaussians over reference models) from the statistic it calibrates
 (Carlini et al. 2022, §IV: "any" per-example signal; the paper uses the logit-scaled confidence). privbench makes
 the statistic a setting, ``attack.statistic``:
 
-* ``loss``: the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
-  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels): the default, the statistic before
-  this setting existed (``lira``, ``rmia``);
+* ``loss`` (default): the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
+  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels);
 * the name of any registered membership attack that needs no reference model and no auxiliary data (``pia``,
   ``pian``, ``sima``, ``secmi``, a plug-in's): that attack runs with its own settings (their defaults; the
   batch size is the caller's) on the target and on every reference, and its distance — the negated score,
@@ -14,23 +14,32 @@ the statistic a setting, ``attack.statistic``:
   These statistics are deterministic or seeded by ``env.seed``, so the target and the references see identical
   inputs. One column ("draw") per record.
 
-Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``).
+Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``); the
+setting enters the cache hash off its default. docs/attacks.md §13 compares the statistics on the overfit tiny
+target.
 
-Default ``sima``, chosen by measurement on the overfit tiny target (centralized, digits, 128/128, 1500 steps, seed
-0; 2 offline reference models; docs/attacks.md §13): AUC / TPR@1%FPR lira 0.857 / 0.188 (loss), 0.892 / 0.211
-(pia), 0.960 / 0.656 (sima); rmia 0.903 / 0.117 (loss), 0.945 / 0.266 (sima); qmia 0.791 / 0.125 (loss),
-0.863 / 0.414 (sima). The setting is hashed at every value, so results computed with the loss (before the
-setting existed) are not reused for the new default.
+Attacks that share a statistic share its values (ML Privacy Meter computes each signal once and runs the attacks
+on it): ``--attack lira,rmia,qmia`` queries the target and each reference model once per record set. The values are
+kept per process, keyed by what determines them — the model's content (:func:`model_key`), the statistic and its
+settings (with the batch size and the query precision), the records' content (:func:`records_key`) and the seed —
+so a cached value is the value the same call would compute.
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import math
+import weakref
+from collections import OrderedDict
 
 import numpy as np
+import torch
 
+from ..core.config import setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
-from .base import MEMBERSHIP, AttackEnv, Records
+from .base import MEMBERSHIP, Attack, AttackEnv, Records, check_timestep
 from .references import fixed_noise_losses
 
 #: LiRA's and RMIA's own statistic (fixed-noise diffusion loss)
@@ -61,7 +70,7 @@ def statistic_attack(name: str, batch_size: int, num_timesteps: int | None = Non
     """The attack computing statistic ``name`` (None for ``loss``) with its default settings, validated."""
     if check_statistic(name) == LOSS_STATISTIC:
         return None
-    sub = ATTACKS.create(name, None, batch_size=int(batch_size))
+    sub = ATTACKS.create(name, batch_size=int(batch_size))
     if num_timesteps is not None:
         sub.validate(num_timesteps)
     return sub
@@ -83,15 +92,89 @@ def describe_statistic(sub, name: str) -> dict:
             "settings": sub.describe()}
 
 
-class StatisticSetting:
-    """Mixin of the attacks with an ``attack.statistic`` setting (lira, rmia, qmia): its variant label
-    (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its values."""
+# ---------------------------------------------------------------------- the values, once per process
+
+#: statistic values computed in this process, least recently used first: (model, statistic, records, seed) →
+#: read-only (n_records, draws) array
+_VALUES: OrderedDict[tuple, np.ndarray] = OrderedDict()
+#: the most values kept (a bench process attacks many targets; each value is n_records × draws floats)
+_MAX_VALUES = 512
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
+_UNIQUE = itertools.count()
+
+
+def _memo(obj, compute) -> str:
+    """``compute(obj)`` once per live object (objects are neither hashable nor mutated while attacked)."""
+    i = id(obj)
+    hit = _DIGESTS.get(i)
+    if hit is not None and hit[0]() is obj:
+        return hit[1]
+    key = compute(obj)
+    _DIGESTS[i] = (weakref.ref(obj, lambda _, i=i: _DIGESTS.pop(i, None)), key)
+    return key
+
+
+def _update(h, *tensors: torch.Tensor) -> None:
+    for v in tensors:
+        v = v.detach().to("cpu").contiguous()
+        h.update(f"{v.dtype}{tuple(v.shape)}".encode())
+        h.update(v.reshape(-1).view(torch.uint8).numpy().tobytes())
+
+
+def model_key(target) -> str:
+    """What a target's predictions are a function of: a digest of its network's weights and buffers, its noise
+    schedule, its conditioning and its name and provenance. A target with no network of its own (a function
+    stand-in) is its own key: its values are never shared with another object."""
+    def digest(t) -> str:
+        model = getattr(t, "model", None)
+        if model is None:
+            return f"object-{next(_UNIQUE)}"
+        h = hashlib.blake2b(digest_size=16)
+        h.update(repr((type(t).__qualname__, t.name, t.method, t.num_classes, t.extra,
+                       (t.meta or {}).get("provenance"))).encode())
+        _update(h, t.alphas_cumprod)
+        for k, v in model.state_dict().items():
+            h.update(k.encode())
+            _update(h, v)
+        return h.hexdigest()
+    return _memo(target, digest)
+
+
+def records_key(records: Records) -> str:
+    """A digest of the records' images, labels and dataset indices."""
+    def digest(r: Records) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        _update(h, r.x, r.y, r.index)
+        return h.hexdigest()
+    return _memo(records, digest)
+
+
+def clear_values() -> None:
+    """Forget every statistic value computed so far (benchmarks time attacks from a cold start)."""
+    _VALUES.clear()
+
+
+class StatisticAttack(Attack):
+    """An attack that calibrates a per-record statistic (lira, rmia, qmia): its ``attack.statistic`` settings, its
+    variant label (``lira@sima``), its validation, its cache hash (the statistic attack's own settings) and its
+    values."""
+    t: int = setting(200, lo=0, help="model timestep (0-indexed) of loss/PIA/PIAN")
+    lira_draws: int = setting(4, lo=1, help="LiRA/RMIA: fixed noise draws per record of the loss statistic at "
+                                            "attack.t (the target and every reference are queried on each)")
+    statistic: str = setting("loss", hashed_at_default=False,
+                             help="LiRA/RMIA/QMIA: the per-record statistic calibrated: a registered attack's distance "
+                                  "(sima, pia, pian, secmi, ...) or loss (fixed-noise diffusion loss at attack.t)")
 
     @classmethod
     def variant_choices(cls) -> dict[str, tuple]:
         out = super().variant_choices()
         out["statistic"] = tuple(statistic_names())
         return out
+
+    def validate(self, num_timesteps: int, cfg=None) -> None:
+        super().validate(num_timesteps, cfg)
+        check_timestep(self.t, num_timesteps, "attack.t")
+        self.statistic_attack(num_timesteps)
 
     def statistic_attack(self, num_timesteps: int | None = None):
         return statistic_attack(self.statistic, self.batch_size, num_timesteps)
@@ -104,11 +187,22 @@ class StatisticSetting:
         return d
 
     def statistic_values(self, model, records: Records, seed: int) -> np.ndarray:
-        """(n_records, draws) statistic of ``records`` under ``model`` (lower = member)."""
+        """(n_records, draws) statistic of ``records`` under ``model`` (lower = member), read-only; computed once
+        per process for the same model, statistic, records and seed."""
         sub = self.statistic_attack(model.num_timesteps)
-        if sub is None:
-            return fixed_noise_losses(model, records, int(self.t), int(self.lira_draws), seed, self.batch_size)
-        return attack_distance(sub, model, records, seed)
+        how = ((LOSS_STATISTIC, int(self.t), int(self.lira_draws), int(self.batch_size)) if sub is None else
+               (sub.name, json.dumps(sub.hash_dict(), sort_keys=True, default=str)))
+        key = (model_key(model), how, self.precision, records_key(records), int(seed))
+        values = _VALUES.get(key)
+        if values is None:
+            values = (fixed_noise_losses(model, records, int(self.t), int(self.lira_draws), seed, self.batch_size)
+                      if sub is None else attack_distance(sub, model, records, seed))
+            values.setflags(write=False)
+            _VALUES[key] = values
+            while len(_VALUES) > _MAX_VALUES:
+                _VALUES.popitem(last=False)
+        _VALUES.move_to_end(key)
+        return values
 
     def statistic_figures(self) -> dict:
         return describe_statistic(self.statistic_attack(), self.statistic)

@@ -52,7 +52,7 @@ def reference_job(cfg, attack: str, runs: str, device: str, threads: int, retrie
             att = make_attack(cfg, attack, strict=False)
             method = api.train(cfg, Path(runs), device)
             ctx = method.ctx
-            pool, _ = plan_pool(ctx.split, len(ctx.dataset[1]), att.reference_pool, cfg.seed, _population(att))
+            pool, _ = plan_pool(ctx.split, len(ctx.dataset[1]), att.reference_pool, cfg.seed, att.population_size())
             store = store_dir(ctx.run_dir, att.reference_pool, pool, cfg.seed)
             store.mkdir(parents=True, exist_ok=True)
             train_reference(cfg, store, i, pool, resolve_device(device))
@@ -60,11 +60,6 @@ def reference_job(cfg, attack: str, runs: str, device: str, threads: int, retrie
         except Exception as e:  # noqa: BLE001 - retried; the attack cell then trains (or reports) it itself
             reason = f"{type(e).__name__}: {e}"
     return {"status": "failed", "reason": reason, "attempts": retries + 1}
-
-
-def _population(att) -> int:
-    """Population records the attack's pool leaves out (RMIA's z), as runs.attack sizes them for build_references."""
-    return int(att.rmia_population) if "rmia_population" in att.setting_names() else 0
 
 
 def cell_job(c, runs: str, device: str, n_samples: int, fcfg, log_path: str, threads: int, retries: int) -> dict:
@@ -80,7 +75,7 @@ def reference_pool(c) -> tuple[str, int, int] | None:
         att = make_attack(c.cfg, c.attack, strict=False)
         if not att.needs_references:
             return None
-        return str(att.reference_pool), _population(att), int(att.n_reference)
+        return str(att.reference_pool), att.population_size(), int(att.n_reference)
     except Exception:  # noqa: BLE001 - the cell itself will report it
         return None
 

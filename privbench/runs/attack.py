@@ -71,7 +71,7 @@ def make_attack(cfg, attack_name: str, *, strict: bool = True) -> Attack:
         if unused:
             raise BadInput(f"{', '.join(unused)}: not a setting of attack {attack_name}; its settings are "
                            + ", ".join(f"attack.{n}" for n in cls.setting_names()))
-    attack = cls(cfg.attack, **variant)
+    attack = cls.from_config(cfg.attack, **variant)
     attack.validate(cfg.diffusion.num_timesteps, cfg)
     return attack
 
@@ -248,7 +248,7 @@ class NativeSource:
     def reference_gap(self, attack: Attack) -> str | None:
         if not self.method.reference_models:
             return f"trains reference models, which method {self.method.name} does not support (docs/methods.md)"
-        check_pool(self.cfg, self.method, attack.reference_pool, population_size(attack))  # too small → BadInput
+        check_pool(self.cfg, self.method, attack.reference_pool, attack.population_size())  # too small → BadInput
         return None
 
     def out_dir(self, attack: Attack) -> Path:
@@ -279,7 +279,7 @@ class NativeSource:
         if attack.needs_references:
             t_ref = time.time()
             env.references = build_references(cfg, method, self.name, records, n=int(attack.n_reference),
-                                               mode=attack.reference_pool, n_population=population_size(attack),
+                                               mode=attack.reference_pool, n_population=attack.population_size(),
                                                device=tgt.device)
             timing["references_s"] = round(time.time() - t_ref, 1)
         try:
@@ -346,11 +346,6 @@ def attack_once(cfg, attack: Attack, staged: Staged, *, out_dir: Path | None = N
     if out_dir is None:
         return new_result(cfg, attack, staged.name, staged.records, out, privacy=staged.privacy, timing=timing), out
     return write_result(cfg, attack, staged, out, out_dir, run_dir, timing), out
-
-
-def population_size(attack: Attack) -> int:
-    """Population records (outside the split and the pool) the attack needs: RMIA's z."""
-    return int(attack.rmia_population) if "rmia_population" in attack.setting_names() else 0
 
 
 def new_result(cfg, attack: Attack, target_name: str, records: Records, out: AttackOutput, *, privacy, timing: dict,

@@ -116,7 +116,7 @@ def test_canaries_duplicated_in_training_are_found_by_memorization(overfit_centr
     tgt = Target("canary", "centralized", model, ctx.schedule, "cpu", ctx.num_classes, meta={"shape": ctx.image_shape})
     cfg = _cfg(m, n_samples=100)
     cfg.sample.sampler, cfg.sample.ddim_steps = "ddim", 50
-    mem_attack = NNRatioMemorization(cfg.attack)
+    mem_attack = NNRatioMemorization.from_config(cfg.attack)
     train_index = torch.cat([torch.as_tensor(normal), torch.as_tensor(canaries).repeat_interleave(32)])
     samples, sample_y = mem_attack.draw(tgt, AttackEnv(cfg=cfg, seed=0))
     out = mem_attack.evaluate(samples, sample_y, tx, train_index)

@@ -105,3 +105,63 @@ def test_sima_mc_is_the_mean_norm_over_fixed_noised_queries():
     assert "sima_estimator" not in SimA().hash_dict()["settings"]  # sima's existing results keep their hash
     clean = SimA(batch_size=4).run(_scaled(0.5), rec, AttackEnv(seed=7)).scores
     np.testing.assert_allclose(clean, [-float((0.5 * rec.x[j]).abs().pow(4).sum()) for j in range(6)], rtol=1e-5)
+
+
+def _unet_target(seed: int):
+    """A tiny UNet target, a new object on every call (the runner loads the target and its references anew for
+    each attack)."""
+    from attack_fakes import SCHEDULE
+
+    from privbench.core.config import ModelConfig
+    from privbench.models.target import Target
+    from privbench.models.unet import build_denoiser
+
+    torch.manual_seed(seed)
+    net = build_denoiser(ModelConfig(block_out_channels=[8, 16], norm_num_groups=4), 1, 8, None)
+    return Target("model", "test", net, SCHEDULE, "cpu", None, clip_sample=False)
+
+
+def _copy(rec: Records) -> Records:
+    return Records(rec.x.clone(), rec.y.clone(), rec.labels.clone(), rec.index.clone())
+
+
+@pytest.mark.parametrize("statistic", ["loss", "sima"])
+def test_attacks_sharing_a_statistic_compute_it_once_and_score_as_without_the_cache(monkeypatch, statistic):
+    """lira, rmia and qmia in one process, each with its own copies of the target, the references and the records
+    (as the runner hands them over), query each model once per record set; their scores are bit-identical to
+    those computed with nothing cached."""
+    from privbench.attacks import statistics
+    from privbench.attacks.qmia import QMIA
+
+    rec, pop, pool = _records(6, 6), _records(4, 4, seed=1, first_index=500), _records(5, 5, seed=2, first_index=700)
+    pool = Records(pool.x, pool.y, torch.zeros(10, dtype=torch.long), pool.index)
+    calls = []
+    for fn in ("fixed_noise_losses", "attack_distance"):
+        real = getattr(statistics, fn)
+        monkeypatch.setattr(statistics, fn, lambda *a, _real=real, **kw: calls.append(1) or _real(*a, **kw))
+
+    def run(attack):
+        refs = ReferenceModels([_unet_target(s) for s in (1, 2)], np.zeros((2, 12), bool), mode="offline",
+                               pool=_copy(pool), pool_in=np.zeros((2, 10), bool), population=_copy(pop))
+        return attack.run(_unet_target(0), _copy(rec), AttackEnv(seed=3, references=refs)).scores
+
+    attacks = [LiRA(statistic=statistic, batch_size=5), RMIA(statistic=statistic, rmia_a=0.3, batch_size=5),
+               QMIA(statistic=statistic, batch_size=5)]
+    statistics.clear_values()
+    cached = [run(a) for a in attacks]
+    # lira: 3 models on the records; rmia: the 3 on the population; qmia: the target on its public records
+    assert len(calls) == 3 + 3 + 1
+    uncached = []
+    for a in attacks:
+        statistics.clear_values()
+        uncached.append(run(a))
+    assert len(calls) == 7 + 3 + 6 + 2
+    for c, u in zip(cached, uncached):
+        assert c.tobytes() == u.tobytes()
+    statistics.clear_values()
+    run(attacks[0])
+    n = len(calls)
+    run(attacks[0])
+    assert len(calls) == n  # all from the cache
+    run(LiRA(statistic=statistic, batch_size=4))  # another batch size is another statistic
+    assert len(calls) == n + 3

@@ -29,7 +29,7 @@ def _public_of(method) -> set[int]:
 
 @pytest.mark.parametrize("method_name", sorted(METHODS.names()))
 def test_partition_is_disjoint_for_every_method_and_attack(method_name, tmp_path):
-    from privbench.runs.attack import make_attack, population_size
+    from privbench.runs.attack import make_attack
     from privbench.runs.references import plan_pool
     from privbench.runs.train import make_method
 
@@ -60,7 +60,7 @@ def test_partition_is_disjoint_for_every_method_and_attack(method_name, tmp_path
             if not attack.needs_references:
                 continue
             for mode in ("offline", "online"):
-                pool, population = plan_pool(split, n_total, mode, cfg.seed, population_size(attack))
+                pool, population = plan_pool(split, n_total, mode, cfg.seed, attack.population_size())
                 assert not set(population) & (members | nonmembers | public | test | set(pool)), (attack_name, mode)
                 if mode == "offline":
                     assert not set(pool) & (members | nonmembers | public | test), (attack_name, sets)

@@ -2,19 +2,12 @@
 minus the squared ε-prediction error at one timestep, with its own setting ``attack.toy_t``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from privbench.attacks.base import Attack, AttackOutput, CommonSettings, cond, to_numpy, tvec
+from privbench.attacks.base import Attack, AttackOutput, cond, to_numpy, tvec
 from privbench.core.config import setting
 from privbench.core.registry import ATTACKS
 from privbench.core.seeding import seeded_generator
-
-
-@dataclass
-class ToySettings(CommonSettings):
-    toy_t: int = setting(100, lo=0, help="timestep of the toy attack")
 
 
 @ATTACKS.register_class
@@ -22,9 +15,10 @@ class ToyAttack(Attack):
     name = "toy"
     description = "toy: -||eps - eps_theta(x_t, toy_t)||^2 with one seeded draw"
     report_order = 90
-    Settings = ToySettings
     threat_model = {"queries": "epsilon-prediction at one timestep", "reference_models": 0,
                     "auxiliary_data": "none", "queries_per_record": 1}
+
+    toy_t: int = setting(100, lo=0, help="timestep of the toy attack")
 
     @torch.no_grad()
     def run(self, target, records, env=None):

@@ -1,0 +1,102 @@
+"""Several reference attacks on one target in one process: ``--attack lira,rmia,qmia`` against each alone.
+
+lira, rmia and qmia calibrate the same per-record statistic (``attack.statistic``, by default the fixed-noise
+loss), which privbench computes once per process for each model and record set (privbench/attacks/statistics.py).
+This script trains a target and its reference models once (the test preset: seconds), then times, from a cold
+start each time (no attack result on disk, no statistic in memory), each attack alone and the three together in
+one process, as ``privbench attack --attack lira,rmia,qmia`` runs them, and prints
+
+    ratio combined / slowest alone = R   (goal <= 1.3; without sharing it is about the sum of the three)
+
+Timings are the process's CPU seconds (``time.process_time``: on one thread, the default, a loaded machine does not
+stretch them as it stretches wall time), medians over ``--repeats``.
+
+    python benchmarks/multi_attack.py [--preset test] [--repeats 3] [--threads 1] [--runs-dir DIR] [--set K=V]
+
+On the test preset an attack's own fixed costs (its ROC figure, bootstrap CIs, writing its result) are of the
+size of the statistic it computes, and they are paid once per attack; the line "computing statistics" shows the
+shared part apart.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
+
+from privbench.attacks import statistics as stats  # noqa: E402
+from privbench.core.config import build_config  # noqa: E402
+from privbench.core.threads import configure_threads  # noqa: E402
+from privbench.runs.attack import run_attack  # noqa: E402
+from privbench.runs.store import run_dir_for  # noqa: E402
+
+ATTACKS = ("lira", "rmia", "qmia")
+#: CPU seconds spent computing statistic values (the work the attacks share), per timed run
+SPENT = [0.0]
+
+
+def _timed(fn):
+    def wrapper(*args, **kw):
+        t0 = time.process_time()
+        try:
+            return fn(*args, **kw)
+        finally:
+            SPENT[0] += time.process_time() - t0
+    return wrapper
+
+
+def cold_run(cfg, attacks, runs: Path) -> tuple[float, float]:
+    """(CPU seconds to run ``attacks`` one after the other in this process, of which computing statistics), with
+    no attack result on disk and no statistic in memory (the target and its references stay trained)."""
+    shutil.rmtree(run_dir_for(cfg, runs) / "attacks", ignore_errors=True)
+    stats.clear_values()
+    SPENT[0] = 0.0
+    t0 = time.process_time()
+    for name in attacks:
+        run_attack(cfg, name, runs_dir=runs, device="cpu", strict=False)  # --set keys of the others, as the CLI
+    return time.process_time() - t0, SPENT[0]
+
+
+def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="test")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs-dir", default=None, help="run store (default: a temporary folder)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override, e.g. attack.n_reference=8 (the test preset trains 2 references)")
+    a = ap.parse_args()
+    configure_threads(a.threads)
+    stats.fixed_noise_losses, stats.attack_distance = _timed(stats.fixed_noise_losses), _timed(stats.attack_distance)
+    cfg = build_config("centralized", preset=a.preset, overrides=[tuple(kv.split("=", 1)) for kv in a.sets])
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(a.runs_dir or tmp)
+        t0 = time.perf_counter()
+        cold_run(cfg, ATTACKS, runs)  # trains the target and the references once; warms every code path
+        print(f"preset={a.preset} threads={a.threads} n_reference={cfg.attack.n_reference} "
+              f"records={cfg.data.n_members}+{cfg.data.n_nonmembers} statistic={cfg.attack.statistic} "
+              f"(training and warm-up {time.perf_counter() - t0:.1f} s)")
+        alone = {name: _median([cold_run(cfg, [name], runs) for _ in range(a.repeats)]) for name in ATTACKS}
+        combined = _median([cold_run(cfg, ATTACKS, runs) for _ in range(a.repeats)])
+    for name, (s, stat) in alone.items():
+        print(f"{name} alone: {s:.2f} CPU s ({stat:.2f} computing statistics)")
+    print(f"{','.join(ATTACKS)} in one process: {combined[0]:.2f} CPU s ({combined[1]:.2f} computing statistics); "
+          f"the three alone: {sum(s for s, _ in alone.values()):.2f} CPU s "
+          f"({sum(st for _, st in alone.values()):.2f} computing statistics)")
+    print(f"ratio combined / slowest alone = {combined[0] / max(s for s, _ in alone.values()):.2f} (goal <= 1.3)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
