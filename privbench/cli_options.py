@@ -1,12 +1,6 @@
-"""The option groups of the ``privbench`` commands, each declared once: click options whose values reach a command
-as one frozen object (:func:`option_group`) — :class:`RunOptions` (config, run store, device, output: every command
-that trains or attacks), :class:`ModelOptions` (``--model`` and its records: a model privbench did not train) and
-the ``bench`` executor's :class:`~privbench.bench.executor_options.ExecutorOptions` — with the checks that read them
-before anything heavy loads.
-
-The commands import the library when they run (:func:`lib`), so that ``--help`` and ``list`` stay light
-(docs/scaling.md §5).
-"""
+"""The option groups of the ``privbench`` commands, each declared once and handed to a command as one frozen object
+(:func:`option_group`): :class:`RunOptions`, :class:`ModelOptions` and the bench's ``ExecutorOptions``; the checks
+that read them before torch loads; and :func:`lib`, through which the commands import the library."""
 from __future__ import annotations
 
 import functools

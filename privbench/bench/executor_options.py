@@ -1,8 +1,5 @@
-"""How a bench runs its trainings and cells: the executor and its settings as one value (``privbench bench
---executor/--jobs/--retries/--cpus-per-task/--address/--slurm-*``, ``privbench.bench(suite, executor=...)``).
-
-Imports nothing heavy: ``privbench.api`` builds one without loading torch.
-"""
+"""How a bench runs its trainings and cells, as one value (``privbench bench --executor/--jobs/--retries/
+--cpus-per-task/--address/--slurm-*``); light, so that ``privbench.api`` imports it without torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -417,18 +417,10 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
     return Records(z, rows, pixels.labels, pixels.index), caps, pixels
 
 
-def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None,
-                 strict: bool = True) -> AttackResult:
-    """Run ``attack`` on a loaded outside target and write ``<runs_dir>/external-<hash>/`` (an equal request
-    reuses the finished run); returns the result."""
-    att, source = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
-    return execute(att, source)
-
-
 def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=None,
                     strict: bool = True) -> AttackResult:
-    """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/``; returns the
-    result.
+    """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/`` (an equal request
+    reuses the finished run); returns the result.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
     with ``strict=False``). ``spec.claim`` is written as the result's ``privacy`` object; audit compares the
@@ -436,7 +428,7 @@ def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=N
     external_config(spec.preset, seed, spec.sets, spec.dataset)  # a bad seed, before loading anything
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
-    return run_external(load_external_target(spec), attack, seed, runs_dir=runs_dir, strict=strict)
+    return execute(*load_external_target(spec).plan(attack, seed, runs_dir=runs_dir, strict=strict))
 
 
 def external_reference_inputs(recipe_path, data_spec, records: Records | None = None, *, dataset: str | None = None,
