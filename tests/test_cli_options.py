@@ -7,6 +7,7 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -66,15 +67,18 @@ def test_the_model_options_reach_the_runner_as_one_spec(tmp_path, monkeypatch):
     calls = _capture_outside(monkeypatch)
     model = tmp_path / "my-ddpm"
     model.mkdir()
-    r = CliRunner().invoke(main, ["attack", "--model", str(model), "--members", "m.npz", "--nonmembers", "n.npz",
-                                  "--attack", "pia", "--seed", "3", "--records-range", "0:1", "--no-ema",
+    m, n = tmp_path / "m.npz", tmp_path / "n.npz"
+    for p in (m, n):
+        np.savez(p, images=np.zeros((2, 1, 8, 8), np.float32))
+    r = CliRunner().invoke(main, ["attack", "--model", str(model), "--members", str(m), "--nonmembers", str(n),
+                                  "--attack", "pia,extract", "--seed", "3", "--records-range", "0:1", "--no-ema",
                                   "--claimed-epsilon", "8", "--claimed-delta", "1e-5", "--claim-basis", "DP-SGD",
                                   "--set", "attack.t=100", "--embedding", "emb.pt", "--runs-dir", str(tmp_path)])
     assert r.exit_code == 2 and "stop here" in r.stderr, r.output
     spec, attack, seed, runs_dir, strict = calls[0]
-    assert (attack, seed, runs_dir, strict) == ("pia", 3, str(tmp_path), True)
+    assert (attack, seed, runs_dir, strict) == ("pia", 3, str(tmp_path), False)  # several attacks: not strict
     assert spec.model_path == str(model) and spec.target_name == "my-ddpm"  # the folder names the target
-    assert (spec.members_spec, spec.nonmembers_spec, spec.records_range, spec.use_ema) == ("m.npz", "n.npz", "0:1",
+    assert (spec.members_spec, spec.nonmembers_spec, spec.records_range, spec.use_ema) == (str(m), str(n), "0:1",
                                                                                           False)
     assert spec.claim["claimed_epsilon"] == 8 and spec.claim["claim_basis"] == "DP-SGD"
     assert spec.sets[0] == "attack.t=100" and spec.sets[1].startswith("attack.extract_embedding=")
