@@ -15,13 +15,13 @@ import os
 import re
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from . import api
 from .cli_options import (
-    ModelOptions,
     RunOptions,
     common,
     default_target_name,
@@ -30,6 +30,7 @@ from .cli_options import (
     lib,
     model_folder,
     model_options,
+    outside,
     precheck_inputs,
     records_range_option,
 )
@@ -39,6 +40,7 @@ from .core.errors import BadInput, WorkFailed
 from .core.registry import ATTACKS, listing
 from .core.threads import configure_threads
 from .core.version import __version__
+from .runs.outside_spec import OutsideSpec
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
 #: file belongs, a read-only or forbidden place): bad input, exit 2. Any other (a full disk, an I/O error) is the
@@ -313,16 +315,17 @@ def target_options(f):
     return f
 
 
-def _attack_results(command, method, dataset, attack_name, target, model: ModelOptions,
+def _attack_results(command, method, dataset, attack_name, target, model: OutsideSpec,
                     opts: RunOptions) -> tuple[list[dict], bool]:
     """Each attack of ATTACK (comma-separated) on the method's target or on the outside model → their results, and
     whether the target is an outside model."""
     folder = None
     if model.model_path is not None:
         folder, target = model_folder(model.model_path), target or default_target_name(model.model_path)
-    if model.outside(command, method, opts):
+    if outside(command, method, model, opts):
         names = _attack_list(attack_name, sets=opts.sets)
-        spec = model.spec(folder, target, dataset, opts)
+        spec = replace(model, model_path=folder, target_name=target, dataset=dataset, data_root=opts.data_root,
+                       preset=opts.preset, sets=tuple(opts.sets), device=opts.device)
         attack_external = lib("runs.external").attack_external
         return [attack_external(spec, a, seed=opts.seed, runs_dir=opts.runs_dir, strict=len(names) == 1).to_json()
                 for a in names], True

@@ -1,12 +1,13 @@
 """The option groups of the ``privbench`` commands, each declared once and handed to a command as one frozen object
-(:func:`option_group`): :class:`RunOptions`, :class:`ModelOptions` and the bench's ``ExecutorOptions``; the checks
+(:func:`option_group`): :class:`RunOptions`, the ``--model`` group's ``OutsideSpec`` and the bench's
+``ExecutorOptions``; the checks
 that read them before torch loads; and :func:`lib`, through which the commands import the library."""
 from __future__ import annotations
 
 import functools
 import importlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -17,6 +18,7 @@ from .bench.executor_options import ExecutorOptions
 from .core.config import MAX_SEED, Config, build_config, parse_set_args
 from .core.errors import BadInput
 from .core.threads import configure_threads, env_world_size
+from .runs.outside_spec import OutsideSpec
 
 
 def lib(module: str) -> ModuleType:
@@ -103,9 +105,10 @@ def common(f):
         if env_world_size() > 1 and f.__name__ != "train":
             raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
                            f"{env_world_size()}) only `privbench train` does")
-        model = kwargs.get("model")
+        spec = kwargs.get("model") or OutsideSpec(None)
         precheck_inputs({"dataset": kwargs.get("dataset"), "sets": opts.sets, "config_file": opts.config_file,
-                         **(asdict(model) if model is not None else {})})
+                         "members": spec.members_spec, "nonmembers": spec.nonmembers_spec,
+                         "reference_data": spec.reference_data})
         configure_threads(opts.threads)  # imports torch: after the inputs are checked
         return f(*args, opts=opts, **kwargs)
 
@@ -114,12 +117,9 @@ def common(f):
 
 def precheck_inputs(options: dict) -> None:
     """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
-    headers): the claimed-ε options, records (--members, --nonmembers, --reference-data, --dataset PATH), --set
-    syntax and a --config YAML. The full checks follow when the command loads them."""
+    headers): records (--members, --nonmembers, --reference-data, --dataset PATH), --set syntax and a --config
+    YAML. The full checks follow when the command loads them."""
     records_check = lib("data.records_check")
-    claim = [options.get(k) for k in ("claimed_epsilon", "claimed_delta", "claim_basis")]
-    if any(v is not None for v in claim):
-        lib("privacy.claims").user_claim(*claim)
     for key in ("members", "nonmembers", "reference_data"):
         records_check.precheck_records(options.get(key))
     if records_check.is_records_path(options.get("dataset")):
@@ -138,55 +138,32 @@ def records_range_option():
                              "their values (all in [0, 1]: refused, say which)")
 
 
-@dataclass(frozen=True)
-class ModelOptions:
-    """``--model`` and the options that only apply with it (:func:`model_options`): the outside model, its
-    records, its user's privacy claim and how its reference models train."""
-    model_path: str | None
-    members: str | None
-    nonmembers: str | None
-    arch: str | None
-    scheduler_config: str | None
-    split: str | None
-    ema: bool
-    claimed_epsilon: float | None
-    claimed_delta: float | None
-    claim_basis: str | None
-    records_range: str
-    lora: str | None
-    caption: str | None
-    reference_recipe: str | None
-    reference_data: str | None
+def outside(command: str, method: str | None, spec: OutsideSpec, opts: RunOptions) -> bool:
+    """True for an outside model (--model), False for a method; refuses mixing the two (one line, exit 2)."""
+    if spec.model_path is not None:
+        if method is not None:
+            raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
+                           "not both")
+        if opts.config_file or opts.download:
+            raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
+        return True
+    if method is None:
+        raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
+    if spec.records_range != "auto" or any(getattr(spec, k) is not None for k in _OUTSIDE_ONLY):
+        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--lora/--caption/"
+                       "--claimed-epsilon/--claimed-delta/--claim-basis/--reference-recipe/--reference-data need "
+                       "--model (a privbench method's target carries its own accounting and references)")
+    return False
 
-    def outside(self, command: str, method: str | None, opts: RunOptions) -> bool:
-        """True for an outside model (--model), False for a method; refuses mixing the two (one line, exit 2)."""
-        if self.model_path is not None:
-            if method is not None:
-                raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
-                               "not both")
-            if opts.config_file or opts.download:
-                raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
-            return True
-        if method is None:
-            raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
-        given = {**asdict(self), "records_range": None if self.records_range == "auto" else self.records_range}
-        if any(v is not None for k, v in given.items() if k not in ("model_path", "ema")):
-            raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--lora/--caption/"
-                           "--claimed-epsilon/--claimed-delta/--claim-basis/--reference-recipe/--reference-data need "
-                           "--model (a privbench method's target carries its own accounting and references)")
-        return False
 
-    def spec(self, folder: str, target: str, dataset: str | None, opts: RunOptions):
-        """The :class:`~privbench.runs.external.OutsideSpec` these options name (``folder``: the model's, a Hub id
-        resolved by :func:`model_folder`; ``target``: the name its results carry)."""
-        return lib("runs.external").OutsideSpec(
-            folder, self.members, self.nonmembers, split=self.split, dataset=dataset,
-            data_root=opts.data_root, arch=self.arch, scheduler_config=self.scheduler_config, use_ema=self.ema,
-            target_name=target,
-            claim=lib("privacy.claims").user_claim(self.claimed_epsilon, self.claimed_delta, self.claim_basis),
-            records_range=self.records_range, lora=self.lora, caption=self.caption,
-            reference_recipe=self.reference_recipe, reference_data=self.reference_data, preset=opts.preset,
-            sets=tuple(opts.sets), device=opts.device)
+_OUTSIDE_ONLY = ("members_spec", "nonmembers_spec", "arch", "scheduler_config", "split", "claim", "lora", "caption",
+                 "reference_recipe", "reference_data")
+
+
+def _outside_spec(claimed_epsilon, claimed_delta, claim_basis, **options) -> OutsideSpec:
+    """The --model group's values, the claimed-ε options checked (before anything imports torch); the rest of the
+    spec (target, dataset, preset, --set, device) comes from the command."""
+    return OutsideSpec(claim=lib("privacy.claims").user_claim(claimed_epsilon, claimed_delta, claim_basis), **options)
 
 
 model_options = option_group("model", [
@@ -194,14 +171,16 @@ model_options = option_group("model", [
                  help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, a "
                       "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm, or a Hub id org/name already in the local "
                       "Hugging Face cache (never downloaded; safetensors only)"),
-    click.option("--members", default=None, help="with --model: member records (.npz, image folder, or .npy indices)"),
-    click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)"),
+    click.option("--members", "members_spec", default=None,
+                 help="with --model: member records (.npz, image folder, or .npy indices)"),
+    click.option("--nonmembers", "nonmembers_spec", default=None, help="with --model: non-member records (same formats)"),
     click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]), help="with --model: checkpoint format"),
     click.option("--scheduler-config", default=None, type=click.Path(),
                  help="with --model: a diffusers scheduler config (JSON or folder) overriding the model's own"),
     click.option("--split", default=None, type=click.Path(),
                  help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
-    click.option("--ema/--no-ema", default=True, show_default=True, help="pytorch-ddpm: ema_model or net_model weights"),
+    click.option("--ema/--no-ema", "use_ema", default=True, show_default=True,
+                 help="pytorch-ddpm: ema_model or net_model weights"),
     click.option("--claimed-epsilon", default=None, type=float,
                  help="with --model: the ε your own DP training claims (with --claimed-delta and --claim-basis); "
                       "audit compares the empirical lower bounds with it; reports label it as your claim"),
@@ -220,7 +199,7 @@ model_options = option_group("model", [
                       "recipe, or a .py with train(records, seed) -> folder (runs that code)"),
     click.option("--reference-data", default=None,
                  help="with --model: public records the references train on (qmia: its public non-members)"),
-], ModelOptions)
+], _outside_spec)
 
 
 def embedding_option(f):

@@ -38,6 +38,7 @@ from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
 from .attack import Staged, attack_once, execute, make_attack, metrics_hash_dict, refuse
 from .external_references import build_external_references, load_recipe
+from .outside_spec import OutsideSpec
 from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir
 
@@ -324,33 +325,6 @@ def _split_check(mem: RecordSet, non: RecordSet, captions: list[str] | None = No
     if flagged(shift):
         LOG.warning(f"privbench: warning: {shift['verdict']}")
     return shift
-
-
-@dataclass(frozen=True)
-class OutsideSpec:
-    """An outside model and its records as the ``--model`` option group names them (a bench suite's ``external``
-    entry alike): what :func:`load_external_target` loads and checks. ``claim``: the privacy object of the user's
-    claim (:func:`privbench.privacy.claims.user_claim`); ``sets``: ``--set`` overrides of the attack, sample and
-    metrics settings (:func:`external_config`)."""
-    model_path: Any
-    members_spec: Any = None
-    nonmembers_spec: Any = None
-    split: Any = None
-    dataset: str | None = None
-    data_root: Any = None
-    arch: str | None = None
-    scheduler_config: Any = None
-    use_ema: bool = True
-    target_name: str = "model"
-    claim: dict | None = None
-    records_range: str = "auto"
-    lora: Any = None
-    caption: str | None = None
-    reference_recipe: Any = None
-    reference_data: Any = None
-    preset: str = "tiny"
-    sets: tuple = ()
-    device: Any = "auto"
 
 
 def load_external_target(spec: OutsideSpec) -> ExternalTarget:
