@@ -234,12 +234,8 @@ def default_target_name(model_path) -> str:
 
 # ---------------------------------------------------------------------- bench's executor
 
-def _executor(executor, jobs, slurm_partition, slurm_gpus_per_task, slurm_time_train, slurm_time_cell, slurm_cluster,
-              address, retries, cpus_per_task) -> ExecutorOptions:
-    slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task, time_train_min=slurm_time_train,
-                 time_cell_min=slurm_time_cell, cluster=slurm_cluster) if executor == "slurm" else None
-    return ExecutorOptions(executor, jobs=jobs, retries=retries, cpus_per_task=cpus_per_task, address=address,
-                           slurm=slurm)
+def _executor(executor, jobs, address, retries, cpus_per_task, **slurm) -> ExecutorOptions:
+    return ExecutorOptions(executor, jobs, retries, cpus_per_task, address, slurm if executor == "slurm" else None)
 
 
 executor_options = option_group("executor", [
@@ -248,14 +244,14 @@ executor_options = option_group("executor", [
                       "(privbench[ray]); slurm: each a Slurm job through submitit (privbench[slurm])"),
     click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 1024),
                  help="local: trainings and cells run at once in worker processes (the cores divided among them)"),
-    click.option("--slurm-partition", default=None, help="slurm: the partition of every job"),
-    click.option("--slurm-gpus-per-task", default=0, show_default=True, type=click.IntRange(0, 64),
+    click.option("--slurm-partition", "partition", default=None, help="slurm: the partition of every job"),
+    click.option("--slurm-gpus-per-task", "gpus_per_task", default=0, show_default=True, type=click.IntRange(0, 64),
                  help="slurm: GPUs of every job (use 1 with --device cuda)"),
-    click.option("--slurm-time-train", default=1440, show_default=True, type=click.IntRange(1, 525600),
+    click.option("--slurm-time-train", "time_train_min", default=1440, show_default=True, type=click.IntRange(1, 525600),
                  help="slurm: time limit of a training job (minutes)"),
-    click.option("--slurm-time-cell", default=240, show_default=True, type=click.IntRange(1, 525600),
+    click.option("--slurm-time-cell", "time_cell_min", default=240, show_default=True, type=click.IntRange(1, 525600),
                  help="slurm: time limit of a cell job (minutes)"),
-    click.option("--slurm-cluster", default="slurm", show_default=True, type=click.Choice(["slurm", "local"]),
+    click.option("--slurm-cluster", "cluster", default="slurm", show_default=True, type=click.Choice(["slurm", "local"]),
                  help="slurm: submitit's cluster (local: jobs as processes here, without Slurm; for tests)"),
     click.option("--address", default=None,
                  help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "
