@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
+from .bench.executor_options import ExecutorOptions
 from .core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from .core.errors import BadInput
 
@@ -169,23 +170,19 @@ def check(results: Iterable[ResultLike] | ResultLike, gates: str | os.PathLike) 
 
 def bench(suite: str, *, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
           preset: str | None = None, sets: Iterable[str] = (), inception_weights: str | None = None,
-          executor: str = "local", jobs: int = 1, address: str | None = None, retries: int | None = None,
-          cpus_per_task: int = 1, slurm: dict | None = None) -> BenchResult:
+          executor: str | ExecutorOptions = "local") -> BenchResult:
     """Run (or resume) a suite (a shipped name or a YAML path) and write its bench folder and tables; the options
-    are ``privbench bench``'s (docs/cli.md), ``slurm`` its ``--slurm-*`` settings as a dict (partition,
-    gpus_per_task, time_train_min, time_cell_min, cluster). ``privbench bench`` calls this."""
+    are ``privbench bench``'s (docs/cli.md). ``executor``: ``"local"``, ``"ray"``, ``"slurm"``, or an
+    :class:`ExecutorOptions` with its settings (``jobs``, ``retries``, ``cpus_per_task``, ``address``, ``slurm``).
+    ``privbench bench`` calls this."""
     # lazy: bench.runner imports torch; `import privbench` stays light
     from .bench.runner import run_suite
     from .reports.text import format_bench, write_bench_tables
 
-    if address is not None and executor != "ray":
-        raise BadInput("--address: only with --executor ray")
-    if slurm is not None and executor != "slurm":
-        raise BadInput("slurm settings: only with executor='slurm'")
+    if isinstance(executor, str):
+        executor = ExecutorOptions(executor)
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset,
-                                       sets=tuple(sets), inception_weights=inception_weights, executor=executor,
-                                       address=address, retries=retries, cpus_per_task=cpus_per_task, jobs=jobs,
-                                       slurm=slurm))
+                                       sets=tuple(sets), inception_weights=inception_weights, executor=executor))
     text = format_bench(res)
     res.pop("_rows", None)
     return BenchResult(res, text)

@@ -2,29 +2,45 @@
 
 Exit codes (docs/cli.md §3): 0 done, 1 a ``check`` gate breached and nothing else, 2 bad input, 3 the work itself
 failed, 130 interrupted (Ctrl-C). Every failure is one line on stderr, never a traceback (set PRIVBENCH_DEBUG=1 to
-see the traceback of an unexpected error); :class:`_Group` does the final mapping.
+see the traceback of an unexpected error); :class:`_Group` does the final mapping. The option groups the commands
+share, and :func:`~privbench.cli_options.lib` (the library, imported when a command runs), are in cli_options.py.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import logging
 import os
 import re
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, build_config, config_hash, parse_set_args
+from . import api
+from .cli_options import (
+    RunOptions,
+    common,
+    default_target_name,
+    embedding_option,
+    executor_options,
+    lib,
+    model_folder,
+    model_options,
+    outside,
+    precheck_inputs,
+    records_range_option,
+)
+from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, config_hash, parse_set_args
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
 from .core.registry import ATTACKS, listing
-from .core.threads import configure_threads, env_world_size
+from .core.threads import configure_threads
 from .core.version import __version__
+from .runs.outside_spec import OutsideSpec
 
 #: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
 #: file belongs, a read-only or forbidden place): bad input, exit 2. Any other (a full disk, an I/O error) is the
@@ -41,76 +57,6 @@ def _emit(obj, as_json: bool, human: str | None = None) -> None:
         click.echo(human)
     else:
         click.echo(json.dumps(obj, indent=2, default=str))
-
-
-def common(f):
-    """Options shared by every command that trains or attacks."""
-    opts = [
-        click.option("--preset", default="tiny", show_default=True,
-                     help="size/settings preset (privbench list presets)"),
-        click.option("--seed", default=0, type=click.IntRange(0, MAX_SEED), show_default=True),
-        click.option("--device", default="auto", type=click.Choice(["auto", "cpu", "cuda"]), show_default=True),
-        click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
-                     help="run store (default ./runs or $PRIVBENCH_HOME)"),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                     help="override a config field, e.g. --set pfdm.t0=675 (repeatable)"),
-        click.option("--config", "config_file", default=None, help="YAML file of config overrides"),
-        click.option("--data-root", default=None, help="folder with torchvision-format datasets"),
-        click.option("--download", is_flag=True, help="let torchvision download the dataset into --data-root"),
-        click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout (progress on stderr)"),
-        click.option("--threads", default=None, type=click.IntRange(min=1),
-                     help="CPU threads of this process [default: the cores it may use / concurrent workers]"),
-    ]
-
-    @functools.wraps(f)
-    def with_threads(*args, threads=None, **kwargs):
-        if env_world_size() > 1 and f.__name__ != "train":
-            raise BadInput(f"`privbench {f.__name__}` runs as one process; under torchrun (WORLD_SIZE="
-                           f"{env_world_size()}) only `privbench train` does")
-        _precheck_inputs(kwargs)
-        configure_threads(threads)  # imports torch: after the inputs are checked
-        return f(*args, **kwargs)
-
-    for o in reversed(opts):
-        with_threads = o(with_threads)
-    return with_threads
-
-
-def _precheck_inputs(options: dict) -> None:
-    """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
-    headers): the claimed-ε options, records (--members, --nonmembers, --reference-data, --dataset PATH), --set
-    syntax and a --config YAML. The full checks follow when the command loads them."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .core.yamlio import read_yaml
-    from .data.records_check import is_records_path, precheck_records
-
-    claim = [options.get(k) for k in ("claimed_epsilon", "claimed_delta", "claim_basis")]
-    if any(v is not None for v in claim):
-        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-        from .privacy.claims import user_claim
-
-        user_claim(*claim)
-    for key in ("members", "nonmembers", "reference_data"):
-        precheck_records(options.get(key))
-    if is_records_path(options.get("dataset")):
-        precheck_records(options["dataset"])
-    parse_set_args(options.get("sets") or ())
-    if options.get("config_file"):
-        read_yaml(options["config_file"], f"--config {options['config_file']}")
-
-
-def _config(method, dataset, preset, seed, sets, config_file, data_root, download):
-    overrides = parse_set_args(sets)
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .data.user_records import is_records_path, register_records
-
-    if is_records_path(dataset):  # --dataset PATH: the user's records (data/user_records.py)
-        dataset = register_records(dataset)
-    if data_root:
-        overrides.insert(0, ("data.data_root", data_root))
-    if download:
-        overrides.insert(0, ("data.download", "true"))
-    return build_config(method, dataset, preset, seed, overrides, config_file)
 
 
 def _one_line(e: BaseException | str) -> str:
@@ -252,10 +198,7 @@ class _Group(click.Group):
 def _print_version(ctx, _param, value):
     if not value or ctx.resilient_parsing:
         return
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .core.provenance import version_line
-
-    click.echo(version_line())
+    click.echo(lib("core.provenance").version_line())
     ctx.exit()
 
 
@@ -309,28 +252,25 @@ def list_cmd(what, as_json):
 @click.option("--dataset", default=None, help="dataset [default: the preset's: digits; small: colored-digits; "
                                               "paper: cifar10]")
 @common
-def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, data_root, download, as_json):
+def train(method, dataset, opts):
     """Train target METHOD (cached: an equal config reuses its run).
 
     Under ``torchrun --nproc-per-node N -m privbench train …`` the N processes train one model with DDP (global
     batch and schedule as in the config; rank 0 writes the run and prints the result)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .core import distributed
-    from .runs import train as api
-
-    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    if distributed.init_from_env(device):
+    distributed, training = lib("core.distributed"), lib("runs.train")
+    cfg = opts.config(method, dataset)
+    if distributed.init_from_env(opts.device):
         try:
-            m = api.train(cfg, runs_dir, device)
+            m = training.train(cfg, opts.runs_dir, opts.device)
         finally:
             distributed.destroy()
         if distributed.rank_from_env() != 0:
             return
     else:
-        m = api.train(cfg, runs_dir, device)
+        m = training.train(cfg, opts.runs_dir, opts.device)
     out = {"method": cfg.method, "dataset": cfg.dataset, "preset": cfg.preset, "seed": cfg.seed,
            "run_dir": str(m.ctx.run_dir), "targets": m.target_names(), "config_hash": cfg.training_hash()}
-    _emit(out, as_json, f"trained {cfg.method} on {cfg.dataset}: {m.ctx.run_dir} (targets: {', '.join(out['targets'])})")
+    _emit(out, opts.as_json, f"trained {cfg.method} on {cfg.dataset}: {m.ctx.run_dir} (targets: {', '.join(out['targets'])})")
 
 
 @main.command()
@@ -347,204 +287,71 @@ def train(method, dataset, preset, seed, device, runs_dir, sets, config_file, da
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="DDIM steps (same as --set sample.ddim_steps=N); only with the ddim sampler")
 @common
-def sample(method, dataset, n, out, target, klass, npz, sampler, steps, preset, seed, device, runs_dir, sets,
-           config_file, data_root, download, as_json):
+def sample(method, dataset, n, out, target, klass, npz, sampler, steps, opts):
     """Draw N samples from a trained target and write an image grid."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .runs import train as api
-
-    sets = list(sets)
+    sets = list(opts.sets)
     if sampler:
         sets.append(f"sample.sampler={sampler}")
     if steps is not None:
         sets.append(f"sample.ddim_steps={steps}")
-    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
+    cfg = opts.config(method, dataset, sets)
     if steps is not None and cfg.sample.sampler != "ddim":
         raise BadInput(f"--steps {steps}: DDPM runs every one of the T steps; --steps needs --sampler ddim")
-    res = api.sample(cfg, runs_dir, device, n=n, target=target, klass=klass, out=out, npz=npz)
-    _emit(res, as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
+    res = lib("runs.train").sample(cfg, opts.runs_dir, opts.device, n=n, target=target, klass=klass, out=out, npz=npz)
+    _emit(res, opts.as_json, f"wrote {res['grid']}" + (f" and {res['npz']}" if res["npz"] else ""))
 
 
-def records_range_option():
-    return click.option("--records-range", "records_range", default="auto", show_default=True,
-                        type=click.Choice(["auto", "-1:1", "0:1", "0:255"]),
-                        help="pixel range of --members/--nonmembers image arrays; auto: uint8 → 0:255, floats by "
-                             "their values (all in [0, 1]: refused, say which)")
-
-
-def external_options(f):
-    """The options that point ``attack`` and ``run`` at a model privbench did not train (docs/external-models.md)."""
-    opts = [
-        click.option("--model", "model_path", default=None, type=click.Path(),
-                     help="attack a model privbench did not train: a diffusers pipeline or UNet2DModel folder, a "
-                          "pytorch-ddpm ckpt.pt with --arch pytorch-ddpm, or a Hub id org/name already in the local "
-                          "Hugging Face cache (never downloaded; safetensors only)"),
-        click.option("--members", default=None,
-                     help="with --model: member records (.npz, image folder, or .npy indices)"),
-        click.option("--nonmembers", default=None, help="with --model: non-member records (same formats)"),
-        click.option("--arch", default=None, type=click.Choice(["pytorch-ddpm"]),
-                     help="with --model: checkpoint format"),
-        click.option("--scheduler-config", default=None, type=click.Path(),
-                     help="with --model: a diffusers scheduler config (JSON or folder) overriding the model's own"),
-        click.option("--split", default=None, type=click.Path(),
-                     help="with --model: PIA/SecMI member split .npz (mia_train_idxs / mia_eval_idxs) into --dataset"),
-        click.option("--ema/--no-ema", default=True, show_default=True,
-                     help="pytorch-ddpm: ema_model or net_model weights"),
-        click.option("--claimed-epsilon", default=None, type=float,
-                     help="with --model: the ε your own DP training claims (with --claimed-delta and --claim-basis); "
-                          "audit compares the empirical lower bounds with it; reports label it as your claim"),
-        click.option("--claimed-delta", default=None, type=float, help="with --model: the δ of --claimed-epsilon"),
-        click.option("--claim-basis", default=None,
-                     help="with --model: what the claimed ε covers, e.g. 'DP-SGD, add/remove-one, PRV accountant'"),
-        records_range_option(),
-        click.option("--lora", default=None, type=click.Path(),
-                     help="with --model (a Stable-Diffusion-layout pipeline): a LoRA adapter applied to its UNet "
-                          "(pytorch_lora_weights.safetensors or its folder)"),
-        click.option("--caption", default=None,
-                     help="with a text-to-image --model: caption template for labelled records without captions, "
-                          "e.g. 'a picture of the digit {word}' ({label}, {word}, {name})"),
-        click.option("--reference-recipe", default=None, type=click.Path(dir_okay=False),
-                     help="with --model: how to train reference models (lira, rmia, gsa): a YAML naming a shipped "
-                          "recipe, or a .py with train(records, seed) -> folder (runs that code)"),
-        click.option("--reference-data", default=None,
-                     help="with --model: public records the references train on (qmia: its public non-members)"),
-    ]
+def target_options(f):
+    """The target and attacks of ``attack`` and ``run``: a privbench method's, or an outside model's (--model)."""
+    opts = [click.option("--method", default=None, help="a privbench method to train and attack (or give --model)"),
+            click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with "
+                         "--model: the dataset that --members/--nonmembers .npy indices or --split refer to"),
+            click.option("--attack", "attack_name", required=True),
+            click.option("--target", default=None, help="target of the method; with --model: the name results "
+                         "carry [default: the model's folder name]"),
+            embedding_option, model_options, common]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-def embedding_option(f):
-    """``--embedding FILE``: the extract attack's TorchScript embedding (``attack.extract_embedding``)."""
-    @functools.wraps(f)
-    def with_embedding(*args, embedding=None, sets=(), **kwargs):
-        if embedding:
-            sets = tuple(sets) + (f"attack.extract_embedding={os.path.abspath(embedding)}",)
-        return f(*args, sets=sets, **kwargs)
-
-    return click.option("--embedding", default=None, type=click.Path(dir_okay=False),
-                        help="extract: a TorchScript image embedding (e.g. SSCD) for the copy distance; never "
-                             "downloaded")(with_embedding)
-
-
-def _external_or_method(command, method, model_path, external, config_file, download) -> bool:
-    """True for an external target (--model), False for a method; refuses mixing the two (one line, exit 2)."""
-    if model_path is not None:
-        if method is not None:
-            raise BadInput("give --method (train and attack a privbench target) or --model (attack your model), "
-                           "not both")
-        if config_file or download:
-            raise BadInput("--config and --download do not apply to --model (use --set attack.KEY=VALUE)")
-        return True
-    if method is None:
-        raise BadInput(f"{command}: give --method NAME (a privbench target) or --model PATH (your own model)")
-    if any(v is not None for v in external):
-        raise BadInput("--members/--nonmembers/--arch/--scheduler-config/--split/--records-range/--lora/--caption/"
-                       "--claimed-epsilon/--claimed-delta/--claim-basis/--reference-recipe/--reference-data need "
-                       "--model (a privbench method's target carries its own accounting and references)")
-    return False
-
-
-_EXTERNAL_ONLY = ("members", "nonmembers", "arch", "scheduler_config", "split", "claimed_epsilon", "claimed_delta",
-                  "claim_basis", "records_range", "lora", "caption", "reference_recipe", "reference_data")
-_EXTERNAL_SHARED = ("target", "ema", "dataset", "preset", "seed", "device", "runs_dir", "sets", "data_root")
-
-
-def _external_kw(options: dict, sets) -> dict:
-    """The options of ``attack``/``run`` that an outside model's attack takes (from the command's context: those
-    only read here are the commands' ``**external``). ``sets``: the command's own ``--set`` list, which
-    ``--embedding`` extends (the context holds the list as typed)."""
-    return {**{k: options[k] for k in _EXTERNAL_ONLY + _EXTERNAL_SHARED}, "sets": sets}
-
-
-def _external_attacks(command, method, model_path, attack_name, config_file, download, **kw) -> list | None:
-    """--model: each attack of ATTACK (comma-separated) on the outside model → their results; None for --method."""
-    if model_path is not None:
-        model_path, kw["target"] = _model_folder(model_path), kw["target"] or default_target_name(model_path)
-    only = [kw[k] for k in _EXTERNAL_ONLY]
-    only[_EXTERNAL_ONLY.index("records_range")] = None if kw["records_range"] == "auto" else kw["records_range"]
-    if not _external_or_method(command, method, model_path, only, config_file, download):
-        return None
-    names = _attack_list(attack_name, sets=kw["sets"])
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .privacy.claims import user_claim
-    from .runs.external import OutsideSpec, attack_external
-
-    spec = OutsideSpec(model_path, kw["members"], kw["nonmembers"], split=kw["split"], dataset=kw["dataset"],
-                       data_root=kw["data_root"], arch=kw["arch"], scheduler_config=kw["scheduler_config"],
-                       use_ema=kw["ema"], target_name=kw["target"],
-                       claim=user_claim(kw["claimed_epsilon"], kw["claimed_delta"], kw["claim_basis"]),
-                       records_range=kw["records_range"], lora=kw["lora"], caption=kw["caption"],
-                       reference_recipe=kw["reference_recipe"], reference_data=kw["reference_data"],
-                       preset=kw["preset"], sets=tuple(kw["sets"]), device=kw["device"])
-    return [attack_external(spec, a, seed=kw["seed"], runs_dir=kw["runs_dir"], strict=len(names) == 1).to_json()
-            for a in names]
-
-
-def _model_folder(model_path) -> str:
-    """``--model``: a path as given, or the local snapshot of a Hub id (models/hub_cache.py; never downloaded)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .models.hub_cache import is_hub_id, resolve_hub_model
-
-    return resolve_hub_model(model_path) if is_hub_id(model_path) else model_path
-
-
-def default_target_name(model_path) -> str:
-    """The name an outside model's results carry without --target: its folder's name (a checkpoint file's
-    folder; a Hub id's name), so that the rows of several models differ."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .models.hub_cache import HUB_ID, is_hub_id
-
-    if is_hub_id(model_path):
-        return HUB_ID.match(str(model_path))["repo"].split("/", 1)[1]
-    p = Path(str(model_path).rstrip("/\\"))
-    name = p.name if p.is_dir() or not p.suffix else p.parent.name
-    return name or "model"
+def _attack_results(command, method, dataset, attack_name, target, model: OutsideSpec,
+                    opts: RunOptions) -> tuple[list[dict], bool]:
+    """Each attack of ATTACK (comma-separated) on the method's target or on the outside model → their results, and
+    whether the target is an outside model."""
+    folder = None
+    if model.model_path is not None:
+        folder, target = model_folder(model.model_path), target or default_target_name(model.model_path)
+    if outside(command, method, model, opts):
+        names = _attack_list(attack_name, sets=opts.sets)
+        spec = replace(model, model_path=folder, target_name=target, dataset=dataset, data_root=opts.data_root,
+                       preset=opts.preset, sets=tuple(opts.sets), device=opts.device)
+        attack_external = lib("runs.external").attack_external
+        return [attack_external(spec, a, seed=opts.seed, runs_dir=opts.runs_dir, strict=len(names) == 1).to_json()
+                for a in names], True
+    cfg = opts.config(method, dataset)
+    names = _attack_list(attack_name, cfg)
+    run_attack = lib("runs.attack").run_attack
+    return [run_attack(cfg, a, target, runs_dir=opts.runs_dir, device=opts.device, strict=len(names) == 1).to_json()
+            for a in names], False
 
 
 @main.command()
-@click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
-@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
-                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
-@click.option("--attack", "attack_name", required=True)
-@click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: the model's folder name]")
-@embedding_option
-@external_options
-@common
-def attack(method, dataset, attack_name, target, model_path, preset, seed, device, runs_dir, sets, config_file,
-           data_root, download, as_json, **external):  # external: the other --model options (_external_kw)
+@target_options
+def attack(method, dataset, attack_name, target, model, opts):
     """Train the target if needed, run ATTACK on it, write scores and metrics.
 
     With --model, attack that model on --members/--nonmembers instead (no training; writes
     RUNS_DIR/external-<hash>/ that audit, report and check read)."""
-    results = _external_attacks("attack", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .reports.text import format_table
-    from .runs.attack import run_attack
-
-    if results is not None:
-        # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-        from .reports.text import result_summary
-
-        if len(results) == 1:
-            _emit(results[0], as_json, result_summary(results[0]))
-        else:
-            _emit({"results": results}, as_json, result_summary(results))
-        return
-    cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-    names = _attack_list(attack_name, cfg)
-    results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
-               for a in names]
-    _emit(results[0] if len(results) == 1 else {"results": results}, as_json, format_table(results))
+    results, outside = _attack_results("attack", method, dataset, attack_name, target, model, opts)
+    text = lib("reports.text")
+    one = results[0] if len(results) == 1 else None
+    human = text.result_summary(one or results) if outside else text.format_table(results)
+    _emit({"results": results} if one is None else one, opts.as_json, human)
 
 
 def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
     """``--attack pia,sima,lira`` → the labels, each checked before any attack runs (one line, exit 2)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .attacks.base import split_label
-
     names = [a.strip() for a in str(attack_name).split(",")]
     if not all(names):
         raise BadInput(f"--attack {attack_name!r}: an empty attack name in the comma-separated list")
@@ -552,15 +359,12 @@ def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
         raise BadInput(f"--attack {attack_name!r}: an attack is named twice")
     used: set[str] = set()
     for a in names:
-        name, values = split_label(a)
+        name, values = lib("attacks.base").split_label(a)
         cls = ATTACKS.get(name).factory
         cls.variant_overrides(values)
         used.update(cls.setting_names())
         if cfg is not None:
-            # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-            from .runs.attack import make_attack
-
-            make_attack(cfg, a, strict=False)
+            lib("runs.attack").make_attack(cfg, a, strict=False)
     explicit = getattr(cfg, "explicit", ()) if cfg is not None else [k for k, _ in parse_set_args(list(sets or ()))]
     unused = sorted(k for k in explicit if k.startswith("attack.") and k.split(".", 1)[1] not in used)
     if unused:  # with several attacks, a key must be a setting of at least one of them
@@ -570,68 +374,45 @@ def _attack_list(attack_name: str, cfg=None, sets=()) -> list[str]:
 
 def _combined_report(results: list[dict], runs_dir) -> dict:
     """The report of several attacks run by one command: every result in one table, one HTML/CSV report."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .core.io import atomic_write_text
-    from .reports import render_report
-    from .reports.text import format_table
-    from .runs.store import default_runs_dir
-
     key = config_hash({"results": sorted(str(r["scores_path"]) for r in results)})
-    folder = (Path(runs_dir) if runs_dir else default_runs_dir()) / f"combined-{key}"
+    folder = (Path(runs_dir) if runs_dir else lib("runs.store").default_runs_dir()) / f"combined-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict = {"markdown": str(folder / "report.md")}
-    atomic_write_text(folder / "report.md", "# " + ", ".join(r.get("label") or r["attack"] for r in results)
-                      + "\n\n```\n" + format_table(results, detailed=True) + "\n```\n")
+    title = ", ".join(r.get("label") or r["attack"] for r in results)
+    table = lib("reports.text").format_table(results, detailed=True)
+    lib("core.io").atomic_write_text(folder / "report.md", f"# {title}\n\n```\n{table}\n```\n")
     try:
         files = [str(Path(r["scores_path"]).parent / "result.json") for r in results]
-        paths["rendered"] = [str(p) for p in render_report(folder, folder / "report", ["html", "csv"],
-                                                           results_from=files) or []]
+        rendered = lib("reports").render_report(folder, folder / "report", ["html", "csv"], results_from=files)
+        paths["rendered"] = [str(p) for p in rendered or []]
     except Exception as e:  # noqa: BLE001 — the report is a convenience; the attack results stand
         paths["rendered_error"] = f"{type(e).__name__}: {e}"
     return paths
 
 
 @main.command()
-@click.option("--method", default=None, help="a privbench method to train and attack (or give --model)")
-@click.option("--attack", "attack_name", required=True)
-@click.option("--dataset", default=None, help="dataset [default: the preset's, as for train]; with --model: the "
-                                              "dataset that --members/--nonmembers .npy indices or --split refer to")
-@click.option("--target", default=None, help="target of the method; with --model: the name results carry "
-                                             "[default: the model's folder name]")
-@embedding_option
-@external_options
-@common
-def run(method, attack_name, dataset, target, model_path, preset, seed, device, runs_dir, sets, config_file, data_root,
-        download, as_json, **external):  # external: the other --model options (_external_kw)
+@target_options
+def run(method, dataset, attack_name, target, model, opts):
     """The main job: train if needed, attack, print a result table, write a report for the run.
 
     With --model, attack that model on --members/--nonmembers instead (no training) and write the report of its
     RUNS_DIR/external-<hash>/ run."""
-    results = _external_attacks("run", method, model_path, attack_name, config_file, download, **_external_kw(
-        click.get_current_context().params, sets))
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .reports.text import format_table, write_run_report
-    from .runs.attack import run_attack
-
-    if results is None:
-        cfg = _config(method, dataset, preset, seed, sets, config_file, data_root, download)
-        names = _attack_list(attack_name, cfg)
-        results = [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(names) == 1).to_json()
-                   for a in names]
+    results = _attack_results("run", method, dataset, attack_name, target, model, opts)[0]
+    text = lib("reports.text")
     if len(results) > 1:  # one run per attack (each with its own report) and one combined report
         for r in results:
-            r["report"] = write_run_report(r)
-        combined = _combined_report(results, runs_dir)
+            r["report"] = text.write_run_report(r)
+        combined = _combined_report(results, opts.runs_dir)
         page = next((p for p in combined.get("rendered", []) if p.endswith("index.html")), None)
-        _emit({"results": results, "report": combined}, as_json,
-              format_table(results, detailed=True) + "\n" + f"report: {page or combined['markdown']}")
+        _emit({"results": results, "report": combined}, opts.as_json,
+              text.format_table(results, detailed=True) + "\n" + f"report: {page or combined['markdown']}")
         return
     res = results[0]
-    res["report"] = write_run_report(res)
+    res["report"] = text.write_run_report(res)
     page = next((p for p in res["report"].get("rendered", []) if p.endswith("index.html")), None)
     where = f"report: {page}" if page else f"report: {res['report'].get('markdown')} (HTML report failed: " \
                                               f"{res['report'].get('rendered_error')})"
-    _emit(res, as_json, format_table([res], detailed=True) + "\n" + where)
+    _emit(res, opts.as_json, text.format_table([res], detailed=True) + "\n" + where)
 
 
 @main.command("infer-dataset")
@@ -652,14 +433,12 @@ def run(method, attack_name, dataset, target, model_path, preset, seed, device, 
 def infer_dataset(model_path, suspect, reference, statistics, dataset, arch, scheduler_config, ema, seed, device,
                   data_root, as_json):
     """Was the SUSPECT set used to train the model? One p-value (CDI-style set test), with its method."""
-    _precheck_inputs({"members": suspect, "nonmembers": reference})
-    model_path = _model_folder(model_path)
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .runs.dataset_inference import infer_dataset as run
-
+    precheck_inputs({"members": suspect, "nonmembers": reference})
+    model_path = model_folder(model_path)
     configure_threads(None)
-    res = run(model_path, suspect, reference, statistics=statistics.split(","), seed=seed, device=device, arch=arch,
-              scheduler_config=scheduler_config, use_ema=ema, dataset=dataset, data_root=data_root)
+    res = lib("runs.dataset_inference").infer_dataset(model_path, suspect, reference, statistics=statistics.split(","), seed=seed, device=device, arch=arch,
+                                                      scheduler_config=scheduler_config, use_ema=ema,
+                                                      dataset=dataset, data_root=data_root)
     human = (f"p = {res['p_value']:.3g} ({res['method']}; {res['n_suspect']} suspect vs {res['n_reference']} "
              f"reference records; statistics {', '.join(res['statistics'])})\n"
              f"shift check: p = {res['shift_check']['p_value']:.3g}: {res['shift_check']['verdict']}")
@@ -686,16 +465,13 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
     Exit 0 when no shift is detected, 1 when a label-permutation test of the classifier's AUC against 0.5 gives
     p <= 0.05 or the AUC's 95 % CI lower bound exceeds 0.6 (an attack's AUC on these records is then not
     evidence of leakage), 2 for bad input."""
-    _precheck_inputs({"members": members, "nonmembers": nonmembers})
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .metrics.split_verdict import flagged
-    from .runs.split_check import check_split
-
-    res = check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
-                      records_range=records_range, folds=folds, seed=seed, permutations=permutations)
+    precheck_inputs({"members": members, "nonmembers": nonmembers})
+    res = lib("runs.split_check").check_split(members, nonmembers, split=split, dataset=dataset, data_root=data_root,
+                                              records_range=records_range, folds=folds, seed=seed,
+                                              permutations=permutations)
     human = (f"{res['verdict']} ({res['folds']}-fold, {res['permutations']} permutations, {res['n_members']} "
              f"members / {res['n_nonmembers']} non-members)")
-    if flagged(res):
+    if lib("metrics.split_verdict").flagged(res):
         click.echo(f"SHIFT: {human}", err=True)
         if as_json:
             _emit(res, True)
@@ -710,10 +486,7 @@ def check_split_cmd(members, nonmembers, split, dataset, data_root, records_rang
 @click.option("--json", "as_json", is_flag=True)
 def export_cmd(run_dir, target, out, as_json):
     """Write a trained target in diffusers format (pipeline folder; UNet + scheduler config if class-conditional)."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .runs.export import export_target
-
-    res = export_target(run_dir, target, out)
+    res = lib("runs.export").export_target(run_dir, target, out)
     _emit(res, as_json, f"exported {res['method']}/{res['target']} as a diffusers {res['layout']} folder: {res['out']}")
 
 
@@ -734,9 +507,7 @@ def account():
 @click.option("--json", "as_json", is_flag=True)
 def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_json):
     """ε of one PFDM upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z under each analysis."""
-    from .api import account as account_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
-
-    res = account_fn("ldp", clip=clip, t0=t0, delta=delta, epsilon=epsilon, steps=steps, beta_start=beta_start,
+    res = api.account("ldp", clip=clip, t0=t0, delta=delta, epsilon=epsilon, steps=steps, beta_start=beta_start,
                      beta_end=beta_end)
     lines = [f"LDP of one upload: C={clip}, t0={t0} (1-indexed), delta={delta}, sigma={res['sigma']:.4f}"]
     for k, v in res["epsilon"].items():
@@ -758,9 +529,7 @@ def account_ldp_cmd(clip, t0, delta, epsilon, steps, beta_start, beta_end, as_js
 @click.option("--json", "as_json", is_flag=True)
 def account_dpsgd_cmd(noise_multiplier, sample_rate, steps, delta, epsilon, accountant, as_json):
     """DP-SGD (Poisson-subsampled Gaussian) accounting."""
-    from .api import account as account_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
-
-    res = account_fn("dpsgd", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
+    res = api.account("dpsgd", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta,
                      epsilon=epsilon, accountant=accountant)
     human = (f"epsilon {res['epsilon']:.4f} at delta {res['delta']} [{res['accountant']}] for noise multiplier "
              f"{res['noise_multiplier']:.4f}, sample rate {res['sample_rate']}, {res['steps']} steps")
@@ -780,9 +549,7 @@ def audit(results, delta, confidence, as_json):
 
     Clopper–Pearson (threshold chosen on a split half) and one-run bounds, each with its assumption; a target
     whose lower bound exceeds its formal ε is flagged. RESULTS: run dirs, bench dirs or result.json files."""
-    from .api import audit as audit_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
-
-    res = audit_fn(list(results), delta=delta, confidence=confidence)
+    res = api.audit(list(results), delta=delta, confidence=confidence)
     _emit(res.audits if len(res.audits) != 1 else res.audits[0], as_json, res.text)
 
 
@@ -798,45 +565,18 @@ def audit(results, delta, confidence, as_json):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config field in every cell")
 @click.option("--inception-weights", default=None, type=click.Path(dir_okay=False),
               help="FID with torch-fidelity's Inception-v3 from this weights file (default: privbench's CNN)")
-@click.option("--executor", default="local", show_default=True, type=click.Choice(["local", "ray", "slurm"]),
-              help="local: here (one after another, or --jobs at once); ray: each training and cell a Ray task "
-                   "(privbench[ray]); slurm: each a Slurm job through submitit (privbench[slurm])")
-@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 1024),
-              help="local: trainings and cells run at once in worker processes (the cores divided among them)")
-@click.option("--slurm-partition", default=None, help="slurm: the partition of every job")
-@click.option("--slurm-gpus-per-task", default=0, show_default=True, type=click.IntRange(0, 64),
-              help="slurm: GPUs of every job (use 1 with --device cuda)")
-@click.option("--slurm-time-train", default=1440, show_default=True, type=click.IntRange(1, 525600),
-              help="slurm: time limit of a training job (minutes)")
-@click.option("--slurm-time-cell", default=240, show_default=True, type=click.IntRange(1, 525600),
-              help="slurm: time limit of a cell job (minutes)")
-@click.option("--slurm-cluster", default="slurm", show_default=True, type=click.Choice(["slurm", "local"]),
-              help="slurm: submitit's cluster (local: jobs as processes here, without Slurm; for tests)")
-@click.option("--address", default=None,
-              help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "
-                   "$RAY_ADDRESS, else a cluster on this machine, else a new local one)")
-@click.option("--retries", default=None, type=click.IntRange(0, 100),
-              help="times a failed cell is tried again before it is recorded as failed (default: 1 with ray, 0 local)")
-@click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, 1024),
-              help="ray, slurm: CPUs each task reserves, and the torch threads it uses")
+@executor_options
 @click.option("--threads", default=None, type=click.IntRange(min=1),
               help="CPU threads of this process [default: the cores this process may use / concurrent workers]")
 @click.option("--json", "as_json", is_flag=True)
-def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, jobs, slurm_partition,
-          slurm_gpus_per_task, slurm_time_train, slurm_time_cell, slurm_cluster, address, retries, cpus_per_task,
-          threads, as_json):
+def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executor, threads, as_json):
     """Run a grid of methods × attacks × datasets × seeds, side by side with the baselines.
 
     Cached and resumable: a rerun skips finished cells. Writes OUT/bench.json and OUT/side_by_side.csv; exits 3
     if a cell failed (the others are kept)."""
-    from .api import bench as bench_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
-
     configure_threads(threads)
-    slurm = dict(partition=slurm_partition, gpus_per_task=slurm_gpus_per_task, time_train_min=slurm_time_train,
-                 time_cell_min=slurm_time_cell, cluster=slurm_cluster) if executor == "slurm" else None
-    res = bench_fn(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
-                   inception_weights=inception_weights, executor=executor, address=address, retries=retries,
-                   cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm)
+    res = api.bench(suite, out=out, device=device, runs_dir=runs_dir, preset=preset, sets=sets,
+                    inception_weights=inception_weights, executor=executor)
     _emit(res.data, as_json, res.text)
     if res.failed:
         click.echo(f"privbench: failed: {res.failed} bench cell(s) failed; see {res.data['bench_json']}", err=True)
@@ -855,11 +595,8 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 @click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
 def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
-    # lazy: each command imports what it uses: --help and list stay light (docs/scaling.md §5)
-    from .api import report as report_fn
-    from .reports.layout import parse_names
-
-    paths = report_fn([directory], out, [f.strip() for f in formats.split(",") if f.strip()],
+    parse_names = lib("reports.layout").parse_names
+    paths = api.report([directory], out, [f.strip() for f in formats.split(",") if f.strip()],
                       latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
                       targets=parse_names(targets, "--targets"))
     _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
@@ -875,9 +612,7 @@ def check(gates, results, as_json):
 
     Exit 0 when every gate holds, 1 on a breach (each listed on stderr), 2 for bad input: a missing file,
     malformed YAML, an unknown metric, or a gate that matches no result (unless it says optional: true)."""
-    from .api import check as check_fn  # lazy: each command imports what it uses (docs/scaling.md §5)
-
-    res = check_fn(list(results), gates)
+    res = api.check(list(results), gates)
     for b in res.breaches:
         click.echo(f"BREACH: {b}", err=True)
     if res.breaches:

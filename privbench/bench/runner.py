@@ -60,6 +60,7 @@ from ..runs.attack import cached_result
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
 from .cell_schema import BenchCell, cells_of
+from .executor_options import ExecutorOptions
 from .paper_claims import check_claims, claims_record, parse_claims
 from .plan import plan
 from .pool_executor import LocalPool
@@ -79,22 +80,16 @@ def _still_valid(c, result_path: Path) -> bool:
         cached_result(Path(c.run_dir), result_path.parent, say=False) is not None
 
 
-EXECUTORS = ("local", "ray", "slurm")
-
-
 def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir: str | None = None,
               preset: str | None = None, sets: list[str] | tuple[str, ...] = (),
-              inception_weights: str | None = None, executor: str = "local", address: str | None = None,
-              retries: int | None = None, cpus_per_task: int = 1, jobs: int = 1,
-              slurm: dict | None = None) -> dict:
+              inception_weights: str | None = None, executor: ExecutorOptions | None = None) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
 
-    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file. ``executor``: ``local`` (here;
-    ``jobs`` worker processes at once), ``ray`` (each training and cell a Ray task on ``address``, ``cpus_per_task``
-    CPUs each; bench/ray_executor.py) or ``slurm`` (submitit jobs; ``slurm``: bench/slurm_executor.py's options).
-    ``retries``: attempts after a failed cell (default 1 with ray and slurm, 0 locally)."""
-
-    retries = _check_executor_options(executor, retries, jobs, cpus_per_task)
+    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file. ``executor``: where the
+    trainings and cells run (:class:`~privbench.bench.executor_options.ExecutorOptions`: here, ``jobs`` worker
+    processes, Ray tasks or Slurm jobs; default: here, one cell after another)."""
+    executor = executor or ExecutorOptions()
+    retries = executor.checked_retries()
     spec, path = load_suite(suite)
     name = str(spec["name"])
     fid_on = _fid_setup(spec, name, inception_weights)
@@ -113,15 +108,14 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     n_samples = samples_n(spec)
     bench_json = out_dir / "bench.json"
     _resume(cells, bench_json)
-    ray_exec, pool, device = _start_executor(executor, cells, device, out_dir, address=address, retries=retries,
-                                             cpus_per_task=cpus_per_task, jobs=jobs, slurm=slurm)
+    ray_exec, pool, device = _start_executor(executor, retries, cells, device, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     meta = {
         "suite": name, "suite_path": str(path), "suite_hash": config_hash(spec),
         "description": spec.get("description"), "preset": preset or spec.get("preset") or "tiny",
         "device": device, "runs_dir": str(runs), "overrides": [list(kv) for kv in cli_sets],
-        "roles": {c.method: c.role for c in cells}, **_provenance(executor, retries, ray_exec, pool),
+        "roles": {c.method: c.role for c in cells}, **_provenance(executor.name, retries, ray_exec, pool),
         # the suite's paper claims, so a report reads them without the suite file (bench/paper_claims.py)
         **({"paper_claims": claims_record(claims)} if claims else {}),
     }
@@ -178,27 +172,6 @@ def _provenance(executor: str, retries: int, ray_exec, pool) -> dict:
             **({pool.name if pool.name != "local" else "pool": pool.describe()} if pool is not None else {})}
 
 
-def _check_executor_options(executor: str, retries, jobs, cpus_per_task) -> int:
-    """The executor's options (BadInput, one line); returns ``retries`` (default: 1 with ray and slurm, 0 here)."""
-    if executor not in EXECUTORS:
-        raise BadInput(f"--executor {executor!r}; choose {' or '.join(EXECUTORS)}")
-    if retries is None:
-        retries = 1 if executor in ("ray", "slurm") else 0
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024:
-        raise BadInput(f"--jobs {jobs!r}: expected an integer in [1, 1024]")
-    if jobs > 1 and executor != "local":
-        raise BadInput(f"--jobs is the local executor's; --executor {executor} sizes its own workers")
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
-        raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
-    if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
-        raise BadInput(f"--cpus-per-task {cpus_per_task!r}: expected a positive integer")
-    if executor == "ray":
-        require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
-    if executor == "slurm":
-        require("submitit", "--executor slurm")
-    return retries
-
-
 def _fid_setup(spec: dict, name: str, inception_weights: str | None) -> bool:
     """Whether the suite computes FIDs; ``--inception-weights`` goes into its fid settings."""
     fid_on = spec.get("fid", False) not in (False, None)
@@ -227,25 +200,25 @@ def _resume(cells, bench_json: Path) -> None:
             c.result_path, c.summary, c.seconds = p.result_path, p.summary, p.seconds
 
 
-def _start_executor(executor: str, cells, device: str, out_dir: Path, *, address, retries: int,
-                    cpus_per_task: int, jobs: int, slurm: dict | None):
+def _start_executor(executor: ExecutorOptions, retries: int, cells, device: str, out_dir: Path):
     """(Ray executor or None, job pool or None, device). After planning: a bad suite exits 2 without starting or
     joining a cluster; a rerun with nothing left to do starts none."""
     pending = any(c.status == "pending" for c in cells)
     known = registered_paths()  # the user's records this suite names (datasets: PATH), as their workers load them
     records = tuple(sorted({known[c.dataset] for c in cells if c.dataset in known}))
-    if executor in ("ray", "slurm") and records:
+    if executor.name in ("ray", "slurm") and records:
         raise BadInput(f"suite datasets: the user's records (a path) run with the local executor (--jobs N), not "
-                       f"--executor {executor}; register them as a dataset plug-in to run there")
+                       f"--executor {executor.name}; register them as a dataset plug-in to run there")
     ray_exec = pool = None
-    if executor == "ray":
-        ray_exec = RayExecutor(address=address, retries=retries, cpus_per_task=cpus_per_task)
+    if executor.name == "ray":
+        ray_exec = RayExecutor(address=executor.address, retries=retries, cpus_per_task=executor.cpus_per_task)
         if pending:
             device = ray_exec.connect(device)
-    elif pending and executor == "slurm":  # trainings and cells as jobs (bench/pool_executor.py)
-        pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=cpus_per_task, **(slurm or {}))
-    elif pending and jobs > 1:
-        pool = LocalPool(jobs, retries, records=records)
+    elif pending and executor.name == "slurm":  # trainings and cells as jobs (bench/pool_executor.py)
+        pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=executor.cpus_per_task,
+                         **(executor.slurm or {}))
+    elif pending and executor.jobs > 1:
+        pool = LocalPool(executor.jobs, retries, records=records)
     return ray_exec, pool, device
 
 

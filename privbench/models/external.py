@@ -60,7 +60,7 @@ from .latent import load_sd_pipeline
 from .outside_config import check_unet_or_vae, sample_side
 from .pytorch_ddpm import PytorchDDPMUNet, load_ckpt
 from .safe_load import load_strict
-from .target import Target
+from .target import Calls, Target
 
 
 def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, facts: dict, *, shape, num_classes,
@@ -93,7 +93,7 @@ def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, fa
                 num_classes=num_classes, sample_shape=list(map(int, shape)),
                 parameters=int(sum(p.numel() for p in net.parameters())))
     tgt = Target(name, "external", net, schedule, device, num_classes, clip_sample=facts.get("clip_sample", True),
-                 note=note, eps_fn=eps_fn, net_eps=net_eps,
+                 note=note, calls=Calls(eps_fn=eps_fn, net_eps=net_eps),
                  meta={"shape": tuple(int(s) for s in shape), "provenance": prov})
     return tgt
 

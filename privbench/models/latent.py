@@ -57,7 +57,7 @@ from .external_base import (
 )
 from .outside_config import caption_tokens, check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
 from .safe_load import check_size, meta_build, safetensors_tensors
-from .target import Target, TargetCapabilities
+from .target import Calls, Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
                        "unet": "UNet2DConditionModel"}
@@ -423,9 +423,9 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
                 conditioning="CLIP text embedding of each record's caption (row 0: empty caption)",
                 parameters=int(sum(p.numel() for p in unet.parameters())))
     note = f"latent text-to-image model ({prov.get('format')}), {pred} prediction"
-    return (cls or LatentTarget)(name, "external", unet, schedule, device, None, clip_sample=False, note=note, eps_fn=eps_fn,
-                        meta={"shape": (c, h, w), "provenance": prov}, vae=vae, scaling=scaling, text=text,
-                        pixel_shape=pixel_shape)
+    return (cls or LatentTarget)(name, "external", unet, schedule, device, None, clip_sample=False, note=note,
+                                 calls=Calls(eps_fn=eps_fn), meta={"shape": (c, h, w), "provenance": prov}, vae=vae,
+                                 scaling=scaling, text=text, pixel_shape=pixel_shape)
 
 
 def _index_entry(index: dict, key: str, where: str, allowed) -> bool:

@@ -43,29 +43,40 @@ class Uploads:
     clip: float
 
 
+@dataclass(frozen=True)
+class Calls:
+    """How a target's queries reach its network when not as one call ``model(x_t, t, y)``: ``extra``, the extra
+    condition every call carries (PFDM's clip flag); ``eps_fn(x_t, t, y)``, ε computed otherwise (several networks,
+    an outside model's call convention); ``net_eps`` (:attr:`Target._net_eps`); ``sampler``, a generation of its
+    own (PFDM's pipeline: ``sampler(n, y, seed=, sampler=, ddim_steps=, batch_size=)``)."""
+    extra: int | None = None
+    eps_fn: Callable | None = None
+    net_eps: Callable | None = None
+    sampler: Callable | None = None
+
+
 class Target:
     """``predict_noise(x_t, t, y=None)`` batched, on the target's device, EMA weights, no grad."""
 
     def __init__(self, name: str, method: str, model: torch.nn.Module, schedule: Schedule, device,
-                 num_classes: int | None, *, extra: int | None = None, clip_sample: bool = True,
-                 note: str = "", sampler: Callable | None = None,
-                 eps_fn: Callable | None = None, uploads: Uploads | None = None, meta: dict | None = None,
-                 net_eps: Callable | None = None):
+                 num_classes: int | None, *, clip_sample: bool = True, note: str = "", uploads: Uploads | None = None,
+                 meta: dict | None = None, calls: Calls | None = None):
+        calls = calls or Calls()
         self.name = name
         self.method = method
         self.model = model.eval() if model is not None else None
         self.schedule = schedule
         self.device = torch.device(device)
         self.num_classes = num_classes
-        self.extra = extra
+        self.extra = calls.extra
         self.clip_sample = clip_sample
         self.note = note
-        self._sampler = sampler
-        self._eps_fn = eps_fn
+        self._sampler = calls.sampler
+        self._eps_fn = calls.eps_fn
         #: ``net_eps(net, x_t, t, y, extra)``: ε from one call of ``net`` — the target's model or a functional
         #: stand-in with other parameters — when ``eps_fn`` is that one network plus a differentiable conversion
         #: (an outside model's call convention and prediction type), so gradients can be taken through it
-        self._net_eps = net_eps
+        self._net_eps = calls.net_eps
         self.uploads = uploads
         self.meta = meta or {}
         #: the targets a generation chains, in order (PFDM's pipeline: shared, client); empty: this one alone

@@ -126,11 +126,12 @@ def _candidates(candidates, clip: float, shape: tuple[int, ...], records=None) -
 
 def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE,
                            n_trials: int = 20000, shape: tuple[int, ...] = (1, 8, 8), candidates="worst",
-                           records=None, num_timesteps: int = 1000, beta_start: float = 1e-4,
-                           beta_end: float = 0.02, beta_schedule: str = "linear", seed: int = 0,
+                           records=None, alpha_bars: torch.Tensor | None = None, seed: int = 0,
                            chunk: int = 4096, flag_bound_confidence: float | None = None) -> dict:
     """Empirical ε lower bounds of PFDM's upload mechanism at (C, t0), next to its analytic ε (module doc).
 
+    ``alpha_bars``: the schedule, ᾱ of each 0-indexed model timestep (float64,
+    :func:`~privbench.core.schedule.alphas_cumprod`; default: linear β from 1e-4 to 0.02 over 1000 steps).
     ``n_trials`` uploads of each candidate (2·n_trials in all). Returns ``epsilon_lower_bound`` (Clopper–Pearson),
     ``gdp`` (the GDP estimate), ``analytic_epsilon`` (Δ = 2C, what PFDM claims), ``analytic_epsilon_pair`` (at the
     pair's distance), ``exceeds_analytic`` (from the flag bounds, see the module doc), ``flag_bounds``,
@@ -145,8 +146,8 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA
     flag_conf = bound_confidence(confidence, 2) if own_family else float(flag_bound_confidence)
     if not (float(confidence) <= flag_conf < 1.0):
         raise BadInput(f"flag_bound_confidence={flag_bound_confidence!r}: must be in [confidence, 1)")
-    ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule).double()
-    mt = t0_to_model_t(int(t0), num_timesteps)
+    ac = (alphas_cumprod() if alpha_bars is None else torch.as_tensor(alpha_bars)).double()
+    mt = t0_to_model_t(int(t0), len(ac))
     ab = float(ac[mt])
     sigma = upload_sigma(ab)
     x, xp, desc = _candidates(candidates, float(clip), tuple(shape), records)

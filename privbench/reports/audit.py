@@ -213,12 +213,13 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
            mech["beta_start"], mech["beta_end"], mech["beta_schedule"], flag_bound_confidence)
     if key not in _UPLOAD_CACHE:
         # lazy: the upload audit simulates uploads with torch; `audit` of other results stays torch-free
+        from ..core.schedule import alphas_cumprod
         from ..privacy.audit_uploads import audit_upload_mechanism
 
         _UPLOAD_CACHE[key] = audit_upload_mechanism(
             mech["clip"], mech["t0"], delta=delta, confidence=confidence, n_trials=n_trials, shape=shape,
-            num_timesteps=mech["num_timesteps"], beta_start=mech["beta_start"], beta_end=mech["beta_end"],
-            beta_schedule=mech["beta_schedule"], seed=seed, flag_bound_confidence=flag_bound_confidence)
+            alpha_bars=alphas_cumprod(mech["num_timesteps"], mech["beta_start"], mech["beta_end"],
+                                      mech["beta_schedule"]), seed=seed, flag_bound_confidence=flag_bound_confidence)
     return _UPLOAD_CACHE[key]
 
 

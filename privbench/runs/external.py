@@ -38,6 +38,7 @@ from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
 from .attack import Staged, attack_once, execute, make_attack, metrics_hash_dict, refuse
 from .external_references import build_external_references, load_recipe
+from .outside_spec import OutsideSpec
 from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir
 
@@ -326,33 +327,6 @@ def _split_check(mem: RecordSet, non: RecordSet, captions: list[str] | None = No
     return shift
 
 
-@dataclass(frozen=True)
-class OutsideSpec:
-    """An outside model and its records as the ``--model`` option group names them (a bench suite's ``external``
-    entry alike): what :func:`load_external_target` loads and checks. ``claim``: the privacy object of the user's
-    claim (:func:`privbench.privacy.claims.user_claim`); ``sets``: ``--set`` overrides of the attack, sample and
-    metrics settings (:func:`external_config`)."""
-    model_path: Any
-    members_spec: Any = None
-    nonmembers_spec: Any = None
-    split: Any = None
-    dataset: str | None = None
-    data_root: Any = None
-    arch: str | None = None
-    scheduler_config: Any = None
-    use_ema: bool = True
-    target_name: str = "model"
-    claim: dict | None = None
-    records_range: str = "auto"
-    lora: Any = None
-    caption: str | None = None
-    reference_recipe: Any = None
-    reference_data: Any = None
-    preset: str = "tiny"
-    sets: tuple = ()
-    device: Any = "auto"
-
-
 def load_external_target(spec: OutsideSpec) -> ExternalTarget:
     """Load and check an outside model, its records and its reference inputs (everything that can be bad input,
     nothing written).
@@ -417,18 +391,10 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
     return Records(z, rows, pixels.labels, pixels.index), caps, pixels
 
 
-def run_external(ext: ExternalTarget, attack: str, seed: int = 0, *, runs_dir=None,
-                 strict: bool = True) -> AttackResult:
-    """Run ``attack`` on a loaded outside target and write ``<runs_dir>/external-<hash>/`` (an equal request
-    reuses the finished run); returns the result."""
-    att, source = ext.plan(attack, seed, runs_dir=runs_dir, strict=strict)
-    return execute(att, source)
-
-
 def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=None,
                     strict: bool = True) -> AttackResult:
-    """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/``; returns the
-    result.
+    """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/`` (an equal request
+    reuses the finished run); returns the result.
 
     ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
     with ``strict=False``). ``spec.claim`` is written as the result's ``privacy`` object; audit compares the
@@ -436,7 +402,7 @@ def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=N
     external_config(spec.preset, seed, spec.sets, spec.dataset)  # a bad seed, before loading anything
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
-    return run_external(load_external_target(spec), attack, seed, runs_dir=runs_dir, strict=strict)
+    return execute(*load_external_target(spec).plan(attack, seed, runs_dir=runs_dir, strict=strict))
 
 
 def external_reference_inputs(recipe_path, data_spec, records: Records | None = None, *, dataset: str | None = None,

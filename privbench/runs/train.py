@@ -231,7 +231,7 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     if klass is not None and (nc is None or not 0 <= klass < nc):
         raise BadInput(f"--class {klass}: must be in [0, {nc}) for dataset {cfg.dataset}" if nc else
                        "--class: this target is unconditional")
-    method = train(cfg, runs_dir, device)
+    ensure_trained(method)
     tgt = method.load_target(target)
     y = torch.full((n,), klass, dtype=torch.long) if klass is not None else None
     images, labels = tgt.sample(n, y, seed=cfg.seed, sampler=cfg.sample.sampler, ddim_steps=cfg.sample.ddim_steps,

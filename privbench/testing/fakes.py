@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..core.schedule import Schedule
-from ..models.target import Target
+from ..models.target import Calls, Target
 
 SCHEDULE = Schedule(1000, 1e-4, 0.02, "linear", "fixed_small")
 
@@ -74,5 +74,5 @@ def fake_target(eps_fn, shape=(1, 8, 8), num_classes=None, log: CallLog | None =
             log.labels.append(None if y is None else y.clone())
         return eps_fn(x_t, t, y)
 
-    return Target(name, "test", None, SCHEDULE, "cpu", num_classes, eps_fn=wrapped, meta={"shape": shape},
+    return Target(name, "test", None, SCHEDULE, "cpu", num_classes, calls=Calls(eps_fn=wrapped), meta={"shape": shape},
                   clip_sample=False)

@@ -31,7 +31,8 @@ NAME_LITERAL_EXCEPTIONS = {
     ("privbench/models/dp_sgd.py", "loss"), ("privbench/models/methods/dpsad.py", "loss"),
     ("privbench/models/training.py", "loss"),
     # the bench executor `--executor local` (the cells in this process, vs ray) shares its word with the method local
-    ("privbench/bench/runner.py", "local"), ("privbench/cli.py", "local"), ("privbench/api.py", "local"),
+    ("privbench/bench/runner.py", "local"), ("privbench/bench/executor_options.py", "local"),
+    ("privbench/cli_options.py", "local"), ("privbench/api.py", "local"),
     # attack.statistic names the attack whose distance lira/rmia/qmia calibrate; its default "loss" is LiRA's own
     # fixed-noise loss statistic, not the loss attack (``sima`` is the stronger one: docs/attacks.md §13)
     ("privbench/attacks/references.py", "loss"), ("privbench/attacks/qmia.py", "loss"),

@@ -11,7 +11,7 @@ from privbench.attacks.base import AttackEnv
 from privbench.attacks.extract import Extract, auto_clique, expected_clique_records, greedy_cliques, tiled_l2
 from privbench.attacks.memorization import NNRatioMemorization
 from privbench.core.errors import BadInput
-from privbench.models.target import Target
+from privbench.models.target import Calls, Target
 
 
 def _data(n, seed=0):
@@ -67,7 +67,7 @@ def _copying_target(train):
     def sample(n, y, *, seed, **_):
         g = torch.Generator().manual_seed(seed)
         return train[torch.randint(0, len(train), (n,), generator=g)], y
-    return Target("copies", "test", None, SCHEDULE, "cpu", None, sampler=sample, meta={"shape": (1, 8, 8)})
+    return Target("copies", "test", None, SCHEDULE, "cpu", None, calls=Calls(sampler=sample), meta={"shape": (1, 8, 8)})
 
 
 def test_a_perfect_memoriser_of_256_records_is_counted_where_a_clique_of_10_cannot_fire():

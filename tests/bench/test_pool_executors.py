@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from privbench.bench.executor_options import ExecutorOptions
 from privbench.bench.runner import run_suite
 from privbench.bench.suite import SHIPPED
 from privbench.cli import main
@@ -69,7 +70,7 @@ def _suite(tmp_path, attacks, pfdm: bool = True) -> Path:
 
 def _reference(tmp, pfdm: bool):
     suite = _suite(tmp, ["loss", "pia", "boom", "flaky"], pfdm=pfdm)
-    return suite, run_suite(str(suite), runs_dir=str(tmp / "runs"), device="cpu", retries=1)
+    return suite, run_suite(str(suite), runs_dir=str(tmp / "runs"), device="cpu", executor=ExecutorOptions(retries=1))
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +167,7 @@ def test_slurm_job_that_dies_is_submitted_again(tmp_path):
 
 def test_bad_pool_options_are_bad_input(tmp_path):
     with pytest.raises(BadInput, match="--jobs"):
-        run_suite("test", runs_dir=str(tmp_path / "runs"), executor="ray", jobs=2)
+        run_suite("test", runs_dir=str(tmp_path / "runs"), executor=ExecutorOptions("ray", jobs=2))
     r = CliRunner().invoke(main, ["bench", "--suite", "test", "--runs-dir", str(tmp_path / "runs"),
                                   "--jobs", "0"])
     assert r.exit_code == 2

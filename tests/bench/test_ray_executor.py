@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from privbench.bench.executor_options import ExecutorOptions
 from privbench.bench.runner import run_suite
 from privbench.bench.suite import SHIPPED
 from privbench.cli import main
@@ -40,7 +41,7 @@ def _suite(tmp_path, attacks=("loss", "pia", "boom", "flaky")) -> Path:
 def test_without_ray_the_ray_executor_is_one_line_exit_2(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError, as when it is not installed
     with pytest.raises(BadInput, match=r"pip install 'privbench\[ray\]'"):
-        run_suite("test", runs_dir=str(tmp_path / "runs"), executor="ray")
+        run_suite("test", runs_dir=str(tmp_path / "runs"), executor=ExecutorOptions("ray"))
     r = CliRunner().invoke(main, ["bench", "--suite", "test", "--runs-dir", str(tmp_path / "runs"),
                                   "--executor", "ray"])
     assert r.exit_code == 2, (r.stdout, r.stderr)
@@ -93,7 +94,7 @@ def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path):
     """The small Ray grid of `make test`: one training task and two cell tasks (one fails), no retries; the
     retries, the flaky cell and the rerun are the slow test below (`make test-all`)."""
     suite = _suite(tmp_path, ("loss", "boom"))
-    local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", retries=0)
+    local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", executor=ExecutorOptions(retries=0))
     out = tmp_path / "bench-ray"
     r = CliRunner().invoke(main, ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "ray"), "--out",
                                   str(out), "--executor", "ray", "--retries", "0", "--json"])
@@ -115,7 +116,7 @@ def test_ray_bench_trains_attacks_and_reports_a_failure_like_local(tmp_path):
 def test_ray_bench_retries_reports_failures_reuses_the_cache_and_matches_local(tmp_path):
     suite = _suite(tmp_path)
     # the local executor: the reference (retries=1 too, so the flaky cell passes on its second attempt there too)
-    local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", retries=1)
+    local = run_suite(str(suite), runs_dir=str(tmp_path / "local"), device="cpu", executor=ExecutorOptions(retries=1))
 
     out = tmp_path / "bench-ray"
     args = ["bench", "--suite", str(suite), "--runs-dir", str(tmp_path / "ray"), "--out", str(out),

@@ -155,9 +155,9 @@ def test_every_command_calls_its_api_function(tmp_path, monkeypatch, name, argv)
 
 def test_bench_refuses_bad_options_before_running():
     with pytest.raises(BadInput, match="--address"):
-        privbench.bench("tiny", address="auto")
+        privbench.bench("tiny", executor=api.ExecutorOptions(address="auto"))
     with pytest.raises(BadInput, match="--address"):
-        api.bench("tiny", address="auto")
+        api.bench("tiny", executor=api.ExecutorOptions(address="auto"))
 
 
 def test_import_stays_light_and_bench_is_both_the_function_and_the_package():

@@ -50,7 +50,7 @@ from ..debug import debug_log
 from ..federated import FederatedMethod, parse_client_target
 from ..loop import ema_capped
 from ..public_init import load_into, pretrained_denoiser
-from ..target import Target, Uploads
+from ..target import Calls, Target, Uploads
 from ..training import TrainData, is_trained, load_ema, train_denoiser
 from ..unet import build_denoiser
 from ..unit_pool import TrainUnit, train_units
@@ -367,7 +367,7 @@ class PFDM(FederatedMethod):
                                     x_start=x, t_start=t_model, t_stop=0, desc=f"pfdm client {k}")
 
         tgt = self.make_target(
-            name or f"client:{k}", self._client_model(k), extra=UNCLIPPED, sampler=sampler,
+            name or f"client:{k}", self._client_model(k), calls=Calls(extra=UNCLIPPED, sampler=sampler),
             note=f"NO DP: client {k}'s local model, trained on its raw records without DP (valid for model "
                  f"timesteps 0..{t_model}; sample() starts from N(0, I) at the upload level)")
         tgt.meta["t_max"] = t_model
@@ -399,8 +399,8 @@ class PFDM(FederatedMethod):
                                     ddim_steps=ddim_steps, batch_size=batch_size)
 
         tgt = self.make_target(
-            f"pipeline:{k}", nn.ModuleDict({"shared": shared.model, "client": client.model}), eps_fn=eps_fn,
-            sampler=sampler,
+            f"pipeline:{k}", nn.ModuleDict({"shared": shared.model, "client": client.model}),
+            calls=Calls(eps_fn=eps_fn, sampler=sampler),
             note=f"NO DP for client {k}'s records: client {k}'s composed sampler (shared model T steps, then its "
                  f"non-private local model t0={t0} steps); predict_noise is the client model for t <= {t_model}, "
                  f"the shared model above")
