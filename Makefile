@@ -51,7 +51,7 @@ test-all: install-all lint
 # arguments, blind excepts with their reason, no unused noqa) and dead code (vulture, 80 % confidence); seconds
 lint: install-all
 	$(BIN)/ruff check privbench tests
-	$(BIN)/vulture privbench vulture_whitelist.py --min-confidence 80
+	$(BIN)/vulture privbench benchmarks vulture_whitelist.py --min-confidence 60
 
 bench: install-all
 	$(BIN)/python benchmarks/run_all.py

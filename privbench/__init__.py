@@ -5,11 +5,8 @@ from .api import account, audit, check, report
 from .builtins import MODULES as _BUILTIN_MODULES
 from .builtins import load as _load_builtins
 from .core.registry import install_builtins as _install_builtins
-from .core.threads import passive_wait_by_default as _passive_wait_by_default
 from .core.version import __version__
 
-# before anything imports torch: OpenMP threads that sleep instead of spinning while they wait (docs/scaling.md §1)
-_passive_wait_by_default()
 _install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins (privbench/builtins.py)
 # `privbench.bench` is both the subpackage (its modules import as ever) and the function of `privbench bench`:
 # calling it runs privbench.api.bench (a subpackage's name on its parent is the module, so the module is made callable)

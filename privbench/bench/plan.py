@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import PRESET_DATASETS, build_config, check_seed, config_hash
+from ..core.config import build_config, check_seed, config_hash, preset_dataset
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from ..core.registry import ATTACKS, METHODS
@@ -98,7 +98,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
         msets = as_sets(spec.get("set"), f"methods.{entry}.set")
         axis = epsilon_axis(suite, spec, [int(s) for s in seeds], bool(factory.private), f"methods.{entry}")
         for ds, dsets, eps, seed in ((ds, dsets, eps, seed)
-                                     for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", [PRESET_DATASETS.get(preset, "digits")]))
+                                     for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", [preset_dataset(preset)]))
                                      for eps, eps_seeds in axis for seed in eps_seeds):
             base = dict(method=mname, dataset=ds, seed=int(seed), role=role, variant=variant, epsilon=eps)
             overrides = as_sets(suite.get("set"), "set") + msets + dsets + list(sets)

@@ -1,22 +1,11 @@
 """One model trained by several processes: torch.distributed set up from torchrun's environment.
 
-privbench builds no distribution layer of its own: ``torchrun --nproc-per-node N -m privbench train …``
-starts N processes with ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` in their
-environment, :func:`init_from_env` joins them into one process group (NCCL on CUDA, gloo on CPU) and the
-training loops use PyTorch's own DistributedDataParallel (plain loop) or one all-reduce of the clipped
-per-record gradient sums (DP-SGD loop). What the loops need from here:
-
-- every rank draws the same global batch from the same seeded step generator and takes its own disjoint,
-  contiguous slice :func:`shard` of it, so the global batch is the single-process batch;
-- rank 0 alone writes checkpoints and logs (:func:`is_main`); :func:`barrier` after a checkpoint so that
-  no rank reads a file before rank 0 has written it;
-- :func:`all_reduce_sum` of several tensors in one flat collective; :func:`broadcast_from_main` of rank 0's
-  values (the secure Poisson sample and seed, :func:`poisson_sample_from_main`, :func:`secure_generator_from_main`).
-
-Files: rank 0 alone writes (``core/io.is_writer`` makes every atomic write, log line and checkpoint a no-op on
-the other ranks, which compute the same bytes).
-
-Without torchrun (``WORLD_SIZE`` unset or 1) everything here is a no-op: rank 0 of a world of 1.
+``torchrun --nproc-per-node N -m privbench train …`` starts N processes; :func:`init_from_env` joins them into one
+process group (NCCL on CUDA, gloo on CPU) and the loops use DistributedDataParallel (plain loop) or one all-reduce
+of the clipped per-record gradient sums (DP-SGD loop). Every rank draws the same seeded global batch and takes its
+own slice (:func:`shard`); rank 0 alone writes (:func:`is_main`, ``core/io.is_writer``) and :func:`barrier`
+follows a checkpoint; :func:`broadcast_from_main` shares rank 0's secure draws. Without torchrun (``WORLD_SIZE``
+unset or 1) everything here is a no-op: rank 0 of a world of 1.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The one reader of JSON files privbench did not write: a model's ``config.json``, ``model_index.json``, a
 scheduler config.
 
-Such a file may be anything: a FIFO that never ends (``open`` would block), a 300 MB document (read whole: 22 s,
-1.4 GB), a dangling link (a Hugging Face cache snapshot with a missing blob), ``[[[[…]]]]`` nested deeper than
+Such a file may be anything: a FIFO that never ends (``open`` would block), a document of hundreds of MB, a dangling
+link (a Hugging Face cache snapshot with a missing blob), ``[[[[…]]]]`` nested deeper than
 Python's recursion limit. Each is :class:`BadInput` with one line naming the file, before anything is read beyond
 :data:`MAX_BYTES` (the same bound as YAML inputs, :data:`privbench.core.yamlio.MAX_BYTES`).
 """

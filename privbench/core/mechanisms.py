@@ -1,5 +1,4 @@
-"""The privacy mechanisms, one copy each: used by the methods that apply them, the attacks that simulate them
-and the audits that test them.
+"""The privacy mechanisms, one copy each (methods apply them, attacks simulate them, audits test them).
 
 * **PFDM's upload** (local DP per record): x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, z ~ N(0, I), with
   CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image — a Gaussian mechanism with sensitivity 2C (replace-one) and
@@ -9,10 +8,9 @@ and the audits that test them.
 * **Per-record output sanitization** of DP-SAD's paper mode: each record's output gradient clipped to C plus its
   own N(0, σ²C²I) (not a sound DP guarantee for the parameters; docs/methods.md §6).
 
-**Noise source** (``dp.noise_source``). ``seeded``: the noise comes from the generator the caller passes, seeded
-from the run's seed, so anyone who knows the seed regenerates it and subtracts it (reproducible benchmark noise,
-not a deployable release). ``secure``: the caller passes :data:`SECURE` instead, and every Gaussian draw comes from
-the operating system's entropy (``os.urandom``, Box–Muller in float64): nothing seeds it, nothing stores it.
+**Noise source** (``dp.noise_source``): ``seeded`` draws from the caller's generator, seeded from the run's seed
+(reproducible benchmark noise, not a deployable release); ``secure`` (:data:`SECURE`) draws from ``os.urandom``
+(Box–Muller in float64): nothing seeds it, nothing stores it.
 """
 from __future__ import annotations
 

@@ -45,13 +45,6 @@ def t0_to_model_t(t0: int, num_timesteps: int = 1000) -> int:
     return t0 - 1
 
 
-def alpha_bar_at_t0(t0: int, num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
-                    beta_schedule: str = "linear") -> float:
-    """ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) for the paper's 1-indexed t0."""
-    ac = alphas_cumprod(num_timesteps, beta_start, beta_end, beta_schedule)
-    return float(ac[t0_to_model_t(t0, num_timesteps)])
-
-
 @dataclass
 class Schedule:
     """The schedule a model was trained with; ``alphas_cumprod`` is float32 on the model's device."""
@@ -71,11 +64,6 @@ class Schedule:
     def scheduler(self, clip_sample: bool = True):
         return make_scheduler(self.num_timesteps, self.beta_start, self.beta_end, self.beta_schedule,
                               self.variance_type, clip_sample)
-
-    def check_t(self, t: int, what: str = "t") -> int:
-        if not isinstance(t, int) or t < 0 or t >= self.num_timesteps:
-            raise BadInput(f"{what}={t!r}: must be a model timestep in [0, {self.num_timesteps}) (0-indexed)")
-        return t
 
 
 def ddim_step(x: torch.Tensor, eps: torch.Tensor, a_t: torch.Tensor, a_next: torch.Tensor,

@@ -1,30 +1,13 @@
 """CPU threads of this process: one setting for torch's intra-op pool (and OpenMP/MKL under it).
 
-Two privbench processes on one 2-core machine, each with torch's default pool (one thread per core), were
-seen to slow from ~5 steps/s to one step per 11 s: their OpenMP threads spin and preempt each other on the
-same cores. The default here therefore divides the cores this process may run on (``os.sched_getaffinity``,
-which honours ``taskset`` and cgroup cpusets, unlike ``os.cpu_count``) among the workers that run at the
-same time on this machine:
+Processes whose OpenMP threads outnumber the cores spin and preempt each other, so the default divides the cores
+this process may run on (``os.sched_getaffinity``: honours ``taskset`` and cgroup cpusets) among the privbench
+workers running at once (``PRIVBENCH_WORKERS``, set by a bench executor; ``LOCAL_WORLD_SIZE``, set by torchrun).
+``--threads N`` wins; a user's ``OMP_NUM_THREADS`` is the default. On a busy machine (docs/scaling.md §1) the
+command line makes OpenMP wait passively (:func:`passive_wait_by_default`), and a model below
+:data:`SMALL_MODEL_PARAMS` gets one thread unless a count was given (:func:`fit_threads_to_model`).
 
-- ``PRIVBENCH_WORKERS``: set by whatever starts several privbench workers at once (a bench executor);
-- ``LOCAL_WORLD_SIZE``: set by torchrun for the processes of one node.
-
-An explicit ``--threads N`` wins over both. ``OMP_NUM_THREADS`` given by the user is also honoured as the
-default (torch reads it at start-up; torchrun sets it to 1 when unset).
-
-Two more rules keep a busy machine (a CI runner, a laptop, a shared server) from costing more than its fair share
-(docs/scaling.md §1, measured by ``benchmarks/threads_under_load.py``):
-
-- **passive OpenMP wait on a busy machine** (:func:`passive_wait_by_default`, called by ``import privbench``
-  before torch is imported, after a 0.1 s look at ``/proc/stat``): when other processes hold at least half the
-  cores, OpenMP's worker threads sleep between parallel regions instead of spinning on cores those processes
-  need; an idle machine keeps OpenMP's own (faster there) wait. A user's own ``OMP_WAIT_POLICY`` is left as it is;
-- **one thread for a small model** (:func:`fit_threads_to_model`): below :data:`SMALL_MODEL_PARAMS` parameters a
-  step's operations are too small for a second thread to pay for its wake-ups, and under load the second thread
-  waits for a core. Only a default count is lowered: ``--threads N`` and ``OMP_NUM_THREADS`` are kept.
-
-torch is imported inside the functions that need it, so that ``import privbench`` (and the command line's
-start-up) stays light.
+torch is imported inside the functions that need it, so that ``import privbench`` stays light.
 """
 from __future__ import annotations
 
@@ -37,14 +20,14 @@ from .errors import BadInput
 _configured: int | None = None
 _explicit = False  # the count was given (--threads, OMP_NUM_THREADS), not chosen by default_threads
 
-#: models with fewer parameters train, sample and are attacked with one thread by default (the test and tiny
-#: presets' UNets: 41k and 0.16M parameters; the paper UNet has 35.7M) — benchmarks/threads_under_load.py
+#: models with fewer parameters train, sample and are attacked with one thread by default: their operations are
+#: too small for a second thread to pay for its wake-ups (the test and tiny presets' UNets; not the paper UNet)
 SMALL_MODEL_PARAMS = 2_000_000
 
 
 #: a machine is busy when other processes used at least this share of all its cores during the look at start-up
 BUSY_SHARE = 0.5
-_LOOK_S = 0.1  # how long import privbench watches /proc/stat (its cost to start-up)
+_LOOK_S = 0.1  # how long the command line watches /proc/stat (its cost to start-up)
 
 
 def cpu_share_in_use(window: float = _LOOK_S) -> float | None:
@@ -69,9 +52,8 @@ def wait_policy_for(environ, torch_loaded: bool, share_in_use) -> str | None:
     """The OpenMP wait policy privbench sets (None: leave it): PASSIVE on a busy machine (others used
     ≥ :data:`BUSY_SHARE` of the cores: ``share_in_use()``, asked only when the rest allows a choice), unless the
     user chose a policy or spin count, or torch's OpenMP runtime has already read the environment. An idle machine
-    keeps OpenMP's own wait (it spins briefly between parallel regions: 0.79× the steps/s with PASSIVE for the
-    paper UNet on 2 idle cores). The thread count, which decides the numbers, never depends on the load; the wait
-    policy does not change a number."""
+    keeps OpenMP's own wait (a brief spin between parallel regions, faster there). The thread count, which decides
+    the numbers, never depends on the load; the wait policy does not change a number."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ or torch_loaded:
         return None
     share = share_in_use()
@@ -81,8 +63,8 @@ def wait_policy_for(environ, torch_loaded: bool, share_in_use) -> str | None:
 
 
 def passive_wait_by_default() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`, from a 0.1 s look at
-    ``/proc/stat``); True if set. Child processes inherit it."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`, from a look at ``/proc/stat``);
+    True if set. Child processes inherit it. The command line calls it first; a library import never does."""
     policy = wait_policy_for(os.environ, "torch" in sys.modules, cpu_share_in_use)
     if policy is None:
         return False
@@ -140,11 +122,10 @@ def retain_freed_memory() -> bool:
     """Keep freed heap memory in this process instead of returning it to the OS (glibc only; True if set).
 
     A DP-SGD step on CPU allocates and frees tens of MB of per-record gradients; with glibc's defaults the
-    freed top of the heap is trimmed and the next step faults the same pages in again (≈ 3000 page faults and
-    ~10 ms of kernel time per step of the tiny model, ~7% of the step). Large blocks (up to 256 MB) then come
-    from the heap and up to 1 GiB of freed heap is kept for reuse — the usual allocator tuning for training
-    on CPU (what jemalloc/tcmalloc would otherwise provide)."""
-    # lazy: ctypes only when threads are configured; core.threads loads with `import privbench`
+    freed top of the heap is trimmed and the next step faults the same pages in again. Large blocks (up to
+    256 MB) then come from the heap and up to 1 GiB of freed heap is kept for reuse — the usual allocator tuning
+    for training on CPU (what jemalloc/tcmalloc would otherwise provide)."""
+    # lazy: ctypes only when threads are configured (`import privbench` stays light)
     import ctypes
     import ctypes.util
     import platform
@@ -168,7 +149,7 @@ def configure_threads(n: int | None = None) -> int:
     when that has happened it is left as it is (privbench runs no inter-op parallel work).
     """
     global _configured, _explicit
-    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
+    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     explicit = n is not None or _user_omp_threads() is not None
@@ -191,7 +172,7 @@ def fit_threads_to_model(model) -> int:
     :func:`configure_threads`'s default (not given); returns the count in use. A no-op elsewhere (a library user
     who never called configure_threads keeps torch's own setting)."""
     global _configured
-    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
+    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     if _configured is None or _explicit or _configured == 1:
@@ -213,23 +194,13 @@ def parallel_processes(n_units: int, n_params: int) -> int:
     return max(1, min(n_units, available_cores()))
 
 
-def configured_threads() -> int:
-    """The count set by :func:`configure_threads`, else torch's current intra-op count."""
-    if _configured is not None:
-        return _configured
-    # lazy: core.threads loads with `import privbench`, before torch (docs/scaling.md §1)
-    import torch
-
-    return torch.get_num_threads()
-
-
 def configure_worker_process(threads: int, workers: int | None = None) -> None:
     """First call of a worker process a bench executor started (a pool worker, a Ray task): ``threads`` OpenMP/MKL
     threads, ``workers`` privbench workers sharing the machine, no progress bars of its own.
 
-    The only place besides :func:`passive_wait_by_default` where privbench writes the process environment: the
-    OpenMP runtime reads ``OMP_NUM_THREADS`` when torch loads (and the processes this worker starts inherit it),
-    so a variable, not a call, is what reaches it."""
+    It writes the process environment (as :func:`passive_wait_by_default` does): the OpenMP runtime reads
+    ``OMP_NUM_THREADS`` when torch loads (and the processes this worker starts inherit it), so a variable, not a
+    call, is what reaches it."""
     from . import progress  # lazy: tqdm stays out of `import privbench`
 
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)

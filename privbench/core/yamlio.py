@@ -1,17 +1,11 @@
 """The one YAML reader and writer for files privbench reads from users: ``--config``, suites, gates, a run's
 ``config.yaml`` and ``--set`` list values.
 
-YAML's anchors and aliases (``&a`` / ``*a``) let a few hundred bytes expand to gigabytes when the document is
-turned into Python objects (the "billion laughs" alias bomb: a 531-byte ``--config`` took 92 s and 1 GB). No
-privbench file needs them, so the loader refuses both when it meets them, before anything is expanded; it also
-refuses a document over :data:`MAX_BYTES` or nested deeper than :data:`MAX_DEPTH`. Tags other than YAML's own are
-refused as before (safe loading never builds Python objects). Every refusal is :class:`BadInput` with one line.
-
-A key written twice in one mapping is refused (naming the key and both lines): YAML's loaders keep the last value,
-so a duplicated suite method or ``seeds:`` would silently drop what the first one said. Merge keys (``<<``) are
-refused for the same reason. An integer beyond :data:`MAX_INT` in magnitude is refused before it is converted:
-every integer privbench reads (seeds, steps, sizes, counts) is stored as an int64 by numpy or torch, and a
-5000-digit literal would otherwise stop the parser with Python's own digit limit.
+Refused, each as :class:`BadInput` with one line: anchors and aliases (``&a`` / ``*a``: a few hundred bytes can
+expand to gigabytes, and no privbench file needs them), a document over :data:`MAX_BYTES` or nested deeper than
+:data:`MAX_DEPTH`, tags other than YAML's own (safe loading), a key written twice in one mapping and merge keys
+(``<<``; YAML keeps the last value silently), and an integer beyond :data:`MAX_INT` in magnitude (every integer
+privbench reads is an int64 in numpy or torch).
 """
 from __future__ import annotations
 

@@ -14,8 +14,6 @@ import time
 
 import torch
 
-from .pytorch_ddpm import PytorchDDPMConfig, PytorchDDPMUNet
-
 
 def forward_flops(fn, *inputs, autocast: torch.dtype | None = None) -> int:
     """FLOPs of one call ``fn(*inputs)`` without gradients (``autocast``: under that autocast dtype)."""
@@ -42,17 +40,6 @@ def train_step_flops(model: torch.nn.Module, loss_fn, *inputs, autocast: torch.d
         loss.float().mean().backward()
     model.zero_grad(set_to_none=True)
     return int(fc.get_total_flops())
-
-
-def pytorch_ddpm_forward_flops(batch: int = 1, **config) -> int:
-    """FLOPs of one forward of pytorch-ddpm's UNet (``config``: PytorchDDPMConfig fields; default: the CIFAR-10
-    victim, 35.7M parameters, 32×32) on ``batch`` images — built on the meta device: no memory, no arithmetic."""
-    cfg = PytorchDDPMConfig(**config)
-    with torch.device("meta"):
-        net = PytorchDDPMUNet(cfg).eval()
-        x = torch.zeros(batch, cfg.in_channels, cfg.img_size, cfg.img_size)
-        t = torch.zeros(batch, dtype=torch.long)
-    return forward_flops(net, x, t)
 
 
 def _sync(device: torch.device) -> None:

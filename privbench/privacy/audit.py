@@ -35,7 +35,7 @@ from ..core.errors import BadInput
 from ..core.scores import cp_upper, threshold_counts
 from ..core.scores import stratified_halves as _stratified_halves
 from ..core.scores import validate_scores as _validate
-from ..core.validation import audit_delta
+from ..core.validation import audit_delta, integer_at_least
 from ..core.validation import confidence as check_confidence
 
 __all__ = [
@@ -60,16 +60,6 @@ _ONE_RUN_ASSUMPTION = (
     "is not accounted for in the bound. With that split a member displaces another record (a replace-one game), "
     "so privbench compares the bound with the formal epsilon expressed for replace-one."
 )
-
-
-# ----------------------------------------------------------------------------------------------------------
-# validation helpers
-
-
-def _check_count(v: Any, name: str, minimum: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise BadInput(f"{name}: expected an integer >= {minimum}, got {v!r}")
-    return int(v)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -109,10 +99,10 @@ def cp_epsilon_from_counts(
     CP upper bounds at level α/2 each (α = 1 − confidence). Valid only if the threshold was fixed before
     seeing these trials. Example: (200, 10, 1000, 1000, 1e-5, 0.95) → ≈ 2.26.
     """
-    n_in = _check_count(n_in, "n_in", 1)
-    n_out = _check_count(n_out, "n_out", 1)
-    tp = _check_count(tp, "tp", 0)
-    fp = _check_count(fp, "fp", 0)
+    n_in = integer_at_least(n_in, "n_in", 1)
+    n_out = integer_at_least(n_out, "n_out", 1)
+    tp = integer_at_least(tp, "tp", 0)
+    fp = integer_at_least(fp, "fp", 0)
     if tp > n_in:
         raise BadInput(f"tp: must be <= n_in ({n_in}), got {tp}")
     if fp > n_out:
@@ -181,7 +171,7 @@ def clopper_pearson_epsilon(
     alpha = 1.0 - conf
     if threshold_selection not in _SELECTIONS:
         raise BadInput(f"threshold_selection: expected one of {', '.join(_SELECTIONS)}, got {threshold_selection!r}")
-    seed = _check_count(seed, "seed", 0)
+    seed = integer_at_least(seed, "seed", 0)
     n_in = int(y.sum())
     n_out = int(y.size - n_in)
     directions = (1, -1) if both_directions else (1,)
@@ -308,9 +298,9 @@ def one_run_epsilon_from_counts(
     Found by doubling a bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
     Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
     """
-    m = _check_count(m, "m", 1)
-    r = _check_count(r, "r", 0)
-    v = _check_count(v, "v", 0)
+    m = integer_at_least(m, "m", 1)
+    r = integer_at_least(r, "r", 0)
+    v = integer_at_least(v, "v", 0)
     if not (v <= r <= m):
         raise BadInput(f"m/r/v: need 0 <= v <= r <= m, got m={m}, r={r}, v={v}")
     d = audit_delta(delta)
@@ -387,7 +377,7 @@ def one_run_epsilon(
     s, y = _validate(scores, labels)
     d = audit_delta(delta)
     conf = check_confidence(confidence)
-    seed = _check_count(seed, "seed", 0)
+    seed = integer_at_least(seed, "seed", 0)
     m = int(y.size)
     n_in = int(y.sum())
     n_out = m - n_in
@@ -399,7 +389,7 @@ def one_run_epsilon(
     if n_guesses is None:
         eps, r, v, grid, a_count, ceiling, selection = _best_guess_count(y, order, d, alpha, conf)
     else:
-        r = _check_count(n_guesses, "n_guesses", 1)
+        r = integer_at_least(n_guesses, "n_guesses", 1)
         if r > m:
             raise BadInput(f"n_guesses: must be between 1 and the number of records ({m}), got {r}")
         grid = [r]

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from privbench.core.errors import BadInput
-from privbench.core.schedule import Schedule, alpha_bar_at_t0, alphas_cumprod, make_scheduler, t0_to_model_t
+from privbench.core.schedule import alphas_cumprod, make_scheduler, t0_to_model_t
 
 
 def test_matches_diffusers_and_paper_convention():
@@ -13,9 +13,9 @@ def test_matches_diffusers_and_paper_convention():
     betas = torch.linspace(1e-4, 0.02, 1000, dtype=torch.float64)
     assert ac[0] == pytest.approx(1 - 1e-4)
     # the paper's 1-indexed t0: ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) = alphas_cumprod[t0 − 1]
-    assert alpha_bar_at_t0(690) == pytest.approx(float(torch.prod(1 - betas[:690])), rel=1e-12)
-    assert alpha_bar_at_t0(690) == pytest.approx(0.008016, abs=5e-7)  # docs/accountants.md §1 table
-    assert alpha_bar_at_t0(675) == pytest.approx(0.009856, abs=5e-7)
+    assert float(ac[t0_to_model_t(690)]) == pytest.approx(float(torch.prod(1 - betas[:690])), rel=1e-12)
+    assert float(ac[t0_to_model_t(690)]) == pytest.approx(0.008016, abs=5e-7)  # docs/accountants.md §1 table
+    assert float(ac[t0_to_model_t(675)]) == pytest.approx(0.009856, abs=5e-7)
     assert t0_to_model_t(690) == 689 and t0_to_model_t(1) == 0 and t0_to_model_t(1000) == 999
 
 
@@ -24,9 +24,3 @@ def test_t0_range(bad):
     with pytest.raises(BadInput):
         t0_to_model_t(bad)
 
-
-def test_check_t():
-    s = Schedule(1000, 1e-4, 0.02, "linear", "fixed_small")
-    assert s.check_t(999) == 999
-    with pytest.raises(BadInput):
-        s.check_t(1000)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,7 +68,8 @@ def test_cli_threads_option(tmp_path):
     assert r.exit_code == 2 and "--threads" in r.output
 
 
-_POLICY_PROBE = ("import os, sys\n{pre}import privbench\n"
+_POLICY_PROBE = ("import os, sys\n{pre}from privbench.cli import main\n"
+                 "main(['list', 'presets'], standalone_mode=False)\n"
                  "print(os.environ.get('OMP_WAIT_POLICY', '-'), 'torch' in sys.modules)")
 
 
@@ -91,12 +95,8 @@ def test_passive_wait_on_a_busy_machine_only():
 @pytest.mark.parametrize("user, torch_first, expected", [("ACTIVE", False, "ACTIVE False"),
                                                          (None, True, "- True")])
 def test_passive_wait_policy_unless_the_user_set_one(user, torch_first, expected):
-    """`import privbench` decides the wait policy before torch loads; a user's policy (or a torch already
+    """The command line decides the wait policy before torch loads; a user's policy (or a torch already
     loaded, whose OpenMP runtime has read the environment) is left alone."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     if user:
@@ -105,6 +105,17 @@ def test_passive_wait_policy_unless_the_user_set_one(user, torch_first, expected
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[-2] == expected
+
+
+def test_import_privbench_writes_no_environment_and_does_not_sleep():
+    """A library import has no side effect: the wait-policy look (a sleep on /proc/stat) is the command line's."""
+    code = ("import json, os, time\nslept = []\ntime.sleep = slept.append\nbefore = dict(os.environ)\n"
+            "import privbench\nprint(json.dumps([dict(os.environ) == before, slept]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == "[true, []]"
 
 
 def _model(n_params: int) -> torch.nn.Module:
@@ -119,7 +130,6 @@ def test_small_model_gets_one_thread_by_default(monkeypatch):
     assert threads.configure_threads() == 4
     assert threads.fit_threads_to_model(_model(threads.SMALL_MODEL_PARAMS)) == 4  # at the bound: kept
     assert threads.fit_threads_to_model(_model(threads.SMALL_MODEL_PARAMS - 1)) == 1 == torch.get_num_threads()
-    assert threads.configured_threads() == 1
 
 
 def test_given_thread_count_is_kept_for_a_small_model(monkeypatch):

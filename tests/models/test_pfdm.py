@@ -139,7 +139,10 @@ def test_uploads_are_seeded_and_differ_between_seeds(runs_dir, pfdm_test_run):
 def test_server_runs_with_raw_data_unreachable(runs_dir, monkeypatch):
     cfg = train_cfg("pfdm", "test", seed=7)
     run_dir = run_dir_for(cfg, runs_dir)
-    api.make_method(cfg, run_dir, "cpu").client_phase()  # clients: uploads + local models
+    clients = api.make_method(cfg, run_dir, "cpu")
+    clients._ensure_uploads()  # the client phase alone: uploads + local models
+    for c in range(clients.n_clients):
+        clients._train_client(c)
 
     def no_raw(*a, **k):
         raise AssertionError("the server touched raw client data")

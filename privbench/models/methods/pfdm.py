@@ -238,12 +238,6 @@ class PFDM(FederatedMethod):
         else:
             self._train_client(int(unit.name.removeprefix("client")))
 
-    def client_phase(self) -> None:
-        """Every client: make its uploads (once) and train its local t ≤ t0 denoiser on raw data."""
-        self._ensure_uploads()
-        for m in range(self.n_clients):
-            self._train_client(m)
-
     def _ensure_uploads(self) -> None:
         # under torchrun the uploads are made once, by rank 0, on rank 0's decision; the other ranks wait for the
         # file (the server phase reads the uploads from it on every rank)
