@@ -268,8 +268,7 @@ def verify_result(r: Result) -> None:
     A result privbench wrote records the SHA-256 of its ``scores.npz`` (``sha256``): the file must exist and hash
     to it. A membership result's AUC, ASR and TPRs (and their bootstrap CIs, with the recorded ``attack.bootstrap``
     and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
-    disagrees. A result with no recorded hashes (a hand-made one) is not verified: :func:`unverified` lists
-    them."""
+    disagrees. A result with no recorded hashes (a hand-made one) is not verified."""
     recorded = r.res.sha256
     if recorded is None:
         return
@@ -326,11 +325,6 @@ def _same(recorded, computed) -> bool:
     if np.isnan(a) or np.isnan(b):
         return bool(np.isnan(a) and np.isnan(b))
     return abs(a - b) <= _TOL * max(1.0, abs(b))
-
-
-def unverified(results: Iterable[Result]) -> list[Result]:
-    """Results that record no hashes of their files (hand-made ones): not verified."""
-    return [r for r in results if r.res.sha256 is None]
 
 
 def read_result(path: str | Path) -> Result:
