@@ -54,8 +54,9 @@ class Schema:
             raise BadInput(f"{at}missing keys: {', '.join(missing)}")
         kw = {}
         for k in (k for k in spec.keys if k in d):
-            check_type(f"{where}.{k}" if where else k, d[k], spec.types[k])
-            kw[k] = d[k] if k not in spec.nested or d[k] is None else spec.nested[k].from_json(d[k], k)
+            name = f"{where}.{k}" if where else k
+            check_type(name, d[k], spec.types[k])
+            kw[k] = d[k] if k not in spec.nested or d[k] is None else spec.nested[k].from_json(d[k], name)
         if unknown:
             kw["details"] = {k: d[k] for k in unknown}
         if "key_order" in spec.types:

@@ -28,12 +28,11 @@ confidence 1 − α. The per-bound numbers reported next to it stay at 1 − α 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the annotations only: the schema (privbench.runs.result_schema) sits above this layer
-    from ..runs.result_schema import PrivacyClaim
+from .claims import PrivacyClaim
 
 ADD_REMOVE = "add/remove-one"
 REPLACE_ONE = "replace-one"
