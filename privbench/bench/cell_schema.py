@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..core.errors import BadInput
-from ..runs.result_schema import check_type
+from ..core.schema import check_type
 
 
 @dataclass

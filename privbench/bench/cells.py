@@ -33,7 +33,7 @@ def summary(res: dict) -> dict:
 def run_attack_cell(c: Cell, runs_dir, device) -> None:
     res = cached_result(Path(c.run_dir), Path(c.result_path).parent) if c.result_path else None
     if res is not None:  # intact, and computed from the run's current training artefacts
-        c.summary = summary(res)
+        c.summary = summary(res.to_json())
         c.status, c.reason = "done", "cached"
         return
     if c.external is not None:  # a model privbench did not train: privbench attack --model's run

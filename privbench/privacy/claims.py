@@ -19,9 +19,11 @@ conversion) and flags an excess as ``exceeds_claim``; a conditional ε is shown,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.schema import Schema, extra_keys, given_order, optional
 
 FORMAL = "formal"
 CONDITIONAL = "conditional"
@@ -40,6 +42,43 @@ KIND_LABEL = {
 COMPARED = (FORMAL, CLAIMED_BY_PAPER, CLAIMED_BY_USER)
 
 
+@dataclass
+class PrivacyClaim(Schema):
+    """A result's ``privacy`` object (docs/cli.md §5, "``privacy`` objects"; its claim: :func:`claim_of`)."""
+    epsilon: float | None = None                 # the formal ε only; null for a conditional or claimed one
+    delta: float | None = None
+    basis: str | None = None                     # ends with the noise source
+    accountant: str | None = optional()
+    neighbouring_relation: str | None = optional()
+    noise_source: str | None = optional()
+    noise_label: str | None = optional()         # seeded noise: not a deployable release
+    epsilon_paper_bound: float | None = optional()  # pfdm: the paper's Theorem 5.1 bound
+    noise_multiplier: float | None = optional()  # DP-SGD (dpdm, dpsad, dp-txt2img)
+    sample_rate: float | None = optional()
+    steps: int | None = optional()
+    max_grad_norm: float | None = optional()
+    epsilon_budget: float | None = optional()
+    noise_calibrated: bool | None = optional()
+    fallback: Any = optional()                   # only when an accountant fell back
+    trained: dict | None = optional()            # what DP-SGD trained (stored with the accounting)
+    init: dict | None = optional()               # what the training started from
+    conditional_epsilon: float | None = optional()  # dpsad teacher_data=members: holds only under its assumptions
+    conditional_on: list | None = optional()
+    conditional_basis: str | None = optional()
+    end_to_end: bool | None = optional()
+    teacher_data: str | None = optional()
+    n_public: int | None = optional()
+    public_split: dict | None = optional()       # public-only: the public records it was trained on
+    claimed_epsilon: float | None = optional()   # claimed by the paper or the user, not a guarantee
+    claim_kind: str | None = optional()
+    claimed_by_paper: bool | None = optional()
+    claim_basis: str | None = optional()
+    #: a registered method's own keys that the schema does not declare (Method.privacy is a plugin interface)
+    details: dict = extra_keys()
+    key_order: tuple = given_order()
+
+
+
 def as_number(v) -> float | None:
     """A float, or None for a missing, boolean or non-numeric value."""
     if v is None or isinstance(v, bool):
@@ -50,50 +89,50 @@ def as_number(v) -> float | None:
         return None
 
 
-def claim_of(privacy: dict | None) -> dict[str, Any] | None:
+def claim_of(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
     """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all).
 
     A privacy object marked ``claimed_by_paper: true`` is a paper claim, never a formal ε, even with its number in
     ``epsilon`` rather than ``claimed_epsilon``."""
-    if not isinstance(privacy, dict):
+    if privacy is None:
         return None
     p = privacy
-    delta = as_number(p.get("delta"))
-    basis = str(p.get("basis") or "not stated by the result")
-    claimed = as_number(p.get("claimed_epsilon"))
+    delta = as_number(p.delta)
+    basis = str(p.basis or "not stated by the result")
+    claimed = as_number(p.claimed_epsilon)
     if claimed is not None:
-        kind = p.get("claim_kind") or (CLAIMED_BY_PAPER if p.get("claimed_by_paper") else CLAIMED_BY_USER)
+        kind = p.claim_kind or (CLAIMED_BY_PAPER if p.claimed_by_paper else CLAIMED_BY_USER)
         return {"kind": kind if kind in KINDS else CLAIMED_BY_USER, "epsilon": claimed, "delta": delta,
-                "basis": str(p.get("claim_basis") or basis)}
-    eps = as_number(p.get("epsilon"))
+                "basis": str(p.claim_basis or basis)}
+    eps = as_number(p.epsilon)
     if eps is not None:
-        return {"kind": CLAIMED_BY_PAPER if p.get("claimed_by_paper") else FORMAL, "epsilon": eps, "delta": delta,
+        return {"kind": CLAIMED_BY_PAPER if p.claimed_by_paper else FORMAL, "epsilon": eps, "delta": delta,
                 "basis": basis}
-    cond = as_number(p.get("conditional_epsilon"))
+    cond = as_number(p.conditional_epsilon)
     if cond is not None:
-        return {"kind": CONDITIONAL, "epsilon": cond, "delta": delta,
-                "basis": str(p.get("conditional_basis") or basis)}
+        return {"kind": CONDITIONAL, "epsilon": cond, "delta": delta, "basis": str(p.conditional_basis or basis)}
     return None
 
 
-def formal_epsilon(privacy: dict | None) -> float | None:
+def formal_epsilon(privacy: PrivacyClaim | None) -> float | None:
     """The formal ε of a result (a guarantee), else None — whatever other number the result carries."""
     c = claim_of(privacy)
     return c["epsilon"] if c and c["kind"] == FORMAL else None
 
 
-def compared_claim(privacy: dict | None) -> dict[str, Any] | None:
+def compared_claim(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
     """The claim an empirical lower bound is compared with (formal or claimed), else None."""
     c = claim_of(privacy)
     return c if c and c["kind"] in COMPARED else None
 
 
-def no_formal_reason(privacy: dict | None, role: str | None = None) -> str:
-    """Why a result has no formal ε, in a few words (a gate breach and a table footnote say it)."""
+def no_formal_reason(privacy: PrivacyClaim | None, outside: bool) -> str:
+    """Why a result has no formal ε, in a few words (a gate breach and a table footnote say it); ``outside``: the
+    model is one privbench did not train."""
     c = claim_of(privacy)
     if c is not None and c["kind"] != FORMAL:
         return f"no formal guarantee: ε {c['epsilon']:.4g} is the {KIND_LABEL[c['kind']]}"
-    if role == "external":
+    if outside:
         return "no formal guarantee: a model trained outside privbench"
     return "no formal guarantee"
 

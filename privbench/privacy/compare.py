@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from .claims import PrivacyClaim
+
 ADD_REMOVE = "add/remove-one"
 REPLACE_ONE = "replace-one"
 
@@ -43,13 +45,13 @@ UPLOAD_GAME = ("two candidate inputs x, x' of one upload, chosen by a fair coin 
                "relation of the local-DP guarantee itself")
 
 
-def formal_relation(privacy: dict | None) -> str | None:
+def formal_relation(privacy: PrivacyClaim | None) -> str | None:
     """The neighbouring relation of a result's formal ε: its ``neighbouring_relation`` key, else read from its
     ``basis`` text (``replace-one`` / ``add/remove``); None when neither says."""
-    if not privacy:
+    if privacy is None:
         return None
-    explicit = str(privacy.get("neighbouring_relation") or "").lower()
-    basis = str(privacy.get("basis") or "").lower()
+    explicit = str(privacy.neighbouring_relation or "").lower()
+    basis = str(privacy.basis or "").lower()
     for text in (explicit, basis):
         if "replace" in text or "substitut" in text:
             return REPLACE_ONE

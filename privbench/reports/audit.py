@@ -83,7 +83,6 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
     scores, labels = res.load_scores()
-    p = res.privacy or {}
     claim = res.claim
     compared = claim if claim and claim["kind"] in COMPARED else None
     claim_delta = claim["delta"] if claim else None
@@ -108,7 +107,7 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "formal_basis": claim["basis"] if formal is not None else None,
         "claim": claim,  # {kind, epsilon, delta, basis}: one per result, whatever its kind
         "claimed_epsilon": claim["epsilon"] if compared and compared["kind"] != FORMAL else None,
-        "conditional_epsilon": p.get("conditional_epsilon"),  # no guarantee: never compared, never flagged
+        "conditional_epsilon": res.privacy and res.privacy.conditional_epsilon,  # no guarantee: never compared
         "ceiling": cp["ceiling"],
         "clopper_pearson": cp,
         "one_run": one,
@@ -116,7 +115,7 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "exceeds_claim": None,
     }
     if compared is None:
-        out["notes"] = [_nothing_to_compare(res, claim, p)]
+        out["notes"] = [_nothing_to_compare(res, claim)]
         return out
     notes = _flag(res, out, compared, scores, labels, d, confidence, seed, upload_audit, n_attacks)
     if compared["kind"] != FORMAL:
@@ -126,12 +125,12 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
     return out
 
 
-def _nothing_to_compare(res: Result, claim: dict | None, p: dict) -> str:
+def _nothing_to_compare(res: Result, claim: dict | None) -> str:
     """The note of a result whose bounds have nothing to be compared with."""
     if claim is not None:  # conditional: no guarantee, about a model that was not released
         return (f"no formal epsilon to compare with: the conditional epsilon {claim['epsilon']:.4g} "
-                f"(conditional on {', '.join(p.get('conditional_on') or [])}) is not a guarantee")
-    if res.get("method") == "external":
+                f"(conditional on {', '.join(res.privacy.conditional_on or [])}) is not a guarantee")
+    if res.is_outside:
         return ("external model: no formal epsilon and no claimed one (attack --model --claimed-epsilon E "
                 "--claimed-delta D --claim-basis TEXT states your training's claim); nothing to compare with")
     return "non-private target: no formal epsilon to compare with"
@@ -147,7 +146,7 @@ def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confide
     k = 2 * n_attacks + (2 if ua_cfg else 0)
     conf_k = bound_confidence(confidence, k)
     cmp = comparable_claim(float(claim["epsilon"]), claim["delta"] if claim["delta"] is not None else d,
-                           formal_relation(res.privacy or {}))
+                           formal_relation(res.privacy))
     d_flag = flag_delta(d, cmp)
     bounds = membership_flag_bounds(scores, labels, delta=d_flag, confidence=conf_k, seed=seed) \
         if cmp["testable"] else {}

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
@@ -27,7 +27,8 @@ from ..core.io import sha256_file
 from ..core.yamlio import read_yaml
 from ..metrics.roc import membership_metrics
 from ..models.hub_cache import hub_id_of
-from ..runs.result_schema import AttackResult
+from ..privacy.claims import claim_of, formal_epsilon
+from ..runs.result_schema import OUTSIDE, AttackResult
 from ..runs.store import find_results
 from .order import is_private
 
@@ -43,77 +44,34 @@ class Result:
     #: this), set from the bench's cells like :attr:`variant`; None off the axis and for results read alone
     axis_epsilon: float | None = None
 
-    # ------------------------------------------------------------------ identity
-    def __getitem__(self, key):
-        return self.res[key]
-
-    def get(self, key, default=None):
-        return self.res.get(key, default)
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The result as JSON."""
-        return self.res.to_json()
-
-    @property
-    def method(self) -> str:
-        return self.res.method
+    def __getattr__(self, name: str):
+        """The result's own fields (``r.method``, ``r.metrics``, ``r.privacy``, …): those of :attr:`res`."""
+        if name.startswith("__") or "res" not in self.__dict__:  # copy/pickle probe an instance without its fields
+            raise AttributeError(name)
+        return getattr(self.res, name)
 
     @property
     def method_label(self) -> str:
         """The method as reports name it: the suite's entry (``dpdm-lora``) for a variant, so the variants of one
         registered method are told apart in every table; else the registered method. Registry lookups (role, row
         order, settings) use :attr:`method`."""
-        return self.variant or self.method
-
-    @property
-    def target(self) -> str:
-        return self.res.target
+        return self.variant or self.res.method
 
     @property
     def attack(self) -> str:
         """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``), so the
         variants of one attack are reported side by side."""
-        return self.res.label or self.res.attack
-
-    @property
-    def dataset(self) -> str:
-        return self.res.dataset
-
-    @property
-    def preset(self) -> str:
-        return self.res.preset
-
-    @property
-    def seed(self) -> int:
-        return self.res.seed
-
-    @property
-    def kind(self) -> str:
-        return self.res.kind
-
-    @property
-    def metrics(self) -> dict:
-        return self.res.metrics
-
-    @property
-    def privacy(self) -> dict | None:
-        p = self.res.privacy
-        return None if p is None else p.to_json()
+        return self.res.label
 
     @property
     def formal_epsilon(self) -> float | None:
         """The formal ε (a guarantee) only: a conditional or claimed ε is not one (privbench.privacy.claims)."""
-        from ..privacy.claims import formal_epsilon  # lazy: privacy.claims loads scipy; reports.collect does not
-
-        return formal_epsilon(self.privacy)
+        return formal_epsilon(self.res.privacy)
 
     @property
     def claim(self) -> dict | None:
         """The result's ε claim ``{kind, epsilon, delta, basis}`` (formal, conditional or claimed), or None."""
-        from ..privacy.claims import claim_of  # lazy: privacy.claims loads scipy; reports.collect does not
-
-        return claim_of(self.privacy)
+        return claim_of(self.res.privacy)
 
     @property
     def is_copy(self) -> bool:
@@ -131,7 +89,7 @@ class Result:
         family of the audit are about. A privbench target lives in its run directory; an external model's attacks
         each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
         prov = self.res.provenance
-        if self.method == "external" and prov is not None and prov.weights_sha256:
+        if self.res.is_outside and prov is not None and prov.weights_sha256:
             return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{prov.records_sha256}", self.target)
         return (self.dataset, self.seed, str(self.run_dir.resolve()), self.target)
 
@@ -140,7 +98,7 @@ class Result:
         """An outside model's name for tables: its folder's name (a Hub id as given); None for privbench's own."""
         prov = self.res.provenance
         model = (prov.model or {}) if prov is not None else {}
-        if self.method != "external" or not model:
+        if not self.res.is_outside or not model:
             return None
         path = Path(str(model.get("path") or "?"))
         hub = hub_id_of(path)
@@ -152,7 +110,7 @@ class Result:
     def outside_records(self) -> str | None:
         """An outside model's records for tables: ``members.npz / heldout.npz`` with their pixel range."""
         prov = self.res.provenance
-        if self.method != "external" or prov is None or not (prov.members or prov.nonmembers):
+        if not self.res.is_outside or prov is None or not (prov.members or prov.nonmembers):
             return None
         names = [Path(str((d or {}).get("spec") or "?")).name for d in (prov.members, prov.nonmembers)]
         rng = (prov.members or {}).get("range")
@@ -220,16 +178,6 @@ class Result:
                 return np.asarray(z["scores"], dtype=np.float64), np.asarray(z["labels"]).astype(np.int64)
         except (OSError, ValueError) as e:
             raise BadInput(f"{f}: unreadable scores file ({type(e).__name__})") from None
-
-    @property
-    def has_scores(self) -> bool:
-        if self.kind != MEMBERSHIP or self.scores_file is None:
-            return False
-        try:
-            with np.load(self.scores_file) as z:
-                return "scores" in z and "labels" in z
-        except (OSError, ValueError):
-            return False
 
     @cached_property
     def config(self) -> dict:
@@ -320,8 +268,7 @@ def verify_result(r: Result) -> None:
     A result privbench wrote records the SHA-256 of its ``scores.npz`` (``sha256``): the file must exist and hash
     to it. A membership result's AUC, ASR and TPRs (and their bootstrap CIs, with the recorded ``attack.bootstrap``
     and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
-    disagrees. A result with no recorded hashes (a hand-made one) is not verified: :func:`unverified` lists
-    them."""
+    disagrees. A result with no recorded hashes (a hand-made one) is not verified."""
     recorded = r.res.sha256
     if recorded is None:
         return
@@ -378,11 +325,6 @@ def _same(recorded, computed) -> bool:
     if np.isnan(a) or np.isnan(b):
         return bool(np.isnan(a) and np.isnan(b))
     return abs(a - b) <= _TOL * max(1.0, abs(b))
-
-
-def unverified(results: Iterable[Result]) -> list[Result]:
-    """Results that record no hashes of their files (hand-made ones): not verified."""
-    return [r for r in results if r.res.sha256 is None]
 
 
 def read_result(path: str | Path) -> Result:
@@ -498,11 +440,12 @@ def read_bench(bench_dir: str | Path) -> dict:
     return d
 
 
-def role_of(method: str, bench: dict | None = None) -> str:
-    """'private' or 'baseline' (non-private), from the suite when it says so."""
+def role_of(r: Result, bench: dict | None = None) -> str:
+    """'private' or 'baseline' (non-private), from the suite when it says so; an outside model's is
+    :data:`~privbench.runs.result_schema.OUTSIDE`."""
     roles = (bench or {}).get("roles") or {}
-    if method in roles:
-        return roles[method]
-    if method == "external":  # a model privbench did not train (privbench attack/run --model)
-        return "external"
-    return "private" if is_private(method) else "baseline"
+    if r.method in roles:
+        return roles[r.method]
+    if r.res.is_outside:  # a model privbench did not train (privbench attack/run --model)
+        return OUTSIDE
+    return "private" if is_private(r.method) else "baseline"

@@ -49,8 +49,8 @@ def _epsilon(block: dict) -> Part:
 
 
 def _provenance(block: dict):
-    return next((a["result"].res.provenance for a in block.get("attacks") or ()
-                 if a["result"].res.provenance is not None), None)
+    return next((a["result"].provenance for a in block.get("attacks") or ()
+                 if a["result"].provenance is not None), None)
 
 
 def _name_part(key: str, value, prefix: str = "") -> Part | None:

@@ -38,7 +38,8 @@ from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.yamlio import read_yaml
 from ..metrics.roc import FPR_LABEL, FPR_OF, is_inverted, resolvable
-from .collect import Result, load_results, role_of
+from ..privacy.claims import KIND_LABEL, compared_claim, no_formal_reason
+from .collect import Result, load_results
 
 GATE_KEYS = {"method", "target", "attack", "metric", "max", "min", "dataset", "preset", "seed", "optional", "note"}
 MATCH_KEYS = ("method", "target", "attack", "dataset", "preset", "seed")
@@ -94,7 +95,7 @@ def _matches(g: dict, r: Result) -> bool:
     """``attack`` is compared with the result's label (``secmi@paper``), so a gate names exactly the variant it
     checks: ``attack: secmi`` is the default SecMI, never ``secmi@paper``."""
     for k in MATCH_KEYS:
-        have = r.attack if k == "attack" else r.get(k)
+        have = getattr(r, k)
         if k == "method" and r.variant is not None and str(g.get(k)) == r.variant:
             continue  # a suite's variant by its entry name (``dpdm-lora``); the registered name matches them all
         if k in g and str(g[k]) != str(have):
@@ -115,7 +116,7 @@ def _check_resolvable(g: dict, r: Result) -> None:
     """A gate on a TPR at an FPR the result's non-member count cannot resolve checks a number every report shows
     as n/a (the TPR at zero false positives, whatever the FPR): bad input, naming the smallest resolvable FPR."""
     base = _tpr_metric(g["metric"])
-    n = r.get("n_nonmembers")
+    n = r.n_nonmembers
     if base is None or resolvable(base, n):
         return
     raise BadInput(f"{describe(g)}: {base} cannot be resolved with {int(n)} non-members in {r.label()} (a TPR at "
@@ -136,9 +137,7 @@ def audit_exceeds(g: dict, r: Result, results: list[Result]) -> tuple[float, str
     over the target's membership results given, exceeds its formal or claimed ε), else 0; with the audit's reason.
     A result with nothing to compare with (no ε, or only a conditional one) is bad input: the gate could never
     breach."""
-    # lazy: privacy.claims and reports.audit load scipy; reports.gates does not
-    from ..privacy.claims import KIND_LABEL, compared_claim
-    from .audit import audit_result
+    from .audit import audit_result  # lazy: reports.audit loads scipy; reports.gates does not
 
     claim = compared_claim(r.privacy)
     if r.kind != MEMBERSHIP or claim is None:
@@ -180,9 +179,7 @@ def metric_value(r: Result, metric: str) -> tuple[float | None, bool]:
 
 
 def _why_infinite(r: Result) -> str:
-    from ..privacy.claims import no_formal_reason  # lazy: privacy.claims loads scipy; reports.gates does not
-
-    return no_formal_reason(r.privacy, role_of(r.method))
+    return no_formal_reason(r.privacy, r.is_outside)
 
 
 def _available(r: Result) -> list[str]:

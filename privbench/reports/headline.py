@@ -27,7 +27,7 @@ def result_delta(res: Result, delta: float | None = None) -> float:
     """The δ a result is audited at: ``delta``, else its formal or claimed δ, else :data:`DEFAULT_DELTA`."""
     if delta is not None:
         return float(delta)
-    d = (res.privacy or {}).get("delta")
+    d = res.privacy and res.privacy.delta
     try:
         return float(d) if d else DEFAULT_DELTA
     except (TypeError, ValueError):
@@ -36,7 +36,7 @@ def result_delta(res: Result, delta: float | None = None) -> float:
 
 def relation_of(res: Result) -> str:
     """The neighbouring relation the model's membership game tests (privbench.privacy.compare)."""
-    if res.method == "external":
+    if res.is_outside:
         return f"{REPLACE_ONE} if the members given were a fixed-size random subset of one pool of records"
     return f"{REPLACE_ONE} (privbench's fixed-size member split)"
 

@@ -22,6 +22,7 @@ from ..core.provenance import git_info, package_version, version
 from ..core.registry import entry_attribute, has_entry
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.compare import KIND_TEXT
+from ..runs.result_schema import OUTSIDE
 from .audit import upload_audit_for, upload_mechanism_of
 from .cells import text as cell_text
 from .coincide import coinciding
@@ -46,7 +47,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 #: what a target is, in the side-by-side table's pill (collect.role_of): a model privbench did not train is never
 #: called a baseline
 ROLE_LABELS = {"private": "private", "baseline": "non-private baseline",
-               "external": "external model (trained outside privbench)"}
+               OUTSIDE: "external model (trained outside privbench)"}
 
 
 def png_data_uri(path: str | Path) -> str:
@@ -94,9 +95,9 @@ def _annotate(targets: list[dict]) -> Footnotes:
     for b in targets:
         b["eps_mark"] = notes.mark(basis_text(b.get("privacy"), b["role"]))
         for a in b["attacks"]:
-            n = a["result"].get("n_nonmembers")
+            n = a["result"].n_nonmembers
             a["na"] = {m: notes.mark(unresolvable_reason(m, n)) for m in FPR_OF if not resolvable(m, n)}
-            a["rule_mark"] = notes.mark(TPR_RULE_LT) if a["result"].get("tpr_rule") == "lt" else None
+            a["rule_mark"] = notes.mark(TPR_RULE_LT) if a["result"].tpr_rule == "lt" else None
             why = same.get((a["attack"], b["method"], b["target"]))
             a["same_mark"] = notes.mark(why) if why else None
     return notes
@@ -129,15 +130,15 @@ def _attack_grids(tables: Tables, kind: str) -> list[dict]:
             continue
         r: Result = entry["result"]
         imgs = []
-        for name in sorted((r.get("artifacts") or {})):
+        for name in sorted(r.artifacts):
             if name == "roc":
                 continue
             p = r.artifact(name)
             if p is not None and p.suffix == ".png":
                 imgs.append({"name": name, "src": png_data_uri(p)})
-        fig = r.get("figures") or {}
+        fig = r.figures or {}
         out.append({"method": b["method"], "target": b["target"], "dataset": b["dataset"], "seed": b["seed"],
-                    "metrics": r.metrics, "figures": fig, "images": imgs, "notes": r.get("notes") or [],
+                    "metrics": r.metrics, "figures": fig, "images": imgs, "notes": r.notes,
                     "caption": fig.get("grid", "")})
     return out
 
@@ -150,7 +151,7 @@ def _upload_audits(tables: Tables) -> list[dict]:
             if key in seen:
                 continue
             seen.add(key)
-            d = float((r.privacy or {}).get("delta") or DEFAULT_DELTA)
+            d = float(r.privacy.delta or DEFAULT_DELTA)
             ua = upload_audit_for(r, delta=d, confidence=0.95)
             if ua:
                 out.append({"run": r.run_dir.name, "dataset": r.dataset, "seed": r.seed, **ua})
@@ -224,9 +225,9 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "provenance": _records(prov),
         "runs": _runs(tables),
         "warnings": [(r.label(), portable(w, tables.base)) for r in tables.sorted_results()
-                     for w in (r.get("warnings") or [])],
+                     for w in r.warnings],
         "notes": [(r.label(), portable(n, tables.base)) for r in tables.sorted_results()
-                  for n in (r.get("notes") or [])],
+                  for n in r.notes],
     }
     html = env.get_template("report.html").render(**ctx)
     atomic_write_text(out_path, html)

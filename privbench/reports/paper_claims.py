@@ -60,10 +60,10 @@ def _attack(claim: PaperClaim, c: BenchCell, base) -> dict:
     if path is None:
         return {}
     r = read_result(path)
-    n_non = r.get("n_nonmembers")
+    n_non = r.n_nonmembers
     ci = (r.metrics.get("ci95") or {}).get(claim.metric) if resolvable(claim.metric, n_non) else None
     return {"value": metric_value(r.metrics, claim.metric, n_non), "ci": ci,
-            "n": f"{r.get('n_members')} members / {n_non} non-members",
+            "n": f"{r.n_members} members / {n_non} non-members",
             "why": None if resolvable(claim.metric, n_non) else f"{claim.metric} not resolvable with {n_non} "
                                                                    f"non-members"}
 

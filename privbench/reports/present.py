@@ -20,6 +20,7 @@ from ..core.constants import MEMORIZATION, RECONSTRUCTION
 from ..core.registry import PRESETS
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
+from ..runs.result_schema import OUTSIDE, PrivacyClaim
 from .cells import FPR_LABEL, FPR_OF, resolvable, unresolvable_reason  # noqa: F401 - the one rule (cells.py)
 from .cells import ci as _ci
 from .cells import num as _f
@@ -36,7 +37,7 @@ TPR_RULE_LT = ("TPR at FPR < x (metrics.tpr_rule=lt, the rule of Carlini et al.'
 
 def tpr_header(targets: list[dict], fpr_label: str) -> str:
     """The TPR column's label; it says so when some result in the table used FPR < x."""
-    lt = any((a["result"].get("tpr_rule") == "lt") for b in targets for a in b.get("attacks") or [])
+    lt = any(a["result"].tpr_rule == "lt" for b in targets for a in b.get("attacks") or [])
     return f"TPR@{fpr_label}FPR" + (" (FPR < x where marked)" if lt else "")
 
 
@@ -67,7 +68,13 @@ def _letters(i: int) -> str:
     return s
 
 
-def basis_text(privacy: dict | None, role: str) -> str:
+#: the footnote of a target without any ε, by its role (collect.role_of; another role: a non-private baseline)
+NO_FORMAL_TEXT = {
+    "private": "no formal ε for this target: it is not covered by the method's guarantee",
+    OUTSIDE: "no formal ε: an external model (privbench did not train it; any guarantee it has is not known here)"}
+
+
+def basis_text(privacy: PrivacyClaim | None, role: str) -> str:
     """The footnote of a formal ε cell: what it covers (or that there is none, and what the result has instead)."""
     c = claim_of(privacy)
     if c and c["kind"] == "formal":
@@ -78,14 +85,10 @@ def basis_text(privacy: dict | None, role: str) -> str:
     if c:
         at = f" at δ={c['delta']:g}" if c["delta"] is not None else ""
         return f"no formal ε; {KIND_LABEL[c['kind']]}: {c['epsilon']:.4g}{at} — {c['basis']}"
-    if role == "private":
-        return "no formal ε for this target: it is not covered by the method's guarantee"
-    if role == "external":
-        return "no formal ε: an external model (privbench did not train it; any guarantee it has is not known here)"
-    return "no formal ε: a non-private baseline"
+    return NO_FORMAL_TEXT.get(role, "no formal ε: a non-private baseline")
 
 
-def other_epsilon(privacy: dict | None) -> Cell:
+def other_epsilon(privacy: PrivacyClaim | None) -> Cell:
     """The "claimed / conditional ε" cell: a number that is no guarantee, with its kind (never in a formal column)."""
     c = claim_of(privacy)
     if not c or c["kind"] == "formal":
@@ -134,10 +137,10 @@ def _eps_cell(b: dict, notes: Footnotes) -> Cell:
 
 def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
     r = a["result"]
-    n = r.get("n_nonmembers")
+    n = r.n_nonmembers
     if not resolvable(metric, n):
         return Cell("n/a", marks=[notes.mark(unresolvable_reason(metric, n))])
-    marks = [notes.mark(TPR_RULE_LT)] if r.get("tpr_rule") == "lt" else []
+    marks = [notes.mark(TPR_RULE_LT)] if r.tpr_rule == "lt" else []
     return Cell(_f(a["metrics"].get(metric), nd), _ci(a["ci"].get(metric), 2 if metric == "tpr_at_1pct_fpr" else 3),
                 marks)
 
@@ -314,11 +317,10 @@ def accountant_table(targets: list[dict]) -> PaperTable:
         if key in seen:
             continue
         seen.add(key)
-        p = b.get("privacy") or {}
+        p = b["privacy"]
         t.rows.append([Cell(_t(b[k])) for k in where] + [Cell(b["method"]), Cell(b["target"]), _eps_cell(b, t.notes),
-                       other_epsilon(p), Cell(f"{p['delta']:g}" if p.get("delta") is not None else "–"),
-                       Cell(_t(p.get("accountant"))),
-                       _lb_cell(b)])
+                       other_epsilon(p), Cell(f"{p.delta:g}" if p and p.delta is not None else "–"),
+                       Cell(_t(p and p.accountant)), _lb_cell(b)])
     return t
 
 
@@ -365,14 +367,14 @@ def seeds_frame(targets: list[dict]):
         row: dict[str, Any] = {"dataset": dataset, "role": role, "method": method, "target": target,
                                "attack": attack, "n_seeds": len(items),
                                "seeds": " ".join(str(b["seed"]) for b, _ in items)}
-        eps = {(b.get("privacy") or {}).get("epsilon") for b, _ in items}
+        eps = {b["privacy"] and b["privacy"].epsilon for b, _ in items}
         row["formal_epsilon"] = eps.pop() if len(eps) == 1 else None
         per: dict[str, dict[int, float]] = {}
         for short, metric in SEED_METRICS.items():
             vals = {}
             for b, a in items:
                 v = a["metrics"].get(metric)
-                if v is None or not resolvable(metric, a["result"].get("n_nonmembers")):
+                if v is None or not resolvable(metric, a["result"].n_nonmembers):
                     continue
                 vals[b["seed"]] = float(v)
             per[short] = vals

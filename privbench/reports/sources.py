@@ -58,7 +58,7 @@ def write_in_memory(items: list, into: Path) -> list[Path]:
             out.append(Path(x))
             continue
         r: AttackResult = x.result
-        d = run_dir / "attacks" / f"{i:02d}-{safe_name(r.target)}-{safe_name(r.label or r.attack)}"
+        d = run_dir / "attacks" / f"{i:02d}-{safe_name(r.target)}-{safe_name(r.label)}"
         d.mkdir(parents=True, exist_ok=True)
         arrays = {} if x.scores is None else {"scores": np.asarray(x.scores, dtype=np.float64),
                                                "labels": np.asarray(x.labels).astype(np.int64)}

@@ -41,6 +41,7 @@ from ..privacy.compare import (
     formal_relation,
     membership_flag_bounds,
 )
+from ..runs.result_schema import OUTSIDE, PrivacyClaim
 from .cells import ci, num, resolvable
 from .cells import metric_value as cell_value
 from .collect import Result, cell_file, released_start_weight, role_of
@@ -67,20 +68,20 @@ def rel(p, base=None) -> str:
         return p.name
 
 
-def conditional_columns(p: dict | None) -> dict:
+def conditional_columns(p: PrivacyClaim | None) -> dict:
     """The columns a conditional or claimed ε and the noise source get (never ``formal_epsilon``: neither is a
     guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a privbench
     method's claim that names no noise source is shown as seeded (public-only's ε = 0 draws none)."""
-    p = p or {}
     claim = claim_of(p)
-    cond = p.get("conditional_on")
+    p = p or PrivacyClaim()
+    cond = p.conditional_on
     # a privbench method's claim without a noise source (public-only's) is shown as seeded; a user's claim about an
     # outside model says nothing about privbench's noise
     native = claim is not None and claim["kind"] != "claimed_by_user"
-    source = p.get("noise_source") or ("seeded" if native else None)
-    label = p.get("noise_label") or (SEEDED_NOISE_LABEL if source == "seeded" else None)
+    source = p.noise_source or ("seeded" if native else None)
+    label = p.noise_label or (SEEDED_NOISE_LABEL if source == "seeded" else None)
     claimed = claim is not None and claim["kind"] in ("claimed_by_paper", "claimed_by_user")
-    return {"conditional_epsilon": as_number(p.get("conditional_epsilon")),
+    return {"conditional_epsilon": as_number(p.conditional_epsilon),
             "conditional_on": ", ".join(cond) if isinstance(cond, list) else cond,
             "claimed_epsilon": claim["epsilon"] if claimed else None,
             "claim_kind": claim["kind"] if claimed else None,
@@ -139,11 +140,10 @@ def _audits(results: list[Result]) -> dict[int, dict]:
             cp = clopper_pearson_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             one = one_run_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             cpb, oneb = corrected.get((str(r.path), "clopper_pearson")), corrected.get((str(r.path), "one_run"))
-            p = r.privacy or {}
             claim, flag_bounds, conf_f, d_flag = None, {}, bound_confidence(CONFIDENCE, 2 * k), None
-            stated = compared_claim(p)  # formal, or claimed by a paper or the user (privbench.privacy.claims)
+            stated = compared_claim(r.privacy)  # formal, or claimed by a paper or the user (privbench.privacy.claims)
             if stated is not None:
-                claim = comparable_claim(stated["epsilon"], d, formal_relation(p))
+                claim = comparable_claim(stated["epsilon"], d, formal_relation(r.privacy))
                 claim["kind"] = stated["kind"]
                 d_flag = flag_delta(d, claim)
                 if claim["testable"]:
@@ -206,28 +206,28 @@ class Tables:
         for r in self.sorted_results():
             m = r.metrics
             ci = m.get("ci95") or {}
-            p = r.privacy or {}
+            p = r.privacy
             a = self.audits.get(id(r))
             row: dict[str, Any] = {
-                "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "role": role_of(r.method, self.bench),
+                "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "role": role_of(r, self.bench),
                 "method": r.method_label, "registered_method": r.method, "target": r.target, "attack": r.attack,
                 "kind": r.kind,
-                "n_members": r.get("n_members"), "n_nonmembers": r.get("n_nonmembers"),
+                "n_members": r.n_members, "n_nonmembers": r.n_nonmembers,
             }
-            n_non = r.get("n_nonmembers")
+            n_non = r.n_nonmembers
             for k, short in _CI_KEYS.items():
                 # one rule for every table (reports.cells): a TPR the non-member count cannot resolve is empty
                 row[short] = cell_value(m, k, n_non)
                 c = ci.get(k) if resolvable(k, n_non) else None
                 row[f"{short}_ci_lo"] = as_number(c[0]) if c else None
                 row[f"{short}_ci_hi"] = as_number(c[1]) if c else None
-            cal = r.get("calibrated") or {}
+            cal = r.calibrated or {}
             row["calibrated_auc"] = as_number(cal.get("auc"))
             for k in ("memorized_fraction", "n_generated", "reid_rate", "reid_chance", "psnr", "ssim"):
                 row[k] = as_number(m.get(k))
             row["formal_epsilon"] = formal_epsilon(p)
-            row["formal_delta"] = as_number(p.get("delta"))
-            row["epsilon_basis"] = p.get("basis")
+            row["formal_delta"] = as_number(p and p.delta)
+            row["epsilon_basis"] = p and p.basis
             row.update(conditional_columns(p))
             # the target's headline (family-wise), then this result's own bounds at 95 % each (details)
             row["eps_lb"] = a["headline"]["epsilon_lower_bound"] if a and a["headline"] else None
@@ -236,7 +236,7 @@ class Tables:
             row["eps_lb_one_run"] = a["one_run"]["epsilon_lower_bound"] if a else None
             row["eps_lb_one_run_ceiling"] = a["one_run"]["ceiling"] if a else None
             row["audit_delta"] = a["delta"] if a else None
-            row["attack_hash"] = r.get("attack_hash")
+            row["attack_hash"] = r.attack_hash
             row["config_hash"] = r.config_hash
             row["run_dir"] = rel(r.run_dir, self.base)
             row["result"] = rel(r.path, self.base)
@@ -244,7 +244,7 @@ class Tables:
         return pd.DataFrame(rows)
 
     def sorted_results(self) -> list[Result]:
-        return sorted(self.results, key=lambda r: (r.dataset, r.seed, role_of(r.method, self.bench) != "private",
+        return sorted(self.results, key=lambda r: (r.dataset, r.seed, role_of(r, self.bench) != "private",
                                                     method_rank(r.method), r.method, r.method_label,
                                                     target_rank(r.method, r.target), attack_rank(r.attack),
                                                     r.attack))
@@ -260,7 +260,7 @@ class Tables:
                 b = blocks[key] = {
                     "dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                     "registered_method": r.method, "target": r.target,
-                    "role": role_of(r.method, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
+                    "role": role_of(r, self.bench), "run_dir": str(r.run_dir), "config_hash": r.config_hash,
                     "axis_epsilon": r.axis_epsilon, "privacy": None, "attacks": [], MEMORIZATION: None, RECONSTRUCTION: None, "fid": None,
                     "model": r.outside_model, "records": r.outside_records,
                 }
@@ -333,14 +333,14 @@ class Tables:
         blocks = self.targets()
         attacks = sorted({a["attack"] for b in blocks for a in b["attacks"]}, key=lambda a: (attack_rank(a), a))
         for b in blocks:
-            p = b["privacy"] or {}
+            p = b["privacy"]
             row: dict[str, Any] = {"dataset": b["dataset"], "seed": b["seed"], "role": b["role"],
                                    "method": b["method"], "registered_method": b["registered_method"],
                                    "target": b["target"]}
             if any(x.get("model") for x in blocks):  # outside models: which model and which records
                 row.update(model=b.get("model"), records=b.get("records"))
-            row.update(formal_epsilon=formal_epsilon(p), formal_delta=as_number(p.get("delta")),
-                       epsilon_basis=p.get("basis"))
+            row.update(formal_epsilon=formal_epsilon(p), formal_delta=as_number(p and p.delta),
+                       epsilon_basis=p and p.basis)
             row.update(conditional_columns(p))
             by = {a["attack"]: a for a in b["attacks"]}
             for att in attacks:
@@ -349,7 +349,7 @@ class Tables:
                 ci = a["ci"] if a else {}
                 for k, short in _CI_KEYS.items():
                     # a TPR at an FPR below 1/n_nonmembers is left empty (reports.cells; result.json keeps it)
-                    hide = a is not None and not resolvable(k, a["result"].get("n_nonmembers"))
+                    hide = a is not None and not resolvable(k, a["result"].n_nonmembers)
                     row[f"{att}_{short}"] = None if hide else as_number(m.get(k))
                     if k != "asr":
                         c = None if hide else ci.get(k)
@@ -432,7 +432,7 @@ class Tables:
         ``split_check``; docs/external-models.md); the attacks of one target share it."""
         rows, seen = [], set()
         for r in self.sorted_results():
-            sc = r.get("split_check")
+            sc = r.split_check
             if not isinstance(sc, dict) or "auc" not in sc:
                 continue
             ci = sc.get("ci95") or [None, None]
@@ -461,9 +461,9 @@ class Tables:
             row = {"dataset": b["dataset"], "seed": b["seed"], "method": b["method"],
                    "registered_method": b["registered_method"], "target": b["target"], "role": b["role"]}
             if p:
-                row.update({"epsilon": formal_epsilon(p), "delta": as_number(p.get("delta")),
-                            "accountant": p.get("accountant"), "basis": p.get("basis")})
-                for k, v in p.items():
+                row.update({"epsilon": formal_epsilon(p), "delta": as_number(p.delta), "accountant": p.accountant,
+                            "basis": p.basis})
+                for k, v in p.to_json().items():
                     if k not in ("epsilon", "delta", "accountant", "basis") and not isinstance(v, (dict, list)):
                         row[k] = v
                 row.update({k: v for k, v in conditional_columns(p).items() if k in ("claimed_epsilon",
@@ -471,7 +471,7 @@ class Tables:
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
                             "basis": "none claimed: external model (trained outside privbench)"
-                            if b["registered_method"] == "external" else "none: non-private target (no formal guarantee)"})
+                            if b["role"] == OUTSIDE else "none: non-private target (no formal guarantee)"})
             row["empirical_eps_lb"] = b["eps_lb"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
             row["empirical_eps_lb_bound"] = b["eps_lb_bound"]
@@ -484,11 +484,10 @@ class Tables:
         for r in results:
             rows.append({"dataset": r.dataset, "seed": r.seed, "preset": r.preset, "method": r.method_label,
                          "target": r.target, "attack": r.attack, "config_hash": r.config_hash,
-                         "attack_hash": r.get("attack_hash"), "run_dir": r.run_dir.name,
+                         "attack_hash": r.attack_hash, "run_dir": r.run_dir.name,
                          "ema_start_weight": ema[(r.run_dir, r.target)],
-                         "attack_config": json.dumps(r.get("attack_config") or {}, sort_keys=True, default=str),
-                         "device": (r.get("timing") or {}).get("device"),
-                         "attack_s": (r.get("timing") or {}).get("attack_s")})
+                         "attack_config": json.dumps(r.attack_config or {}, sort_keys=True, default=str),
+                         "device": r.timing.device, "attack_s": r.timing.attack_s})
         return pd.DataFrame(rows)
 
     def fid_frame(self) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
-from ..runs.result_schema import AttackResult, Provenance
+from ..runs.result_schema import AttackResult, PrivacyClaim, Provenance
 from . import render_report
 from .cells import NA_TEXT, NONE_TEXT, ci, metric_text, num, resolvable
 from .coincide import coinciding
@@ -47,13 +47,14 @@ def report_markdown(result: dict) -> str:
     lines = [f"# {r['attack']} on {r['method']}/{r['target']} ({r['dataset']}, preset {r['preset']}, seed {r['seed']})",
              "", f"Run directory: `{r['run_dir']}`  ", f"Scores: `{r['scores_path']}`", ""]
     lines += ["```", format_table([r], detailed=True), "```", ""]
-    c = claim_of(r.get("privacy"))
+    res = AttackResult.from_json(result)
+    c = claim_of(res.privacy)
     if c and c["kind"] == "formal":
         lines.append(f"Formal guarantee: epsilon = {c['epsilon']:.4g} at delta = {c['delta']} ({c['basis']}).")
     elif c:
         lines.append(f"Formal guarantee: none. {KIND_LABEL[c['kind']].replace('ε', 'epsilon')}: {c['epsilon']:.4g} "
                      f"at delta = {c['delta']} ({c['basis']}); not a guarantee.")
-    elif r.get("method") == "external":
+    elif res.is_outside:
         lines.append("Formal guarantee: none claimed (a model trained outside privbench; its training's own "
                      "accounting, if any, is not known here).")
     else:
@@ -81,8 +82,13 @@ def _ci(c) -> str:
 
 def _eps(r: dict) -> str:
     """The formal ε only; a claimed or conditional ε is never shown as one (privbench.privacy.claims)."""
-    e = formal_epsilon(r.get("privacy"))
+    e = formal_epsilon(_privacy(r))
     return "none" if e is None else f"{e:.3g}"
+
+
+def _privacy(r: dict) -> PrivacyClaim | None:
+    """A printed result's ``privacy`` object, typed (as privbench.privacy.claims reads it)."""
+    return None if r.get("privacy") is None else PrivacyClaim.from_json(r["privacy"], "privacy")
 
 
 def _tpr(m: dict, key: str, n_nonmembers) -> str:
@@ -139,7 +145,7 @@ def format_table(results: list[dict], detailed: bool = False) -> str:
         out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
                   f"   epsilon {_eps(r)}\n")
     for r in results:
-        c = claim_of(r.get("privacy"))
+        c = claim_of(_privacy(r))
         if c:
             out.write(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
                       f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})\n")
@@ -226,7 +232,7 @@ def format_bench(res: dict) -> str:
                f"{'TPR@1%':>6s} {'TPR@.1%':>7s} {'memorized':>9s} {'re-id':>6s} {'FID all/maj/min':>17s}")
         lines += [hdr, "-" * len(hdr)]
         for b in rows:
-            p = b["privacy"] or {}
+            p = b["privacy"]
             mem = (b[MEMORIZATION] or {}).get("metrics") or {}
             rec = (b[RECONSTRUCTION] or {}).get("metrics") or {}
             f = b["fid"] or {}
@@ -239,7 +245,7 @@ def format_bench(res: dict) -> str:
                 if a:
                     m = a["metrics"]
                     auc = f"{fmt(m.get('auc'))}{_ci(a['ci'].get('auc'))}"
-                    n_non = a["result"].get("n_nonmembers")
+                    n_non = a["result"].n_nonmembers
                     body = (f" {a['attack']:{aw}s} {auc:19s} {_tpr(m, 'tpr_at_1pct_fpr', n_non):>6s} "
                             f"{_tpr(m, 'tpr_at_0_1pct_fpr', n_non):>7s}")
                 else:

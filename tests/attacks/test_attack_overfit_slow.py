@@ -30,9 +30,11 @@ def test_overfit_centralized_target_leaks(overfit_centralized):
 
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent
-    res = {a: run_attack(_cfg(m), a, None, runs_dir=runs_dir, device="cpu") for a in ("pia", "loss", "secmi", "pian")}
+    res = {a: run_attack(_cfg(m), a, None, runs_dir=runs_dir, device="cpu").to_json()
+           for a in ("pia", "loss", "secmi", "pian")}
     # SecMI with the paper's offset (t_sec <-> t_sec + k); the default is the official code's (t_sec - k <-> t_sec)
-    res["secmi-paper"] = run_attack(_cfg(m, secmi_offset="paper"), "secmi", None, runs_dir=runs_dir, device="cpu")
+    res["secmi-paper"] = run_attack(_cfg(m, secmi_offset="paper"), "secmi", None, runs_dir=runs_dir,
+                                    device="cpu").to_json()
     print("\n" + format_table(list(res.values())))
     auc = {a: r["metrics"]["auc"] for a, r in res.items()}
     assert auc["pia"] >= 0.9, auc
@@ -56,8 +58,8 @@ def test_reconstruction_with_the_overfit_denoiser(overfit_centralized):
 
     m = overfit_centralized
     runs_dir = m.ctx.run_dir.parent
-    small = run_attack(_cfg(m, recon_t0=100), "reconstruction", None, runs_dir=runs_dir, device="cpu")
-    big = run_attack(_cfg(m, recon_t0=690), "reconstruction", None, runs_dir=runs_dir, device="cpu")
+    small = run_attack(_cfg(m, recon_t0=100), "reconstruction", None, runs_dir=runs_dir, device="cpu").to_json()
+    big = run_attack(_cfg(m, recon_t0=690), "reconstruction", None, runs_dir=runs_dir, device="cpu").to_json()
     for r in (small, big):
         print(r["figures"]["t0"], {k: (v["reid_rate"], round(v["psnr"], 2)) for k, v in r["figures"]["attackers"].items()},
               "chance", r["metrics"]["reid_chance"], "label+member chance", r["figures"]["reid_chance_label_members"])

@@ -47,7 +47,7 @@ def test_run_attack_writes_cli_schema_and_caches(runs_dir, privbench_log):
     from privbench.runs.attack import run_attack
 
     cfg = train_cfg(attack__sweep=[50, 100, 200, 300])
-    res = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")
+    res = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu").to_json()
     assert CLI_KEYS <= set(res) and METRIC_KEYS <= set(res["metrics"])
     assert res["target"] == "model" and res["privacy"] is None and res["n_members"] == 64
     assert set(res["metrics"]["ci95"]) >= {"auc", "tpr_at_1pct_fpr"}
@@ -77,11 +77,11 @@ def test_run_attack_writes_cli_schema_and_caches(runs_dir, privbench_log):
     # cached: same attack hash → reused without recomputation
     mtime = (out_dir / "result.json").stat().st_mtime_ns
     privbench_log.lines.clear()
-    again = run_attack(cfg, "pia", "model", runs_dir=runs_dir, device="cpu")
+    again = run_attack(cfg, "pia", "model", runs_dir=runs_dir, device="cpu").to_json()
     assert "attack cache hit" in privbench_log.text
     assert again["metrics"] == res["metrics"] and (out_dir / "result.json").stat().st_mtime_ns == mtime
     # another setting → another result directory
-    other = run_attack(train_cfg(attack__t=100), "pia", None, runs_dir=runs_dir, device="cpu")
+    other = run_attack(train_cfg(attack__t=100), "pia", None, runs_dir=runs_dir, device="cpu").to_json()
     assert other["scores_path"] != res["scores_path"]
     table = format_table([res, other], detailed=True)
     assert "AUC" in table and "oracle" in table and "pia" in table
@@ -106,11 +106,11 @@ def test_memorization_and_reconstruction_through_the_runner(runs_dir):
     from privbench.runs.attack import run_attack
 
     cfg = train_cfg(sample__sampler="ddim", attack__n_samples=16)
-    mem = run_attack(cfg, "memorization", None, runs_dir=runs_dir, device="cpu")
+    mem = run_attack(cfg, "memorization", None, runs_dir=runs_dir, device="cpu").to_json()
     assert set(mem["metrics"]) == {"memorized_fraction", "n_generated"} and mem["metrics"]["n_generated"] == 16
     assert any(k.startswith("memorization-") for k in mem["artifacts"])
     rec = run_attack(train_cfg(attack__recon_t0=100, sample__ddim_steps=5), "reconstruction", None,
-                     runs_dir=runs_dir, device="cpu")
+                     runs_dir=runs_dir, device="cpu").to_json()
     assert {"psnr", "ssim", "reid_rate", "reid_chance"} <= set(rec["metrics"])
     assert rec["metrics"]["reid_rate"] > 0.9 and rec["figures"]["uploads"] == "simulated"
     z = np.load(rec["scores_path"])

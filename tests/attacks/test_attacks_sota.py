@@ -398,7 +398,7 @@ def test_end_to_end_two_reference_models_shared_between_attacks(tmp_path, privbe
     from privbench.runs.attack import run_attack
 
     cfg = train_cfg(attack__n_reference=2, attack__reference_pool="online")
-    res = run_attack(cfg, "lira", None, runs_dir=tmp_path, device="cpu")
+    res = run_attack(cfg, "lira", None, runs_dir=tmp_path, device="cpu").to_json()
     assert res["threat_model"]["reference_models"] == 2 and res["figures"]["variant"] == "online"
     assert 0.0 <= res["metrics"]["auc"] <= 1.0
     store = sorted((tmp_path).glob("centralized-digits-*/references/online-*"))
@@ -412,7 +412,7 @@ def test_end_to_end_two_reference_models_shared_between_attacks(tmp_path, privbe
     stamp = (store[0] / "ref-1" / "train_done.json").stat().st_mtime_ns
     assert "training reference model" in privbench_log.text                 # the first attack trained them
     privbench_log.lines.clear()
-    res2 = run_attack(cfg, "rmia", None, runs_dir=tmp_path, device="cpu")
+    res2 = run_attack(cfg, "rmia", None, runs_dir=tmp_path, device="cpu").to_json()
     assert "training reference model" not in privbench_log.text             # reused, not retrained
     assert (store[0] / "ref-1" / "train_done.json").stat().st_mtime_ns == stamp
     assert res2["figures"]["variant"] == "online" and res2["timing"]["references_s"] is not None

@@ -31,14 +31,14 @@ def test_api_attack_on_a_native_target_matches_the_runner(runs_dir):
 
     cfg = train_cfg("centralized", "test")
     native = run_attack(cfg, "pia", None, runs_dir=runs_dir, device="cpu")
-    tgt = privbench.load_target(native["run_dir"], device="cpu")
-    z = np.load(native["scores_path"])
+    tgt = privbench.load_target(native.run_dir, device="cpu")
+    z = np.load(native.scores_path)
     x, y = privbench.load_dataset("digits")
     idx = z["index"]
     mem, non = idx[z["labels"] == 1], idx[z["labels"] == 0]
     res = privbench.attack(tgt, (x[mem], y[mem]), (x[non], y[non]), "pia", bootstrap=50)
     assert np.allclose(res.scores, z["scores"], rtol=1e-6, atol=1e-9)
-    assert res.metrics["auc"] == native["metrics"]["auc"]
+    assert res.metrics["auc"] == native.metrics["auc"]
     # the typed result a run writes, with the runner's fields where they overlap; nothing written, so no paths
     r = res.result
     assert isinstance(r, AttackResult) and r.metrics["auc"] == res.metrics["auc"] and r.calibrated is res.calibrated

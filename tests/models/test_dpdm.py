@@ -172,7 +172,7 @@ def test_bad_dp_input_exits_2(tmp_path, method, sets, needle):
 def test_attack_result_carries_privacy(dpdm_run, runs_dir):
     from privbench.runs.attack import run_attack
 
-    res = run_attack(dpdm_run.cfg, "loss", runs_dir=runs_dir, device="cpu")
+    res = run_attack(dpdm_run.cfg, "loss", runs_dir=runs_dir, device="cpu").to_json()
     p = res["privacy"]
     assert res["target"] == "model" and p["epsilon"] <= 10 and "DP-SGD" in p["basis"]
     assert 0 <= res["metrics"]["auc"] <= 1

@@ -148,7 +148,7 @@ def test_paper_gradient_is_backprop_of_clipped_output_grads(tmp_path):
 def test_attack_on_both_targets(dpsad_sound, runs_dir, target):
     from privbench.runs.attack import run_attack
 
-    res = run_attack(dpsad_sound.cfg, "loss", target, runs_dir=runs_dir, device="cpu")
+    res = run_attack(dpsad_sound.cfg, "loss", target, runs_dir=runs_dir, device="cpu").to_json()
     assert res["target"] == target
     if target == "teacher":
         assert res["privacy"] is None

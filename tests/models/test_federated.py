@@ -127,7 +127,7 @@ def test_memorization_of_a_client_model_uses_that_clients_records(runs_dir):
     from privbench.runs.attack import run_attack
 
     cfg = train_cfg("local", attack__n_samples=8, sample__sampler="ddim", sample__ddim_steps=3)
-    res = run_attack(cfg, "memorization", "client:1", runs_dir=runs_dir, device="cpu")
+    res = run_attack(cfg, "memorization", "client:1", runs_dir=runs_dir, device="cpu").to_json()
     m = api.make_method(cfg, run_dir_for(cfg, runs_dir), "cpu")
     assert res["figures"]["n_training_records"] == len(m.ctx.clients.clients[1])
     assert set(res["figures"]["memorized_training_records"]) <= set(m.ctx.clients.clients[1])

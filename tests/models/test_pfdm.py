@@ -343,8 +343,8 @@ def pfdm_tiny(runs_dir):
 @pytest.mark.slow
 def test_tiny_pia_shared_near_chance_vs_centralized(pfdm_tiny, overfit_centralized, runs_dir):
     runner = pytest.importorskip("privbench.runs.attack")
-    res = runner.run_attack(pfdm_tiny.cfg, "pia", "shared", runs_dir=runs_dir, device="cpu")
-    ref = runner.run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu")
+    res = runner.run_attack(pfdm_tiny.cfg, "pia", "shared", runs_dir=runs_dir, device="cpu").to_json()
+    ref = runner.run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu").to_json()
     auc, auc_c = res["metrics"]["auc"], ref["metrics"]["auc"]
     print(f"PIA AUC: pfdm shared {auc:.3f}, overfit centralized {auc_c:.3f}")
     assert abs(auc - 0.5) < 0.1

@@ -10,8 +10,15 @@ from privbench.privacy.compare import (
     comparable_claim,
     exceeds,
     flag_delta,
-    formal_relation,
 )
+from privbench.privacy.compare import formal_relation as _formal_relation
+from privbench.runs.result_schema import PrivacyClaim
+
+
+def formal_relation(privacy: dict | None):
+    """The relation of a ``privacy`` object as a result holds it (typed)."""
+    return _formal_relation(None if privacy is None else PrivacyClaim.from_json({"epsilon": 1.0, "delta": 1e-5,
+                                                                                **privacy}))
 
 
 def test_relation_read_from_the_real_bases():

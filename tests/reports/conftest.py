@@ -22,6 +22,6 @@ def test_results(report_runs_dir):
 
     out = {}
     for method, attack in (("centralized", "pia"), ("centralized", "loss"), ("pfdm", "pia")):
-        res = run_attack(train_cfg(method, "test"), attack, None, runs_dir=report_runs_dir, device="cpu")
+        res = run_attack(train_cfg(method, "test"), attack, None, runs_dir=report_runs_dir, device="cpu").to_json()
         out[(method, attack)] = Path(res["scores_path"]).parent / "result.json"
     return out

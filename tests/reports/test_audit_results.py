@@ -92,7 +92,7 @@ def test_overfit_centralized_gives_a_clearly_positive_bound(overfit_centralized,
     """Issue 6: audit on the overfit centralized target (issue 3's fixture) gives a clearly positive bound."""
     from privbench.runs.attack import run_attack
 
-    res = run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu")
+    res = run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu").to_json()
     (a,) = audit_results([res["scores_path"].replace("scores.npz", "result.json")])
     assert a["epsilon_lower_bound"] > 1.0, a          # measured 2.49 (ceiling 2.82) with PIA AUC 0.96
 

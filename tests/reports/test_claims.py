@@ -13,7 +13,7 @@ from report_fakes import write_result
 
 from privbench.cli import main
 from privbench.core.errors import BadInput
-from privbench.privacy.claims import claim_of, formal_epsilon, user_claim
+from privbench.privacy.claims import PrivacyClaim, claim_of, formal_epsilon, user_claim
 from privbench.reports.audit import audit_results, format_audit
 from privbench.reports.collect import load_results
 from privbench.reports.tables import Tables
@@ -54,7 +54,8 @@ def _first_row(text: str) -> str:
 @pytest.mark.parametrize("privacy", [PAPER_NEW, PAPER_OLD], ids=["new", "old-format"])
 def test_a_paper_claim_is_never_a_formal_epsilon(tmp_path, privacy):
     p = _chance(tmp_path / "run", privacy)
-    assert claim_of(privacy)["kind"] == "claimed_by_paper" and formal_epsilon(privacy) is None
+    typed = PrivacyClaim.from_json(privacy)
+    assert claim_of(typed)["kind"] == "claimed_by_paper" and formal_epsilon(typed) is None
     # the gate: no formal ε is ε = ∞, and the breach says why
     g = tmp_path / "g.yaml"
     g.write_text("gates:\n  - {method: dpsad, target: student, attack: pia, metric: privacy.epsilon, max: 10}\n")
@@ -109,7 +110,7 @@ def test_the_audit_states_one_basis_per_run(tmp_path):
 def test_user_claims_are_validated():
     assert user_claim(None, None, None) is None
     c = user_claim(2.0, 1e-5, "DP-SGD, add/remove-one, PRV")
-    assert c["epsilon"] is None and c["claimed_epsilon"] == 2.0 and claim_of(c)["kind"] == "claimed_by_user"
+    assert c["epsilon"] is None and c["claimed_epsilon"] == 2.0 and claim_of(PrivacyClaim.from_json(c))["kind"] == "claimed_by_user"
     for bad, needle in (((2.0, None, "x"), "go together"), ((-1, 1e-5, "x"), "claimed-epsilon"),
                         ((math.inf, 1e-5, "x"), "claimed-epsilon"), ((1.0, 1.5, "x"), "claimed-delta"),
                         ((1.0, 1e-5, "  "), "claim-basis")):

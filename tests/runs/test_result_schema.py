@@ -15,6 +15,7 @@ from helpers import train_cfg
 
 from privbench.core.errors import BadInput
 from privbench.core.version import STORE_VERSION
+from privbench.privacy.claims import claim_of
 from privbench.runs.result_schema import AttackResult, PrivacyClaim, Provenance, ThreatModel, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,14 +101,14 @@ def test_a_privacy_object_keeps_its_keys_and_their_order():
          "basis": "b", "public_split": {"mode": "x"}, "a_plugin_key": [1]}
     p = PrivacyClaim.from_json(d)
     assert p.to_json() == d and list(p.to_json()) == list(d) and p.details == {"a_plugin_key": [1]}
-    assert p.kind == "formal"
+    assert claim_of(p)["kind"] == "formal"
     conditional = {"epsilon": None, "delta": 1e-5, "basis": "b", "conditional_epsilon": 3.0}
-    assert PrivacyClaim.from_json(conditional).kind == "conditional"
+    assert claim_of(PrivacyClaim.from_json(conditional))["kind"] == "conditional"
     made = PrivacyClaim(epsilon=None, delta=1e-5, basis="b", claimed_epsilon=2.0, claim_kind="claimed_by_user")
     assert made.to_json() == {"epsilon": None, "delta": 1e-5, "basis": "b", "claimed_epsilon": 2.0,
                               "claim_kind": "claimed_by_user"}
     with pytest.raises(BadInput, match="privacy.epsilon"):
-        PrivacyClaim.from_json({"epsilon": "1.0", "delta": 1e-5, "basis": "b"})
+        PrivacyClaim.from_json({"epsilon": "1.0", "delta": 1e-5, "basis": "b"}, "privacy")
 
 
 def test_the_writer_cannot_write_an_undeclared_key(real_result):
@@ -194,3 +195,39 @@ def test_an_undeclared_or_mistyped_nested_key_is_refused_in_one_line(real_result
     with pytest.raises(BadInput) as e:
         AttackResult.from_json({**d, key: value})
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def _made(**kw) -> dict:
+    """A result as a writer builds it (no run needed), as JSON."""
+    return AttackResult(**{"method": "centralized", "target": "model", "attack": "loss", "dataset": "digits",
+                           "preset": "test", "seed": 0, "run_dir": None, "n_members": 2, "n_nonmembers": 2,
+                           "metrics": {}, "privacy": {"epsilon": 1.0, "delta": 1e-5, "basis": "b"},
+                           "scores_path": None, "timing": {"train_s": None, "attack_s": 1.0, "device": "cpu"},
+                           **kw}).to_json()
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("privacy", {"epsilon": 1.0, "delta": 1e-5}, "privacy: missing keys: basis"),
+    ("privacy", {"epsilon": True, "delta": 1e-5, "basis": "b"}, "privacy.epsilon: expected float or null, got bool"),
+    ("privacy", {"epsilon": 1.0, "delta": 1e-5, "basis": "b", "steps": "10"}, "privacy.steps: expected int or null"),
+    ("timing", {"train_s": None, "device": "cpu"}, "timing: missing keys: attack_s"),
+    ("timing", {"train_s": None, "attack_s": "1", "device": "cpu"}, "timing.attack_s: expected float or null"),
+])
+def test_a_nested_object_is_checked_as_its_fields_declare(key, value, needle):
+    with pytest.raises(BadInput) as e:
+        AttackResult.from_json({**_made(), key: value})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_numbers_and_bools_as_the_type_hints_say():
+    privacy = {"epsilon": 0, "delta": 0, "basis": "b", "noise_calibrated": True, "steps": 10, "fallback": {"x": 1}}
+    res = AttackResult.from_json({**_made(), "privacy": privacy})  # an int is a number; a bool where declared
+    assert res.privacy.noise_calibrated is True and res.privacy.epsilon == 0 and res.to_json()["privacy"] == privacy
+
+
+def test_a_result_is_read_by_attribute_and_knows_an_outside_model():
+    res = AttackResult.from_json(_made())
+    assert res.metrics == {} and res.privacy.basis == "b" and not res.is_outside
+    with pytest.raises(TypeError):
+        res["metrics"]  # no mapping access: the fields are attributes
+    assert AttackResult.from_json(_made(method="external")).is_outside
