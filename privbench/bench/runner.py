@@ -99,11 +99,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     runs = Path(runs_dir) if runs_dir else default_runs_dir()
     out_dir = Path(out) if out else runs / f"bench-{name}"
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
-    claims = parse_claims(spec.get("claims"))
-    try:
-        check_claims(claims, cells)  # each side selects one row of this grid: before anything trains
-    except BadInput as e:
-        raise BadInput(f"--suite {path}: {e}") from None
+    claims = _suite_claims(spec, cells, path)
     fcfg = fid_settings(spec) if fid_on else None
     n_samples = samples_n(spec)
     bench_json = out_dir / "bench.json"
@@ -161,6 +157,16 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     d["out"] = str(out_dir)
     d["bench_json"] = str(bench_json)
     return d
+
+
+def _suite_claims(spec: dict, cells, path) -> list:
+    """The suite's paper claims, each side checked to select one row of this grid before anything trains."""
+    claims = parse_claims(spec.get("claims"))
+    try:
+        check_claims(claims, cells)
+    except BadInput as e:
+        raise BadInput(f"--suite {path}: {e}") from None
+    return claims
 
 
 def _provenance(executor: str, retries: int, ray_exec, pool) -> dict:

@@ -30,7 +30,6 @@ REPRODUCED = "reproduced"
 DIRECTION = "direction reproduced"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive at this n"
-VERDICTS = (REPRODUCED, DIRECTION, NOT_REPRODUCED, INCONCLUSIVE)
 
 T_OVER_SEEDS = "t-interval over seeds"
 OWN_CI = "the result's bootstrap CI (one seed)"
