@@ -26,7 +26,7 @@ from privbench.runs.attack import build_records, make_attack  # noqa: E402
 from privbench.core.config import build_config, parse_set_args  # noqa: E402
 from privbench.metrics.roc import calibrated_metrics, membership_metrics  # noqa: E402
 from privbench.core.seeding import sub_seed
-from privbench.models.federated import ema_capped
+from privbench.models.loop import ema_capped
 from privbench.models.methods.pfdm import _TAG_SERVER, train_server  # noqa: E402
 
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 import torch
 
-from ..core.config import parse_value, register_section, setting
+from ..core.settings import parse_value, register_section, setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from ..models.target import TargetCapabilities
