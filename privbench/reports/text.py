@@ -120,50 +120,72 @@ def _one_line(r: dict) -> str:
             f"PSNR {_f(m.get('psnr'), 2)} dB SSIM {_f(m.get('ssim'))}")
 
 
+def _label(r: dict) -> str:
+    """The attack as run: its name with the variant (``clid@vec``), so two variants' rows read apart."""
+    return r.get("label") or r["attack"]
+
+
+def _membership_rows(mem: list[dict], out: io.StringIO) -> None:
+    lt = all(r.get("tpr_rule") == "lt" for r in mem)  # FPR < x: the label says so (mixed: the footnotes)
+    width = max([7] + [len(_label(r)) for r in mem])
+    hdr = (f"{'target':24s} {'attack':{width}s} {'AUC [95% CI]':19s} {'ASR':>5s}  "
+           f"{'TPR@<1% [95% CI]' if lt else 'TPR@1% [95% CI]':19s} "
+           f"{'TPR@<.1%' if lt else 'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
+    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+    for r in mem:
+        m = r["metrics"]
+        cis = m.get("ci95") or {}
+        cal = r.get("calibrated") or {}
+        cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else NONE_TEXT
+        out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {_label(r):{width}s} "
+                  f"{_f(m['auc']) + _ci(cis.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
+                  f"{_tpr_ci(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers')):19s} "
+                  f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers')):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
+
+
+def _notes(results: list[dict]) -> list[str]:
+    """The lines under the table: claims, records' ranges, TPR rules, inverted AUCs, then each warning once with
+    every attack that raised it (the same records give several attacks the same warning)."""
+    lines = []
+    for r in results:
+        c = claim_of(_privacy(r))
+        if c:
+            lines.append(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
+                         f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})")
+    for r in results:
+        rr = r.get("records_range") or {}
+        if rr.get("range"):  # an outside target's records: the pixel range decides its scores
+            lines.append(f"  records of {r['method']}/{r['target']}: range {rr['range']} "
+                         f"({rr.get('encoding', '?')}; --records-range {rr.get('requested', 'auto')})")
+    lines += [f"  TPR of {_label(r)}: at FPR < x (metrics.tpr_rule=lt, Carlini et al.'s LiRA code), not <= x"
+              for r in results if r.get("tpr_rule") == "lt"]
+    for r in results:
+        m = r.get("metrics") or {}
+        if r.get("kind", MEMBERSHIP) == MEMBERSHIP and is_inverted(m.get("auc"), (m.get("ci95") or {}).get("auc")):
+            lines.append(f"  ! {_label(r)} on {r['method']}/{r['target']}: AUC {_f(m.get('auc'))}: {INVERTED_NOTE}")
+    raised: dict[str, list[str]] = {}
+    for r in results:
+        for w in r.get("warnings") or []:
+            who = raised.setdefault(w, [])
+            if _label(r) not in who:
+                who.append(_label(r))
+    lines += [f"  ! {', '.join(who)}: {w}" for w, who in raised.items()]
+    return list(dict.fromkeys(lines))  # one line once: several attacks on one target share its claim and records
+
+
 def format_table(results: list[dict], detailed: bool = False) -> str:
     """One screen: target, attack, AUC [CI], ASR, TPR@1% [CI], TPR@0.1%, calibrated AUC/direction, ε; warnings.
     Memorization and reconstruction show their own figures. ``detailed`` adds sweeps, calibration, notes."""
     out = io.StringIO()
     mem = [r for r in results if r.get("kind", MEMBERSHIP) == MEMBERSHIP]
-    other = [r for r in results if r.get("kind", MEMBERSHIP) != MEMBERSHIP]
     if mem:
-        lt = all(r.get("tpr_rule") == "lt" for r in mem)  # FPR < x: the label says so (mixed: the footnotes)
-        hdr = (f"{'target':24s} {'attack':7s} {'AUC [95% CI]':19s} {'ASR':>5s}  "
-               f"{'TPR@<1% [95% CI]' if lt else 'TPR@1% [95% CI]':19s} "
-               f"{'TPR@<.1%' if lt else 'TPR@.1%':>7s}  {'calib AUC':>9s}  {'epsilon':>7s}")
-        out.write(hdr + "\n" + "-" * len(hdr) + "\n")
-        for r in mem:
-            m = r["metrics"]
-            cis = m.get("ci95") or {}
-            cal = r.get("calibrated") or {}
-            cal_s = f"{_f(cal.get('auc'), 2)}({'+' if cal.get('direction', 1) > 0 else '-'})" if cal else NONE_TEXT
-            out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:7s} "
-                      f"{_f(m['auc']) + _ci(cis.get('auc')):19s} {_f(m['asr'], 2):>5s}  "
-                      f"{_tpr_ci(m, 'tpr_at_1pct_fpr', r.get('n_nonmembers')):19s} "
-                      f"{_tpr(m, 'tpr_at_0_1pct_fpr', r.get('n_nonmembers')):>7s}  {cal_s:>9s}  {_eps(r):>7s}\n")
-    for r in other:
-        out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {r['attack']:14s} {_one_line(r)}"
-                  f"   epsilon {_eps(r)}\n")
+        _membership_rows(mem, out)
     for r in results:
-        c = claim_of(_privacy(r))
-        if c:
-            out.write(f"  {KIND_LABEL[c['kind']].replace('ε', 'epsilon')} of {r['method']}/{r['target']}: "
-                      f"{c['epsilon']:.3g} at delta {c['delta']} ({c['basis']})\n")
-    for r in results:
-        rr = r.get("records_range") or {}
-        if rr.get("range"):  # an outside target's records: the pixel range decides its scores
-            out.write(f"  records of {r['method']}/{r['target']}: range {rr['range']} ({rr.get('encoding', '?')}; "
-                      f"--records-range {rr.get('requested', 'auto')})\n")
-    for r in results:
-        if r.get("tpr_rule") == "lt":
-            out.write(f"  TPR of {r['attack']}: at FPR < x (metrics.tpr_rule=lt, Carlini et al.'s LiRA code), not <= x\n")
-    for r in results:
-        m = r.get("metrics") or {}
-        if r.get("kind", MEMBERSHIP) == MEMBERSHIP and is_inverted(m.get("auc"), (m.get("ci95") or {}).get("auc")):
-            out.write(f"  ! {r['attack']} on {r['method']}/{r['target']}: AUC {_f(m.get('auc'))}: {INVERTED_NOTE}\n")
-    for r in results:
-        for w in r.get("warnings") or []:
-            out.write(f"  ! {r['attack']}: {w}\n")
+        if r.get("kind", MEMBERSHIP) != MEMBERSHIP:
+            out.write(f"{(r['method'] + '/' + r['target'])[:24]:24s} {_label(r):14s} {_one_line(r)}"
+                      f"   epsilon {_eps(r)}\n")
+    for line in _notes(results):
+        out.write(line + "\n")
     for _attack, _rows, note in coinciding([(r["attack"], r["method"], r["target"], (r.get("dataset"), r.get("seed")),
                                              r.get("scores_path")) for r in mem]):
         out.write(f"  note: {note}\n")

@@ -61,3 +61,24 @@ def test_a_gate_names_a_variant_or_every_variant(tmp_path):
     gates.write_text("gates:\n  - {method: dpdm, target: model, attack: loss, metric: auc, max: 0.9}\n")
     breaches, n = check_gates(gates, [str(bench)])
     assert n == 3 and len(breaches) == 1 and "on dpdm-lora/model" in breaches[0], breaches  # all three variants
+
+
+def test_the_console_table_names_each_variant_and_says_a_shared_warning_once():
+    """Two variants of one attack on one outside model: two rows that read apart, one line per records range and
+    per warning, the warning naming every attack that raised it."""
+    from privbench.reports.text import format_table
+
+    def result(attack, label, auc, warnings):
+        return {"method": "external", "target": "pipeline", "attack": attack, "label": label, "kind": "membership",
+                "metrics": {"auc": auc, "asr": 0.6, "ci95": {"auc": [auc - 0.05, min(auc + 0.05, 1.0)]}},
+                "n_nonmembers": 32, "warnings": warnings, "privacy": None,
+                "records_range": {"range": "-1:1", "encoding": "float", "requested": "auto"}}
+
+    shift = "member/non-member shift detected: the pixels alone tell the sets apart"
+    text = format_table([result("clid", "clid", 0.948, [shift, "calibrated: FPR 0.0625"]),
+                         result("clid", "clid@vec", 0.932, [shift, "calibrated: FPR 0.125"])])
+    rows = [line.split()[:2] for line in text.splitlines()[2:4]]
+    assert rows == [["external/pipeline", "clid"], ["external/pipeline", "clid@vec"]]
+    assert text.count("records of external/pipeline") == 1
+    assert text.count(shift) == 1 and f"! clid, clid@vec: {shift}" in text
+    assert "! clid: calibrated: FPR 0.0625" in text and "! clid@vec: calibrated: FPR 0.125" in text
