@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 import torch
 
-from ..core.settings import parse_value, register_section, setting
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
+from ..core.settings import parse_value, register_section, setting
 from ..models.target import TargetCapabilities
 
 
