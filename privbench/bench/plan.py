@@ -8,6 +8,7 @@ from typing import Any
 
 from ..attacks.base import split_label
 from ..core.config import build_config, check_seed, config_hash, preset_dataset
+from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from ..core.registry import ATTACKS, METHODS
@@ -209,8 +210,8 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                     raise BadInput(f"{where}: {e}") from None
                 continue  # a suite default that does not apply to an external model (reconstruction, lira, ...)
             cfg, rd = source.cfg, source.run_dir
-            cells.append(Cell("attack", method="external", dataset=cfg.dataset, seed=int(seed), target=name,
-                              attack=a, role="external", overrides=list(esets), cfg=cfg, run_dir=str(rd),
+            cells.append(Cell("attack", method=OUTSIDE, dataset=cfg.dataset, seed=int(seed), target=name,
+                              attack=a, role=OUTSIDE, overrides=list(esets), cfg=cfg, run_dir=str(rd),
                               config_hash=ext.prov.get("weights_sha256"), attack_hash=rd.name.split("-", 1)[1],
                               result_path=str(rd / "result.json"),
                               external={"sets": list(esets), "preset": preset, **opts}))

@@ -11,5 +11,8 @@ MAX_SAMPLES = 100_000
 #: the kinds of attack result (a result's ``kind``), readable without importing the attacks (and torch) so that
 #: ``report``, ``audit`` and ``check`` stay light; privbench.attacks.base holds the same names
 MEMBERSHIP, MEMORIZATION, RECONSTRUCTION = "membership", "memorization", "reconstruction"
+#: the pseudo-method of a model privbench did not train (``attack``/``run --model``, ``privbench.attack``, a suite's
+#: ``external:``), and the reports' role of its results
+OUTSIDE = "external"
 #: the label every result with seeded privacy noise carries (privacy block, report text and tables)
 SEEDED_NOISE_LABEL = "reproducible benchmark noise, not a deployable release"

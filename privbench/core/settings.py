@@ -23,15 +23,20 @@ TOP_LEVEL = ("method", "dataset", "preset", "seed")
 MAX_SEED = 2 ** 32 - 1
 
 
-def setting(default, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True,
-            item=None, item_lo=None, item_hi=None, min_len=None, max_len=None, hashed_at_default=True):
-    """A dataclass field with the range/choice metadata :func:`parse_value` checks. ``training=False``: the field
-    never changes what is trained (out of the config hash). A list: ``item`` (its elements' type),
-    ``item_lo``/``item_hi`` (their inclusive range), ``min_len``/``max_len``. ``hashed_at_default=False``: the
-    field enters the config hash only when set off its default."""
-    meta = dict(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=choices, help=help, training=training,
-                item=item, item_lo=item_lo, item_hi=item_hi, min_len=min_len, max_len=max_len,
-                hashed_at_default=hashed_at_default)
+#: the metadata a setting may declare, with its defaults (the keyword arguments of :func:`setting`)
+SETTING_META = dict(lo=None, hi=None, lo_open=False, hi_open=False, choices=None, help="", training=True, item=None,
+                    item_lo=None, item_hi=None, min_len=None, max_len=None, hashed_at_default=True)
+
+
+def setting(default, **meta):
+    """A dataclass field with the range/choice metadata :func:`parse_value` checks (keywords: ``SETTING_META``).
+    ``training=False``: the field never changes what is trained (out of the config hash). A list: ``item`` (its
+    elements' type), ``item_lo``/``item_hi`` (their inclusive range), ``min_len``/``max_len``.
+    ``hashed_at_default=False``: the field enters the config hash only when set off its default."""
+    unknown = sorted(set(meta) - set(SETTING_META))
+    if unknown:
+        raise TypeError(f"setting() got unknown keyword(s): {', '.join(unknown)}")
+    meta = {**SETTING_META, **meta}
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
     return field(default=default, metadata=meta)

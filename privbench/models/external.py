@@ -40,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.jsonio import read_json_object, regular_file
 from .external_base import (
@@ -92,7 +93,7 @@ def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, fa
     prov.update(prediction_type=pred, prediction_conversion=CONVERSIONS[pred], scheduler=facts,
                 num_classes=num_classes, sample_shape=list(map(int, shape)),
                 parameters=int(sum(p.numel() for p in net.parameters())))
-    tgt = Target(name, "external", net, schedule, device, num_classes, clip_sample=facts.get("clip_sample", True),
+    tgt = Target(name, OUTSIDE, net, schedule, device, num_classes, clip_sample=facts.get("clip_sample", True),
                  note=note, calls=Calls(eps_fn=eps_fn, net_eps=net_eps),
                  meta={"shape": tuple(int(s) for s in shape), "provenance": prov})
     return tgt

@@ -42,6 +42,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from ..core.config import MAX_PARAMETERS
+from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.jsonio import regular_file
@@ -423,7 +424,7 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
                 conditioning="CLIP text embedding of each record's caption (row 0: empty caption)",
                 parameters=int(sum(p.numel() for p in unet.parameters())))
     note = f"latent text-to-image model ({prov.get('format')}), {pred} prediction"
-    return (cls or LatentTarget)(name, "external", unet, schedule, device, None, clip_sample=False, note=note,
+    return (cls or LatentTarget)(name, OUTSIDE, unet, schedule, device, None, clip_sample=False, note=note,
                                  calls=Calls(eps_fn=eps_fn), meta={"shape": (c, h, w), "provenance": prov}, vae=vae,
                                  scaling=scaling, text=text, pixel_shape=pixel_shape)
 

@@ -27,6 +27,7 @@ import torch
 
 from ..attacks.base import MEMBERSHIP, AttackEnv, Records, split_label
 from ..core.config import Config, apply_preset, check_seed, config_hash, parse_set_args, set_key
+from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, DATASETS, PRESETS
 from ..data.base import load_dataset
@@ -56,9 +57,9 @@ def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str |
     overrides of those two sections (the model's own sections come from the model, never from a preset)."""
     seed = check_seed(seed, "--seed")  # the rule of build_config: an integer in [0, 2**32 - 1]
     PRESETS.get(preset)  # an unknown preset is bad input
-    cfg = Config(method="external", dataset="external", preset=preset, seed=seed)
+    cfg = Config(method=OUTSIDE, dataset=OUTSIDE, preset=preset, seed=seed)
     apply_preset(cfg, preset)
-    cfg.dataset = dataset or "external"
+    cfg.dataset = dataset or OUTSIDE
     pairs = [tuple(p) for p in sets or () if isinstance(p, (tuple, list))]  # (key, value) of a suite, or KEY=VALUE
     for k, v in pairs + parse_set_args([p for p in sets or () if not isinstance(p, (tuple, list))]):
         if k.split(".", 1)[0] not in SETTING_SECTIONS:

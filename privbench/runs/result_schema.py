@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.constants import MEMBERSHIP
+from ..core.constants import MEMBERSHIP, OUTSIDE
 from ..core.errors import BadInput
 from ..core.schema import Schema, extra_keys, given_order, optional
 from ..core.version import STORE_VERSION, upgraded
@@ -28,9 +28,6 @@ from ..privacy.claims import PrivacyClaim
 
 __all__ = ["OUTSIDE", "AttackResult", "PrivacyClaim", "Provenance", "ThreatModel", "Timing"]
 
-#: the pseudo-method of a model privbench did not train (``attack``/``run --model``, ``privbench.attack``), and the
-#: reports' role of its results
-OUTSIDE = "external"
 
 
 @dataclass

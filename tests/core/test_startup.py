@@ -45,14 +45,22 @@ def test_cli_import_and_light_commands_do_not_import_heavy_modules():
 
 
 def test_source_listing_equals_the_imported_registries():
-    from privbench.core import registry
-    from privbench.core.registry_source import builtin_listing
-
-    static = builtin_listing(registry.BUILTIN_MODULES)
-    registry.load_builtins()
-    for var in ("METHODS", "ATTACKS", "DATASETS", "PRESETS", "FEATURE_EXTRACTORS", "ACCOUNTANTS"):
-        assert static[var] == [(e.name, e.description) for e in getattr(registry, var)], var
-        assert static[var], var
+    """In a fresh interpreter: a test that registers a plug-in in this process must not make the lists differ."""
+    code = ("import json\n"
+            "from privbench.core import registry\n"
+            "from privbench.core.registry_source import builtin_listing\n"
+            "static = builtin_listing(registry.BUILTIN_MODULES)\n"
+            "registry.load_builtins()\n"
+            "names = ('METHODS', 'ATTACKS', 'DATASETS', 'PRESETS', 'FEATURE_EXTRACTORS', 'ACCOUNTANTS')\n"
+            "print(json.dumps({v: [static[v], [[e.name, e.description] for e in getattr(registry, v)]] "
+            "for v in names}))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PRIVBENCH_PLUGINS"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for var, (static, imported) in json.loads(r.stdout.strip().splitlines()[-1]).items():
+        assert [list(e) for e in static] == imported, var
+        assert static, var
 
 
 def test_listing_falls_back_to_importing(monkeypatch):

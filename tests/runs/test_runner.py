@@ -1,5 +1,5 @@
 """The attack runner's shape: one attack step under runs/, and a native run that trains the Method it holds
-(ensure_trained) once (the parameter limit of every function: tests/test_cli_options.py)."""
+(ensure_trained) once (the parameter limit of every function: tests/test_cli_option_groups.py)."""
 from __future__ import annotations
 
 import ast
