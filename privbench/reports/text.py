@@ -333,5 +333,5 @@ def result_summary(res: dict | list[dict]) -> str:
         if text not in shown:
             shown.add(text)
             lines.append(text)
-        lines.append(f"run: {r.run_dir}" + (f" ({r.attack})" if len(results) > 1 else ""))
+        lines.append(f"run: {r.run_dir}" + (f" ({r.label or r.attack})" if len(results) > 1 else ""))
     return "\n".join(lines)
