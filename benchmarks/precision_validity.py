@@ -15,23 +15,23 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from privbench.reports.claim_rule import summarize
 
 ATTACK_METRICS = ("auc", "asr", "tpr_1pct")
 FID_METRICS = ("majority", "minority", "average", "majority_kid", "minority_kid", "average_kid",
                "heldout_majority", "heldout_minority", "heldout_average")
 
 
-def t_interval(values: np.ndarray) -> tuple[float, float, float]:
-    """(mean, low, high): the 95 % t-interval of the mean over seeds (nan bounds for fewer than two)."""
-    values = np.asarray(values, float)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
-    return mean, mean - half, mean + half
+def t_interval(values) -> tuple[float, float, float]:
+    """(mean, low, high): privbench's 95 % t-interval of the mean over seeds (the claims table's rule; nan bounds
+    for fewer than two)."""
+    side = summarize(list(values))
+    if side.n_seeds < 2:
+        return side.mean, float("nan"), float("nan")
+    return side.mean, side.lo, side.hi
 
 
 def per_seed(report: Path) -> pd.DataFrame:
