@@ -47,8 +47,9 @@ test: install-all lint
 test-all: install-all lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
-# the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 25, unused
-# arguments, blind excepts with their reason, no unused noqa) and dead code (vulture, 80 % confidence); seconds
+# the linters of pyproject.toml ([tool.ruff]: pyflakes, pycodestyle, bugbear, isort, complexity <= 15, at most 50
+# statements a function, unused arguments, blind excepts with their reason, no unused noqa) and dead code (vulture,
+# 60 % confidence); seconds
 lint: install-all
 	$(BIN)/ruff check privbench tests
 	$(BIN)/vulture privbench benchmarks vulture_whitelist.py --min-confidence 60

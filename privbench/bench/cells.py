@@ -160,46 +160,59 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
            "majority_classes": list(split.majority[client]), "minority_classes": list(split.minority[client])}
     groups = {"majority": split.majority[client], "minority": split.minority[client]}
     # one sampling call for both groups (fewer chains); labels in class proportions of the real records
+    y_all, spans = _group_labels(groups, yr, n_per_class)
+    gen = None
+    if len(y_all):
+        gen, _ = tgt.sample(len(y_all), y_all, seed=seed, sampler=sampler, ddim_steps=ddim_steps,
+                            batch_size=batch_size)
+        gen = gen.float().clamp(-1, 1)
+    fids = _GroupFIDs(ex, gen, groups, spans, ctx.device, seed)
+    out.update(fids.against(xr, yr, kid))
+    out["n_generated"] = {g: spans[g][1] for g in groups if spans[g] is not None}
+    if heldout:
+        xh, yh = ctx.records(ctx.split.nonmembers)
+        out["heldout"] = fids.against(xh, yh, kid)
+    return out
+
+
+def _group_labels(groups: dict, yr: torch.Tensor, n_per_class: int) -> tuple[torch.Tensor, dict]:
+    """The labels to sample, ``n_per_class`` per class present, in each group's class proportions among ``yr``, all
+    groups in one tensor; and each group's (start, length) in it (None: fewer than 2 real records)."""
     labels, spans = [], {}
     for gname, classes in groups.items():
-        mask = torch.isin(yr, torch.as_tensor(classes))
-        ref_y = yr[mask]
+        ref_y = yr[torch.isin(yr, torch.as_tensor(classes))]
         if len(ref_y) < 2:
             spans[gname] = None
             continue
         lab = matched_labels(ref_y, n_per_class * len(set(ref_y.tolist())))
         spans[gname] = (sum(len(a) for a in labels), len(lab))
         labels.append(lab)
-    y_all = torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)
-    if len(y_all):
-        gen, _ = tgt.sample(len(y_all), y_all, seed=seed, sampler=sampler, ddim_steps=ddim_steps,
-                            batch_size=batch_size)
-        gen = gen.float().clamp(-1, 1)
+    return (torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)), spans
 
-    def against(x_ref, y_ref, with_kid: bool) -> dict:
+
+class _GroupFIDs:
+    """Each group's generated samples (a span of ``gen``) against a reference set's records of its classes."""
+
+    def __init__(self, ex, gen, groups: dict, spans: dict, device, seed: int):
+        self.ex, self.gen, self.groups, self.spans, self.device, self.seed = ex, gen, groups, spans, device, seed
+
+    def against(self, x_ref, y_ref, with_kid: bool) -> dict:
         """FID (+ KID) of each group's samples vs the reference records of that group's classes."""
-        res = {"n_real": {}}
-        for gname, classes in groups.items():
+        res: dict = {"n_real": {}}
+        for gname, classes in self.groups.items():
             mask = torch.isin(y_ref, torch.as_tensor(classes))
-            if spans[gname] is None or int(mask.sum()) < 2:
+            if self.spans[gname] is None or int(mask.sum()) < 2:
                 res[gname] = None
                 continue
-            lo, n = spans[gname]
-            r = fid_with(ex, gen[lo:lo + n], x_ref[mask], kid=with_kid, device=ctx.device, seed=seed)
+            lo, n = self.spans[gname]
+            r = fid_with(self.ex, self.gen[lo:lo + n], x_ref[mask], kid=with_kid, device=self.device, seed=self.seed)
             res[gname] = r["fid"]
             if with_kid:
                 res[f"{gname}_kid"] = r["kid"]
             res["n_real"][gname] = int(mask.sum())
-        vals = [res[g] for g in groups if res[g] is not None]
+        vals = [res[g] for g in self.groups if res[g] is not None]
         res["average"] = float(np.mean(vals)) if len(vals) == 2 else None
         if with_kid:
-            kids = [res.get(f"{g}_kid") for g in groups if res.get(f"{g}_kid") is not None]
+            kids = [res.get(f"{g}_kid") for g in self.groups if res.get(f"{g}_kid") is not None]
             res["average_kid"] = float(np.mean(kids)) if len(kids) == 2 else None
         return res
-
-    out.update(against(xr, yr, kid))
-    out["n_generated"] = {g: spans[g][1] for g in groups if spans[g] is not None}
-    if heldout:
-        xh, yh = ctx.records(ctx.split.nonmembers)
-        out["heldout"] = against(xh, yh, kid)
-    return out

@@ -88,14 +88,7 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
     for entry, spec in suite["methods"].items():
         spec = spec or {}
         entry = str(entry)
-        mname = str(spec.get("method", entry))  # an entry named after a variant says its method
-        variant = entry if entry != mname else None
-        if mname not in METHODS:
-            raise BadInput(f"suite methods: unknown method {mname!r}; choose from {', '.join(METHODS.names())}")
-        factory = METHODS.get(mname).factory
-        role = spec.get("role") or ("private" if factory.private else "baseline")
-        if role not in ("private", "baseline"):
-            raise BadInput(f"methods.{entry}.role: {role!r}; choose private or baseline")
+        mname, variant, factory, role = _entry_method(entry, spec)
         msets = as_sets(spec.get("set"), f"methods.{entry}.set")
         axis = epsilon_axis(suite, spec, [int(s) for s in seeds], bool(factory.private), f"methods.{entry}")
         for ds, dsets, eps, seed in ((ds, dsets, eps, seed)
@@ -118,24 +111,45 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
                           shared=tuple(method.shared_trainings()))
             for t in targets:
                 cells += _attack_cells(cells, spec, default_attacks, explicit_default, t, cfg, rd, common)
-            if samples_on and spec.get("samples", True) is not False:
-                for t in targets:
-                    cells.append(Cell("samples", target=t, settings_hash=samples_settings_hash(cfg, suite),
-                                      **common))
-            if fid_on and spec.get("fid", True) is not False:
-                ft = fcfg["target"]
-                ft = method.fid_target(int(fcfg["client"])) if ft == "auto" else method.check_target(ft)
-                c = Cell("fid", target=ft, **common)
-                c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
-                cells.append(c)
-            if ucfg is not None and spec.get("utility", True) is not False and method.ctx.num_classes:
-                cells.append(_utility_cell(common, method, ucfg))
+            cells += _sample_cells(suite, spec, method, targets, common, samples_on, fcfg, ucfg)
     for name, espec in (suite.get("external") or {}).items():
         cells += _external_cells(str(name), espec, suite, preset, seeds, sets, runs_dir, default_attacks)
     for c in cells:
         c.id = "|".join(str(x) for x in (c.kind, c.method, c.dataset, c.seed, c.target, c.attack, c.config_hash,
                                           c.attack_hash or c.settings_hash))
     return cells
+
+
+def _entry_method(entry: str, spec: dict) -> tuple[str, str | None, Any, str]:
+    """(method name, variant name or None, method factory, role) of a suite's ``methods`` entry."""
+    mname = str(spec.get("method", entry))  # an entry named after a variant says its method
+    variant = entry if entry != mname else None
+    if mname not in METHODS:
+        raise BadInput(f"suite methods: unknown method {mname!r}; choose from {', '.join(METHODS.names())}")
+    factory = METHODS.get(mname).factory
+    role = spec.get("role") or ("private" if factory.private else "baseline")
+    if role not in ("private", "baseline"):
+        raise BadInput(f"methods.{entry}.role: {role!r}; choose private or baseline")
+    return mname, variant, factory, role
+
+
+def _sample_cells(suite: dict, spec: dict, method, targets: list[str], common: dict, samples_on: bool,
+                  fcfg: dict | None, ucfg) -> list[Cell]:
+    """The cells of one trained run that sample it: a sample grid per target, its FID, its downstream utility
+    (each unless the suite or the entry turns it off)."""
+    out: list[Cell] = []
+    if samples_on and spec.get("samples", True) is not False:
+        out += [Cell("samples", target=t, settings_hash=samples_settings_hash(common["cfg"], suite), **common)
+                for t in targets]
+    if fcfg is not None and spec.get("fid", True) is not False:
+        ft = fcfg["target"]
+        ft = method.fid_target(int(fcfg["client"])) if ft == "auto" else method.check_target(ft)
+        c = Cell("fid", target=ft, **common)
+        c.settings_hash, c.result_path = fid_settings_hash(c, fcfg), str(fid_record_path(c, fcfg))
+        out.append(c)
+    if ucfg is not None and spec.get("utility", True) is not False and method.ctx.num_classes:
+        out.append(_utility_cell(common, method, ucfg))
+    return out
 
 
 def _run_config(entry: str, factory, ds: str, preset: str, seed: int, eps, overrides: list):

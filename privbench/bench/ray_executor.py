@@ -155,18 +155,7 @@ class RayExecutor:
         runs, log_path = str(Path(runs).resolve()), str(Path(log_path).resolve())
         pending = [c for c in cells if c.status == "pending"]
         pb.update(len(cells) - len(pending))
-        trains: dict = {}                  # ObjectRef -> its trainings record
-        by_run: dict = {}                  # run_dir -> ObjectRef
-        for c in pending:
-            if getattr(c, "external", None) is not None:
-                continue           # an external model: nothing to train, its cell loads the model itself
-            if c.run_dir not in by_run:
-                ref = train.remote(c.cfg, runs, device, self.cpus, self.retries, log_path)
-                by_run[c.run_dir] = ref
-                rec = {"run_dir": c.run_dir, "method": c.method, "dataset": c.dataset, "seed": c.seed,
-                       "status": "pending", "cached": None, "seconds": None, "attempts": None, "reason": None}
-                trains[ref] = rec
-                self.trainings.append(rec)
+        trains, by_run = self._submit_trainings(train, pending, runs, device, log_path)
         futures = {cell.remote(c, runs, device, n_samples, fcfg, log_path, self.cpus, self.retries,
                                by_run.get(c.run_dir)): c for c in pending}
         waiting = list(trains) + list(futures)
@@ -175,24 +164,10 @@ class RayExecutor:
                 ready, waiting = ray.wait(waiting, num_returns=1)
                 for ref in ready:
                     if ref in trains:
-                        rec = trains[ref]
-                        try:
-                            rec.update(ray.get(ref))
-                        except Exception as e:  # noqa: BLE001 - recorded; its cells fail with it
-                            rec["status"], (rec["reason"], rec["attempts"]) = "failed", _failure(e)
-                        write()
-                        continue
-                    c = futures[ref]
-                    try:
-                        for k, v in ray.get(ref).items():
-                            setattr(c, k, v)
-                    except Exception as e:  # noqa: BLE001 - a failed training, a dead worker: the cell failed
-                        c.status, (c.reason, c.attempts) = "failed", _failure(e)
-                    if c.status == "failed":
-                        report_failure(c)
+                        self._finish_training(ref, trains[ref])
+                    else:
+                        self._finish_cell(ref, futures[ref], report_failure, pb)
                     write()
-                    pb.set_postfix_str(c.label()[:60])
-                    pb.update(1)
         except KeyboardInterrupt:
             for ref in waiting:
                 with contextlib.suppress(Exception):
@@ -202,3 +177,36 @@ class RayExecutor:
                     c.reason = "interrupted"
             write()
             raise
+
+    def _submit_trainings(self, train, pending, runs: str, device: str, log_path: str) -> tuple[dict, dict]:
+        """One training task per run folder of the pending cells (an outside model's cell loads its model and
+        trains nothing): (ObjectRef → its trainings record, run_dir → ObjectRef)."""
+        trains: dict = {}
+        by_run: dict = {}
+        for c in pending:
+            if getattr(c, "external", None) is not None or c.run_dir in by_run:
+                continue
+            ref = train.remote(c.cfg, runs, device, self.cpus, self.retries, log_path)
+            by_run[c.run_dir] = ref
+            rec = {"run_dir": c.run_dir, "method": c.method, "dataset": c.dataset, "seed": c.seed,
+                   "status": "pending", "cached": None, "seconds": None, "attempts": None, "reason": None}
+            trains[ref] = rec
+            self.trainings.append(rec)
+        return trains, by_run
+
+    def _finish_training(self, ref, rec: dict) -> None:
+        try:
+            rec.update(self.ray.get(ref))
+        except Exception as e:  # noqa: BLE001 - recorded; its cells fail with it
+            rec["status"], (rec["reason"], rec["attempts"]) = "failed", _failure(e)
+
+    def _finish_cell(self, ref, c, report_failure, pb) -> None:
+        try:
+            for k, v in self.ray.get(ref).items():
+                setattr(c, k, v)
+        except Exception as e:  # noqa: BLE001 - a failed training, a dead worker: the cell failed
+            c.status, (c.reason, c.attempts) = "failed", _failure(e)
+        if c.status == "failed":
+            report_failure(c)
+        pb.set_postfix_str(c.label()[:60])
+        pb.update(1)

@@ -115,28 +115,11 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         # the suite's paper claims, so a report reads them without the suite file (bench/paper_claims.py)
         **({"paper_claims": claims_record(claims)} if claims else {}),
     }
-
-    def write(final: bool = False) -> dict:
-        counts = {s: sum(c.status == s for c in cells) for s in ("done", "skipped", "failed", "pending")}
-        d = {**meta, "elapsed_s": round(time.time() - started, 1), "counts": counts, "finished": final,
-             "cells": [c.to_json() for c in cells]}
-        if ray_exec is not None or pool is not None:
-            d["trainings"] = (ray_exec or pool).trainings
-        atomic_write_json(bench_json, d)
-        return d
-
+    write = _BenchJson(bench_json, meta, cells, ray_exec or pool, started)
     write()
     log_path = out_dir / "bench.log"
-    show = enabled()
     pb = bar(total=len(cells), desc=f"bench {name}", unit="cell", leave=True)
-
-    def report_failure(c) -> None:
-        tries = f" (after {c.attempts} attempts)" if (c.attempts or 0) > 1 else ""
-        msg = f"privbench bench: {c.label()} failed{tries}: {c.reason}"
-        if show:
-            pb.write(msg, file=sys.stderr)
-        else:
-            LOG.warning(msg)
+    report_failure = _FailureReport(pb)
 
     try:
         # the grid's bar on top; under it the bar of the cell running here (executors: their workers draw none)
@@ -157,6 +140,38 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
     d["out"] = str(out_dir)
     d["bench_json"] = str(bench_json)
     return d
+
+
+class _BenchJson:
+    """Writes ``bench.json``: the bench's metadata, the cells' counts and records, and the executor's trainings;
+    called after every cell (``final`` at the end). Returns what it wrote."""
+
+    def __init__(self, path: Path, meta: dict, cells, workers, started: float):
+        self.path, self.meta, self.cells, self.workers, self.started = path, meta, cells, workers, started
+
+    def __call__(self, final: bool = False) -> dict:
+        counts = {s: sum(c.status == s for c in self.cells) for s in ("done", "skipped", "failed", "pending")}
+        d = {**self.meta, "elapsed_s": round(time.time() - self.started, 1), "counts": counts, "finished": final,
+             "cells": [c.to_json() for c in self.cells]}
+        if self.workers is not None:
+            d["trainings"] = self.workers.trainings
+        atomic_write_json(self.path, d)
+        return d
+
+
+class _FailureReport:
+    """One line per failed cell: above the progress bar when it is drawn, else to the log."""
+
+    def __init__(self, pb):
+        self.pb, self.show = pb, enabled()
+
+    def __call__(self, c) -> None:
+        tries = f" (after {c.attempts} attempts)" if (c.attempts or 0) > 1 else ""
+        msg = f"privbench bench: {c.label()} failed{tries}: {c.reason}"
+        if self.show:
+            self.pb.write(msg, file=sys.stderr)
+        else:
+            LOG.warning(msg)
 
 
 def _suite_claims(spec: dict, cells, path) -> list:

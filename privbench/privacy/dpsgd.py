@@ -175,59 +175,65 @@ class _Found(Exception):
         self.sigma, self.eps = sigma, eps
 
 
-def _calibrate(name: str, target: float, q: float, n: int, d: float, tol: float,
-               guess: Optional[float], rdp_orders=None) -> tuple[float, float]:
-    """Smallest σ (up to tol in ε) with ε_name(σ) ≤ target; returns (σ, ε). Raises on accountant failure."""
-    cache: dict[float, float] = {}
+class _Search:
+    """ε_name(σ) for one calibration, each σ computed once, and the band [target − tol, target] it accepts."""
 
-    def eps(s: float) -> float:
-        if s not in cache:
-            cache[s] = _run(name, s, q, n, d, rdp_orders)
-        return cache[s]
+    def __init__(self, name: str, target: float, q: float, n: int, d: float, tol: float, rdp_orders):
+        self.name, self.target, self.q, self.n, self.d, self.tol, self.orders = name, target, q, n, d, tol, rdp_orders
+        self.cache: dict[float, float] = {}
 
-    def ok(e: float) -> bool:
-        return target - tol <= e <= target
+    def eps(self, s: float) -> float:
+        if s not in self.cache:
+            self.cache[s] = _run(self.name, s, self.q, self.n, self.d, self.orders)
+        return self.cache[s]
 
-    # bracket [lo, hi] with eps(lo) > target >= eps(hi); start near the guess (the RDP calibration, whose ε is
-    # an upper bound of the tight ones, so eps(guess) <= target for them)
-    hi = guess if guess is not None else 1.0
-    e_hi = eps(hi)
-    if ok(e_hi):
-        return hi, e_hi
-    if e_hi <= target:
+    def ok(self, e: float) -> bool:
+        return self.target - self.tol <= e <= self.target
+
+    def setting(self) -> str:
+        return f"sample_rate={self.q}, steps={self.n}, delta={self.d}"
+
+
+def _shrink(c: _Search, hi: float, e_hi: float, factor: float) -> tuple[float, float, float]:
+    """Lower σ by ``factor`` until ε exceeds the target: (lo, hi, ε(hi)) with ε(lo) > target ≥ ε(hi)."""
+    lo = hi
+    while True:
+        lo = lo * factor
+        if lo < SIGMA_MIN:
+            raise BadInput(f"epsilon={c.target}: so large that a noise multiplier below {SIGMA_MIN} reaches it "
+                           f"({c.setting()}); ask for a smaller epsilon")
+        e_lo = c.eps(lo)
+        if e_lo > c.target:
+            return lo, hi, e_hi
+        hi, e_hi = lo, e_lo
+
+
+def _grow(c: _Search, hi: float) -> tuple[float, float, float]:
+    """Double σ until ε is within the target: (lo, hi, ε(hi)) with ε(lo) > target ≥ ε(hi)."""
+    lo = hi
+    while True:
+        hi = hi * 2.0
+        if hi > SIGMA_MAX:
+            raise BadInput(f"epsilon={c.target}: too small to reach with {c.setting()} "
+                           f"(needs a noise multiplier above {SIGMA_MAX:g})")
+        e_hi = c.eps(hi)
+        if e_hi <= c.target:
+            return lo, hi, e_hi
         lo = hi
-        while True:
-            lo = lo * (0.85 if guess is not None else 0.5)
-            if lo < SIGMA_MIN:
-                raise BadInput(f"epsilon={target}: so large that a noise multiplier below {SIGMA_MIN} reaches it "
-                               f"(sample_rate={q}, steps={n}, delta={d}); ask for a smaller epsilon")
-            e_lo = eps(lo)
-            if e_lo > target:
-                break
-            hi, e_hi = lo, e_lo
-    else:
-        lo = hi
-        while True:
-            hi = hi * 2.0
-            if hi > SIGMA_MAX:
-                raise BadInput(f"epsilon={target}: too small to reach with sample_rate={q}, steps={n}, delta={d} "
-                               f"(needs a noise multiplier above {SIGMA_MAX:g})")
-            e_hi = eps(hi)
-            if e_hi <= target:
-                break
-            lo = hi
-    if ok(e_hi):
-        return hi, e_hi
+
+
+def _brent(c: _Search, lo: float, hi: float, e_hi: float) -> tuple[float, float]:
+    """Brent on ε(σ) − (target − tol/2) in [lo, hi], stopping as soon as a σ lands in the accepted band; where it
+    does not converge (or ε is not monotone), bisection from the smallest feasible σ it saw finishes."""
     best = [hi, e_hi]
 
-    # Brent on ε(σ) − (target − tol/2), stopping as soon as a σ lands in the accepted band
     def g(s: float) -> float:
-        e = eps(s)
-        if e <= target and s < best[0]:
+        e = c.eps(s)
+        if e <= c.target and s < best[0]:
             best[0], best[1] = s, e
-        if ok(e):
+        if c.ok(e):
             raise _Found(s, e)
-        return e - (target - tol / 2.0)
+        return e - (c.target - c.tol / 2.0)
 
     try:
         optimize.brentq(g, lo, hi, xtol=1e-9, rtol=1e-12, maxiter=100)
@@ -235,19 +241,37 @@ def _calibrate(name: str, target: float, q: float, n: int, d: float, tol: float,
         return f.sigma, f.eps
     except (RuntimeError, ValueError):  # not converged or a non-monotone ε: the bisection below finishes
         pass
-    # bisection safeguard on the best feasible point
-    lo2 = max([s for s, e in cache.items() if e > target and s < best[0]], default=lo)
+    lo2 = max([s for s, e in c.cache.items() if e > c.target and s < best[0]], default=lo)
     hi2, e2 = best
     for _ in range(60):
-        if ok(e2) or hi2 - lo2 <= 1e-9 * hi2:
+        if c.ok(e2) or hi2 - lo2 <= 1e-9 * hi2:
             break
         mid = 0.5 * (lo2 + hi2)
-        em = eps(mid)
-        if em <= target:
+        em = c.eps(mid)
+        if em <= c.target:
             hi2, e2 = mid, em
         else:
             lo2 = mid
     return hi2, e2
+
+
+def _calibrate(name: str, target: float, q: float, n: int, d: float, tol: float,
+               guess: Optional[float], rdp_orders=None) -> tuple[float, float]:
+    """Smallest σ (up to tol in ε) with ε_name(σ) ≤ target; returns (σ, ε). Raises on accountant failure."""
+    c = _Search(name, target, q, n, d, tol, rdp_orders)
+    # bracket [lo, hi] with eps(lo) > target >= eps(hi); start near the guess (the RDP calibration, whose ε is
+    # an upper bound of the tight ones, so eps(guess) <= target for them)
+    hi = guess if guess is not None else 1.0
+    e_hi = c.eps(hi)
+    if c.ok(e_hi):
+        return hi, e_hi
+    if e_hi <= target:
+        lo, hi, e_hi = _shrink(c, hi, e_hi, 0.85 if guess is not None else 0.5)
+    else:
+        lo, hi, e_hi = _grow(c, hi)
+    if c.ok(e_hi):
+        return hi, e_hi
+    return _brent(c, lo, hi, e_hi)
 
 
 #: noise_multiplier_for_epsilon's answers in this process, by setting (see there)
