@@ -31,6 +31,7 @@ _STYLES = ("-", "--", "-.", ":")
 # same model) still show both: their markers sit at different offsets along the line
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 _MARK_STEP = 0.12   # markevery: one marker per this fraction of the axes diagonal
+_LEGEND_LINE_IN = 0.2  # height of one legend entry at fontsize "small", in inches
 
 
 def _atomic_write(path: str | os.PathLike, write) -> Path:
@@ -119,12 +120,18 @@ def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Se
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
-    fig = Figure(figsize=(5.0, 5.0 + 0.22 * len(prepared)), layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
+    # a fixed layout, in inches: the square axes, the tick labels and axis labels around them, the title above and
+    # the legend (one line a curve, and chance) below. Constrained layout finds the same places by drawing the figure
+    # an extra time, which costs more than the drawing itself.
+    legend_h = _LEGEND_LINE_IN * (len(prepared) + 1) + 0.1
+    left, right, top, bottom = 0.75, 0.2, (0.4 if title else 0.15), 0.55 + legend_h
+    w, h = 5.0, 4.0 + top + bottom
+    fig = Figure(figsize=(w, h))
+    ax = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
     _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups), marks=marks)
     if title:
         ax.set_title(title, fontsize="medium")
-    fig.legend(loc="outside lower center", fontsize="small", ncol=1, frameon=False)
+    fig.legend(loc="lower center", bbox_to_anchor=(0.5, 0.05 / h), fontsize="small", ncol=1, frameon=False)
     return fig
 
 

@@ -94,12 +94,17 @@ def fid_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "fid"
 
 
-def load_fids(run_dirs: list[Path]) -> dict[tuple, dict]:
-    """FID records (written by ``bench``) of the given runs → {(run_dir, target): record} (newest wins)."""
-    out: dict[tuple, tuple[float, dict]] = {}
-    files = []
-    for rd in {Path(r).resolve() for r in run_dirs}:
+def run_fid_files(run_dirs: list[Path]) -> list[Path]:
+    """Every FID record (written by ``bench``) in the given runs' folders."""
+    files: list[Path] = []
+    for rd in sorted({Path(r).resolve() for r in run_dirs}):
         files += sorted(fid_dir(rd).glob("*.json"))
+    return files
+
+
+def load_fids(files: list[Path]) -> dict[tuple, dict]:
+    """FID records → {(run_dir, target): record} (newest wins)."""
+    out: dict[tuple, tuple[float, dict]] = {}
     for f in files:
         try:
             rec = json.loads(f.read_text())
@@ -197,7 +202,14 @@ class Tables:
     def build(cls, results: list[Result], bench: dict | None = None, base=None) -> "Tables":
         base = Path(base) if base is not None else None
         fid_runs = _fid_cell_runs(bench, base)
-        fids = load_fids([r.run_dir for r in results] + list(fid_runs))
+        if bench and bench.get("cells") is not None:
+            # a bench's FIDs are its own FID cells' records: a run folder shared with other benches may hold
+            # FIDs of other settings, or of targets this bench did not measure
+            files = [f for c in cells_of(bench) if c.kind == "fid" and c.status == "done"
+                     for f in [cell_file(c.result_path, base)] if f is not None]
+        else:
+            files = run_fid_files([r.run_dir for r in results])
+        fids = load_fids(files)
         return cls(results, bench, fids, _audits(results), base, {str(k.resolve()): v for k, v in fid_runs.items()})
 
     # -------------------------------------------------------------- long: one row per result

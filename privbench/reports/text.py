@@ -302,7 +302,7 @@ def write_bench_tables(res: dict) -> dict:
     paths: dict = {}
     rows: list = []
     if results:
-        tables = Tables.build(results, {"roles": res.get("roles") or {}}, base=out_dir)
+        tables = Tables.build(results, {"roles": res.get("roles") or {}, "cells": res["cells"]}, base=out_dir)
         for fname, df in (("side_by_side.csv", tables.side_by_side_frame()), ("results.csv", tables.results_frame())):
             with atomic_path(out_dir / fname) as tmp:
                 df.to_csv(tmp, index=False, float_format="%.6g")

@@ -396,6 +396,26 @@ def test_a_row_without_attacks_has_its_fids_in_the_fid_table(tmp_path):
     assert set(fid["method"]) == {"subj", "base", "dpdm-2c"}
 
 
+def test_a_bench_reports_only_its_own_fid_cells_not_other_records_in_its_run_folders(tmp_path):
+    """A run folder shared with another bench can hold FID records of other settings or other targets: a bench's
+    report shows the records of its own FID cells, and no row for a target it did not measure."""
+    bench = _bench(tmp_path)
+    data = json.loads((bench / "bench.json").read_text())
+    cell = next(c for c in data["cells"] if c["kind"] == "fid")
+    rd = Path(cell["run_dir"])
+    stranger = {"target": "pipeline:0", "method": "subj", "minority": 99.0, "majority": 98.0, "dataset": "digits",
+                "seed": 0}
+    (rd / "fid" / "fid-other-settings.json").write_text(json.dumps(stranger | {"target": cell["target"]}))
+    (rd / "fid" / "fid-pipeline.json").write_text(json.dumps(stranger))
+    render_report(bench, tmp_path / "out", ["csv"])
+    fid = pd.read_csv(tmp_path / "out" / "fid.csv")
+    sbs = pd.read_csv(tmp_path / "out" / "side_by_side.csv")
+    assert 99.0 not in set(fid["minority"]) and "pipeline:0" not in set(fid["target"]) | set(sbs["target"])
+    # the same run folders reported as runs (no bench): every record there, the newest of a target winning
+    runs_only = render_report(rd, tmp_path / "out-run", ["csv"])
+    assert runs_only and 99.0 in set(pd.read_csv(tmp_path / "out-run" / "fid.csv")["minority"])
+
+
 def test_the_claims_figure_has_a_panel_per_measured_claim_and_the_html_shows_it(tmp_path):
     out = tmp_path / "out"
     written = render_report(_bench(tmp_path), out, ["csv", "html"])

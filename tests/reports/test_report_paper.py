@@ -277,6 +277,34 @@ def test_roc_legends_sit_outside_every_axes():
     assert len(fig.axes) == 5                                   # no empty panel
 
 
+@pytest.mark.parametrize("k, title", [(1, ""), (4, "lira on centralized/model (colored-mnist5k)"), (9, "t")])
+def test_a_roc_figure_keeps_every_label_inside_it_and_apart(k, title):
+    """The single ROC figure's fixed layout: title, tick and axis labels and legend all inside the figure, the
+    legend below the axes' x label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from privbench.metrics.plots import roc_figure
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(64), np.zeros(64)]
+    fig = roc_figure({f"m{i}@v/target:pipeline:{i} t=200 (fixed)": (y * i * 0.3 + rng.normal(size=128), y)
+                      for i in range(k)}, title, marks={"m0@v/target:pipeline:0 t=200 (fixed)": "inverted"})
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    shown = [lab for axis in (ax.xaxis, ax.yaxis)   # the tick labels drawn: those of ticks within the limits
+             for loc, lab in zip(axis.get_ticklocs(), axis.get_ticklabels()) if lo <= loc <= hi]
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *shown, *fig.legends[0].get_texts()]
+    for t in texts:
+        if t.get_text():
+            e = t.get_window_extent(r)
+            assert box.x0 <= e.x0 and e.x1 <= box.x1 and box.y0 <= e.y0 and e.y1 <= box.y1, t.get_text()
+    assert fig.legends[0].get_window_extent(r).y1 < ax.xaxis.label.get_window_extent(r).y0
+    assert not ax.title.get_text() or ax.title.get_window_extent(r).y0 > ax.get_window_extent(r).y1
+
+
 def test_grid_columns_leave_the_fewest_empty_slots():
     empty = lambda k, c: math.ceil(k / c) * c - k  # noqa: E731
     for k in range(1, 31):
