@@ -10,15 +10,20 @@ This module lives in ``bench`` (the writer's package); reports sit above bench, 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from ..core.errors import BadInput
-from ..core.schema import check_type
+from ..core.schema import Schema, json_keys
 
 
 @dataclass
-class BenchCell:
-    """One cell of ``bench.json``: the JSON keys are the field names (``overrides`` is written last, as pairs)."""
+class BenchCell(Schema):
+    """One cell of ``bench.json``: the JSON keys are the field names in their order, their types the type hints
+    (core/schema.py); ``overrides`` is written as [key, value] pairs. Only ``kind``, ``method``, ``dataset``,
+    ``seed`` and ``target`` are required: a key a cell leaves out reads as its default."""
+    absent_reads_default = True
+    doc = "written by a newer privbench? docs/cli.md §8"
+
     kind: str                      # attack | fid | samples | utility
     method: str
     dataset: str
@@ -26,7 +31,6 @@ class BenchCell:
     target: str
     attack: str | None = None
     role: str = "baseline"
-    overrides: list = field(default_factory=list)  # (key, value) pairs of the cell's --set overrides
     status: str = "pending"        # pending | done | skipped | failed
     reason: str | None = None
     id: str = ""
@@ -42,45 +46,24 @@ class BenchCell:
     variant: str | None = None     # the suite's name of a method entry that is not the method's own name
     epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
     utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
+    overrides: list = field(default_factory=list)  # (key, value) pairs of the cell's --set overrides
 
     def to_json(self) -> dict:
-        """The cell as bench.json holds it: the declared keys in field order, ``overrides`` last."""
-        d = {k: getattr(self, k) for k in KEYS if k != "overrides"}
+        d = super().to_json()
         d["overrides"] = [[k, v] for k, v in self.overrides]
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> BenchCell:
-        """Parse one cell; BadInput (one line) on an undeclared, missing or mistyped key."""
-        if not isinstance(d, dict):
-            raise BadInput(f"expected an object, got {type(d).__name__}")
-        unknown = [k for k in d if k not in KEYS]
-        if unknown:
-            raise BadInput(f"undeclared key(s) {', '.join(map(repr, unknown))} (written by a newer privbench? "
-                           f"docs/cli.md §8)")
-        missing = [k for k in _REQUIRED if k not in d]
-        if missing:
-            raise BadInput(f"missing keys: {', '.join(missing)}")
-        for k, v in d.items():
-            check_type(k, v, _TYPES[k])
-        pairs = d.get("overrides", [])
-        if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
-            raise BadInput(f"overrides: expected [key, value] pairs, got {pairs!r}"[:200])
-        return cls(**{**d, "overrides": [tuple(p) for p in pairs]})
+    def from_json(cls, d, where: str = "") -> BenchCell:
+        cell = super().from_json(d, where)
+        if not all(isinstance(p, list) and len(p) == 2 for p in cell.overrides):
+            raise BadInput(f"overrides: expected [key, value] pairs, got {cell.overrides!r}"[:200])
+        cell.overrides = [tuple(p) for p in cell.overrides]
+        return cell
 
 
-#: the declared keys, in the order bench.json holds them (the fields, ``overrides`` last)
-KEYS = tuple([f.name for f in fields(BenchCell) if f.name != "overrides"] + ["overrides"])
-#: keys every cell was written with
-_REQUIRED = ("kind", "method", "dataset", "seed", "target")
-_NUMBER = (int, float, None)
-#: JSON types of the keys (None: also null)
-_TYPES: dict[str, tuple] = {
-    "kind": (str,), "method": (str,), "dataset": (str,), "seed": (int,), "target": (str,), "attack": (str, None),
-    "role": (str,), "overrides": (list,), "status": (str,), "reason": (str, None), "id": (str,),
-    "run_dir": (str, None), "config_hash": (str, None), "attack_hash": (str, None), "settings_hash": (str, None),
-    "external": (dict, None), "result_path": (str, None), "summary": (dict, None), "seconds": _NUMBER,
-    "attempts": (int, None), "variant": (str, None), "epsilon": _NUMBER, "utility": (dict, None)}
+#: the declared keys, in the order bench.json holds them
+KEYS = json_keys(BenchCell)
 
 
 def cells_of(bench: dict | None) -> list[BenchCell]:

@@ -12,6 +12,7 @@ from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from ..core.registry import ATTACKS, METHODS
+from ..core.schema import not_a_key
 from ..data.user_records import is_records_path, register_records
 from ..privacy.claims import user_claim
 from ..runs.attack import attack_dir, attack_hash, make_attack
@@ -27,8 +28,8 @@ from .suite import CLAIM_KEYS, as_list, as_sets, epsilon_axis, fid_settings, sam
 class Cell(BenchCell):
     """A planned cell: what bench.json records of it (:class:`~privbench.bench.cell_schema.BenchCell`, its
     ``to_json``) plus what only this process needs to run it."""
-    cfg: Any = None                # not serialised
-    shared: tuple = ()             # not serialised: cached trainings the run's training shares (Method.shared_trainings)
+    cfg: Any = not_a_key()
+    shared: tuple = not_a_key(())  # cached trainings the run's training shares (Method.shared_trainings)
 
     def label(self) -> str:
         what = self.attack if self.kind == "attack" else self.kind

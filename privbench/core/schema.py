@@ -4,15 +4,20 @@ keys in their order, the type hints their JSON types, :func:`optional` marks a k
 is built on it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from types import UnionType
-from typing import Any, get_args, get_type_hints
+from typing import Any, ClassVar, get_args, get_type_hints
 
 from .errors import BadInput
 
 #: a field that is bookkeeping, not a JSON key
 _NOT_A_KEY = {"key": False}
+
+
+def not_a_key(default=None):
+    """A field a process keeps on the object but never writes or reads (e.g. a planned bench cell's config)."""
+    return field(default=default, metadata=_NOT_A_KEY)
 
 
 def extra_keys():
@@ -37,7 +42,12 @@ class Schema:
     with :func:`optional` may be absent, every other one is required and always written. A class with a
     ``details`` field keeps the keys it does not declare there (a plug-in's object), any other refuses them. A class
     with a ``key_order`` field writes its keys in the order they were given (its producer's: a report's columns
-    follow it, e.g. accountant.csv), nulls included, then those set since."""
+    follow it, e.g. accountant.csv), nulls included, then those set since. A class with ``absent_reads_default``
+    reads a key a file lacks as its field's default (a file without a version: bench.json's cells); ``doc`` is the
+    page an error about an undeclared key points to."""
+
+    absent_reads_default: ClassVar[bool] = False
+    doc: ClassVar[str] = "docs/cli.md §5"
 
     @classmethod
     def from_json(cls, d, where: str = ""):
@@ -48,8 +58,9 @@ class Schema:
             raise BadInput(f"{at}expected an object, got {type(d).__name__}")
         unknown = [k for k in d if k not in spec.keys]
         if unknown and "details" not in spec.types:
-            raise BadInput(f"{at}undeclared key(s) {', '.join(map(repr, unknown))} (docs/cli.md §5)")
-        missing = [k for k in spec.keys if k not in d and k not in spec.optional]
+            raise BadInput(f"{at}undeclared key(s) {', '.join(map(repr, unknown))} ({cls.doc})")
+        missing = [k for k in spec.keys if k not in d and k not in spec.optional
+                   and not (cls.absent_reads_default and k in spec.defaulted)]
         if missing:
             raise BadInput(f"{at}missing keys: {', '.join(missing)}")
         kw = {}
@@ -88,6 +99,7 @@ class _Spec:
     types: dict[str, tuple]         # each field's JSON types
     optional: dict[str, str | None]  # an optional key → the key it is written with (None: when it is set)
     nested: dict[str, type]         # a key whose value is a schema object → its class
+    defaulted: frozenset[str]       # the keys whose field has a default
 
 
 @cache
@@ -100,7 +112,13 @@ def _spec(cls) -> _Spec:
         nested.update((f.name, a) for a in args if isinstance(a, type) and issubclass(a, Schema))
         types[f.name] = tuple(None if a is type(None) else dict if f.name in nested else a for a in args)
     return _Spec(tuple(f.name for f in fields(cls) if f.metadata.get("key", True)), types,
-                 {f.name: f.metadata["written_with"] for f in fields(cls) if "written_with" in f.metadata}, nested)
+                 {f.name: f.metadata["written_with"] for f in fields(cls) if "written_with" in f.metadata}, nested,
+                 frozenset(f.name for f in fields(cls) if f.default is not MISSING or f.default_factory is not MISSING))
+
+
+def json_keys(cls) -> tuple[str, ...]:
+    """A schema class's JSON keys, in the order its files hold them."""
+    return _spec(cls).keys
 
 
 def check_type(key: str, v, types: tuple) -> None:

@@ -42,13 +42,6 @@ SIGMA_MIN = 1e-2  # calibration does not go below this noise multiplier
 
 # --------------------------------------------------------------------------------------------- validation
 
-def _check_noise_multiplier(noise_multiplier) -> float:
-    s = real(noise_multiplier, "noise_multiplier")
-    if not (s > 0 and math.isfinite(s)):
-        raise BadInput(f"noise_multiplier={noise_multiplier!r}: must be a finite number > 0")
-    return s
-
-
 def _check_sample_rate(sample_rate) -> float:
     q = real(sample_rate, "sample_rate")
     if not (0.0 < q <= 1.0):
@@ -148,7 +141,7 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     Returns {"epsilon", "delta", "accountant" (the one that produced the number), "requested_accountant",
     "noise_multiplier", "sample_rate", "steps", "fallback" (None, or why the requested one was not used)}.
     """
-    sigma = _check_noise_multiplier(noise_multiplier)
+    sigma = positive_finite(noise_multiplier, "noise_multiplier")
     q = _check_sample_rate(sample_rate)
     n = integer_at_least(steps, "steps", 1)
     d = open_unit(delta, "delta")

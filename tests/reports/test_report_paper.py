@@ -282,6 +282,7 @@ def test_a_roc_figure_keeps_every_label_inside_it_and_apart(k, title):
     """The single ROC figure's fixed layout: title, tick and axis labels and legend all inside the figure, the
     legend below the axes' x label."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     from privbench.metrics.plots import roc_figure
 
     rng = np.random.default_rng(0)

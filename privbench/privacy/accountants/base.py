@@ -7,12 +7,11 @@ of ``fallback_rank``); ``privbench account ldp`` reports every registered :class
 """
 from __future__ import annotations
 
-import math
 from typing import ClassVar, Optional
 
 from ...core.errors import BadInput
 from ...core.registry import ACCOUNTANTS
-from ...core.validation import real
+from ...core.validation import positive_finite, real
 
 DPSGD, LDP = "dpsgd", "ldp"
 
@@ -86,10 +85,7 @@ def ldp_accountant(name: str) -> Optional[type[LDPAccountant]]:
 
 def check_clip(clip) -> float:
     """An L2 clipping norm C: a finite number > 0 (BadInput otherwise)."""
-    c = real(clip, "clip")
-    if not (c > 0 and math.isfinite(c)):
-        raise BadInput(f"clip={clip!r}: must be a finite number > 0 (the L2 clipping norm C)")
-    return c
+    return positive_finite(clip, "clip", " (the L2 clipping norm C)")
 
 
 def check_sigma(sigma) -> float:
