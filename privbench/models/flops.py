@@ -10,9 +10,13 @@ benchmarks/train_throughput.py, benchmarks/gpu_check.py; docs/scaling.md §4).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 
 import torch
+
+LOG = logging.getLogger(__name__)
+_WARNED: set[str] = set()
 
 
 def forward_flops(fn, *inputs, autocast: torch.dtype | None = None) -> int:
@@ -40,6 +44,21 @@ def train_step_flops(model: torch.nn.Module, loss_fn, *inputs, autocast: torch.d
         loss.float().mean().backward()
     model.zero_grad(set_to_none=True)
     return int(fc.get_total_flops())
+
+
+def cpu_has_bf16_units() -> bool:
+    """Whether this CPU runs bf16 matmuls and convolutions natively (AVX-512-BF16 or AMX: oneDNN's own check)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def warn_if_bf16_emulated(device, setting: str) -> None:
+    """Warn once per ``setting`` when it asks for bf16 on a CPU without bf16 units: there oneDNN emulates bf16
+    through fp32, and the run is slower than in fp32 (what it computes is unchanged)."""
+    if torch.device(device).type != "cpu" or setting in _WARNED or cpu_has_bf16_units():
+        return
+    _WARNED.add(setting)
+    LOG.warning("%s=bf16 on a CPU without bf16 units (%s; no AVX-512-BF16 or AMX): bf16 is emulated and slower than "
+                "fp32 here; fp32 is the faster choice on this machine", setting, torch.backends.cpu.get_cpu_capability())
 
 
 def _sync(device: torch.device) -> None:

@@ -36,6 +36,7 @@ from ..core import distributed, progress
 from ..core.errors import WorkFailed
 from ..core.io import append_log as log
 from . import checkpoint as ckpt
+from .flops import warn_if_bf16_emulated
 
 
 def ema_capped(tcfg, total_steps: int):
@@ -163,6 +164,8 @@ class _Loop:
         device = torch.device(device)
         self.run = LoopRun(model, tcfg, name, seed, device, steps, run_dir_of(ckpt_dir),
                            getattr(tcfg, "precision", "fp32") == "bf16", bool(getattr(tcfg, "channels_last", False)))
+        if self.run.bf16:
+            warn_if_bf16_emulated(device, "train.precision")
         if distributed.is_main():
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             ckpt.clean(ckpt_dir, name)

@@ -10,6 +10,7 @@ import torch
 
 from ..core.errors import BadInput
 from ..core.schedule import Schedule
+from .flops import warn_if_bf16_emulated
 from .sampling import ddim_chain, ddpm_chain
 
 
@@ -96,6 +97,8 @@ class Target:
         in bfloat16, weights unchanged) and returns float32, so what an attack computes from ε̂ stays fp32."""
         if precision not in ("fp32", "bf16"):
             raise BadInput(f"attack.precision={precision!r}: choose fp32 or bf16")
+        if precision == "bf16":
+            warn_if_bf16_emulated(self.device, "attack.precision")
         old, self._autocast = self._autocast, (torch.bfloat16 if precision == "bf16" else None)
         try:
             yield self

@@ -2,8 +2,11 @@
 step counts its backward too (the gradients of the weights, and of the activations only where they are needed)."""
 from __future__ import annotations
 
+import logging
+
 import torch
 
+from privbench.models import flops
 from privbench.models.flops import (
     bound_rate,
     conv_rate,
@@ -58,3 +61,40 @@ def test_conv_rates_and_the_bound_are_the_best_measured():
     assert set(rates) == {"matmul", "conv", "conv_nhwc"}
     name, rate = bound_rate(rates)
     assert rate == max(rates.values()) and rates[name] == rate
+
+
+def test_bf16_on_a_cpu_without_bf16_units_warns_once_per_setting(monkeypatch, caplog):
+    monkeypatch.setattr(flops, "_WARNED", set())
+    monkeypatch.setattr(flops, "cpu_has_bf16_units", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="privbench.models.flops"):
+        flops.warn_if_bf16_emulated("cpu", "train.precision")
+        flops.warn_if_bf16_emulated("cpu", "train.precision")
+        flops.warn_if_bf16_emulated("cpu", "attack.precision")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "train.precision=bf16" in lines[0] and "attack.precision=bf16" in lines[1]
+    assert "slower than fp32" in lines[0]
+
+
+def test_bf16_on_bf16_units_or_off_the_cpu_does_not_warn(monkeypatch, caplog):
+    monkeypatch.setattr(flops, "_WARNED", set())
+    monkeypatch.setattr(flops, "cpu_has_bf16_units", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="privbench.models.flops"):
+        flops.warn_if_bf16_emulated("cpu", "train.precision")
+    monkeypatch.setattr(flops, "cpu_has_bf16_units", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="privbench.models.flops"):
+        flops.warn_if_bf16_emulated("meta", "attack.precision")
+    assert not caplog.records
+
+
+def test_a_bf16_query_on_the_cpu_goes_through_the_check(monkeypatch):
+    from privbench.core.schedule import Schedule
+    from privbench.models import target as target_mod
+
+    seen = []
+    monkeypatch.setattr(target_mod, "warn_if_bf16_emulated", lambda dev, setting: seen.append((dev.type, setting)))
+    tgt = target_mod.Target("t", "centralized", torch.nn.Identity(), Schedule(10, 1e-4, 0.02, "linear", "fixed_small"), "cpu", 0)
+    with tgt.query_precision("fp32"):
+        pass
+    with tgt.query_precision("bf16"):
+        pass
+    assert seen == [("cpu", "attack.precision")]
