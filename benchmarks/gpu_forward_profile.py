@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from collections import defaultdict
@@ -27,12 +26,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
+from gpu_check import SHAPES, say, sync, timed  # benchmarks/ is first on sys.path: the script's folder
+
 from privbench.core.config import build_config
 from privbench.core.threads import configure_threads
 from privbench.models.flops import forward_flops, matmul_rate
 from privbench.models.unet import build_denoiser
 
-SHAPES = {"paper": (3, 32, 32), "small": (3, 8, 8)}
 CATEGORIES = (  # first match wins; kernel names are lower-cased
     ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
     ("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "nvjet", "mkldnn", "addmm", "mm", "wgrad", "dgrad")),
@@ -42,31 +42,8 @@ CATEGORIES = (  # first match wins; kernel names are lower-cased
 )
 
 
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
-
-
 def rate_str(x: float) -> str:
     return f"{x / 1e12:.2f} TFLOP/s" if x >= 1e11 else f"{x / 1e9:.2f} GFLOP/s"
-
-
-def sync(dev) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def timed(fn, dev, reps: int) -> float:
-    """Median seconds of ``fn`` over ``reps`` runs after two warm-ups (compilation and autotuning happen there)."""
-    fn()
-    fn()
-    ts = []
-    for _ in range(reps):
-        sync(dev)
-        t0 = time.perf_counter()
-        fn()
-        sync(dev)
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def category(name: str) -> str:
@@ -155,6 +132,7 @@ def main() -> None:
             runs.append(("bf16 compiled reduce-overhead", forward(torch.compile(model, mode="reduce-overhead"), x, True)))
     for label, fn in runs:
         t0 = time.perf_counter()
+        fn()  # a second warm-up: compilation, autotuning and CUDA-graph capture end here
         s = timed(fn, dev, a.reps)
         warm = time.perf_counter() - t0 - s * a.reps
         say(f"[{label}] {s * 1e3:.2f} ms/batch, {a.batch / s:.0f} records/s, {rate_str(flops / s)} = "
