@@ -129,8 +129,9 @@ def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Se
     fig = Figure(figsize=(w, h))
     ax = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
     _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups), marks=marks)
-    if title:
-        ax.set_title(title, fontsize="medium")
+    # y given: the title sits at the axes' top edge (no tick labels there) and matplotlib does not search the axes'
+    # bounding box for a higher place at every draw
+    ax.set_title(title, fontsize="medium", y=1.0)
     fig.legend(loc="lower center", bbox_to_anchor=(0.5, 0.05 / h), fontsize="small", ncol=1, frameon=False)
     return fig
 
