@@ -1,4 +1,4 @@
-"""DP-SGD step cost ÷ non-private step, same model and batch (issue 14: goal ≤ ×1.5; issue 5 measured opacus ×3.4).
+"""DP-SGD step cost ÷ non-private step, same model and batch (goal ≤ ×1.5).
 
 Models: the denoiser DPDM trains (``ctx.new_denoiser()`` of ``--preset``, default tiny: UNet (16, 32)), and the
 paper preset's 35.7M-parameter UNet on random 32×32×3 records (``--paper-batch`` records; 0 skips it). Batch:

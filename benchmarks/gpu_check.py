@@ -271,7 +271,7 @@ def main():
 
 def pia_bf16_vs_matmul(net, tgt, rec, acfg, rate_bf16: float, dev) -> None:
     """PIA at attack.precision=bf16, batch 256, against the hardware bound: the bf16 matmul rate measured in this
-    run ÷ the FLOPs of PIA's two forwards per record (issue 25's GPU goal: ratio ≥ 0.5 on the paper victim)."""
+    run ÷ the FLOPs of PIA's two forwards per record (the GPU goal: ratio ≥ 0.5 on the paper victim)."""
     from privbench.attacks.pia import PIA
     from privbench.models.flops import forward_flops
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 14): one prepared run, under 8 minutes on one GPU, no download.
+# The GPU check: one prepared run, under 8 minutes on one GPU, no download.
 #
 # Trains the paper preset's 35.7M-parameter UNet for a fixed number of steps in fp32 and in bf16 (on a seeded
 # random tensor dataset of CIFAR-10's shape), times one DP-SGD step against a non-private one, runs PIA and

@@ -1,4 +1,4 @@
-"""Utility of a trained target's samples (issue 20 §4): downstream accuracy, precision/recall, class fidelity.
+"""Utility of a trained target's samples: downstream accuracy, precision/recall, class fidelity.
 
 One record per (run, target, settings): ``<run_dir>/utility/utility-<target>-<hash>.json``. The classes are the
 *private* ones (every class, or the complement of ``data.public=classes:A-B``): ``n_per_class`` samples of each

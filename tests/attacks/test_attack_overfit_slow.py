@@ -1,4 +1,4 @@
-"""Slow acceptance tests of issue 3 on real trained targets (digits, tiny preset)."""
+"""Slow acceptance tests of the attacks on real trained targets (digits, tiny preset)."""
 from __future__ import annotations
 
 import copy

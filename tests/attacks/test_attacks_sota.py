@@ -480,7 +480,7 @@ def test_attack_variants_are_labelled_and_reported_side_by_side(tmp_path):
 
 
 def test_gsa_official_xgboost_classifier_and_label(monkeypatch):
-    """Issue 19.6: the official GSA classifier, xgboost.XGBClassifier(n_estimators=200), is reachable
+    """The official GSA classifier, xgboost.XGBClassifier(n_estimators=200), is reachable
     (attack.gsa_classifier=xgboost, label gsa@xgboost); without xgboost it is exit 2 naming the extra."""
     import sys
 

@@ -101,7 +101,7 @@ def test_paper_preset_builds_and_steps_on_cpu():
 
 
 def test_named_dataset_is_never_replaced_by_the_preset(tmp_path):
-    """issue 19.8: "digits" was also the "not given" value, so --dataset digits --preset paper trained CIFAR-10."""
+    """A named dataset is never taken for "not given": --dataset digits --preset paper trains digits."""
     assert build_config("centralized", "digits", preset="paper").dataset == "digits"
     assert build_config("centralized", "colored-digits", preset="paper").dataset == "colored-digits"
     assert build_config("centralized", "digits", preset="small").dataset == "digits"

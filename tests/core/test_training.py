@@ -59,7 +59,7 @@ def test_cache_hit(tmp_path, privbench_log):
 
 def test_corrupt_checkpoint_refused_by_load_and_retrained_by_sample(tmp_path):
     """load_target (read-only) refuses a damaged checkpoint and changes nothing; a command that trains if needed
-    says so and retrains it (issue 11 item 13) — to exactly the original weights."""
+    says so and retrains it — to exactly the original weights."""
     m = api.train(train_cfg(), tmp_path, "cpu")
     ck = m.ctx.ckpt_dir / "model.safetensors"
     good = ck.read_bytes()

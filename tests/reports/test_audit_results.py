@@ -89,7 +89,7 @@ def test_directories_skip_non_membership_results(tmp_path):
 
 @pytest.mark.slow
 def test_overfit_centralized_gives_a_clearly_positive_bound(overfit_centralized, runs_dir):
-    """Issue 6: audit on the overfit centralized target (issue 3's fixture) gives a clearly positive bound."""
+    """audit on the overfit centralized target gives a clearly positive bound."""
     from privbench.runs.attack import run_attack
 
     res = run_attack(overfit_centralized.cfg, "pia", None, runs_dir=runs_dir, device="cpu").to_json()
@@ -122,7 +122,7 @@ def test_a_rerun_with_the_same_settings_replaces_the_stale_result(tmp_path):
     assert sorted(r.path.parent.name for r in res) == ["pia-model-new", "pia-model-t100"]
 
 
-# ------------------------------------------------------------------ issue 11: family-wise flag, neighbouring relation
+# ------------------------------------------------------------------ family-wise flag, neighbouring relation
 
 def _perfect(n=200):
     """Perfectly separated scores: the bounds at 95 % / 97.5 % / 98.75 % are CP 3.28 / 3.11 / 2.96 and

@@ -1,4 +1,4 @@
-"""Issue 19 items 1–2 and issue 26 item 3: one notion of a privacy claim (formal / conditional / claimed by the
+"""One notion of a privacy claim (formal / conditional / claimed by the
 paper / claimed by the user). A claimed ε never sits in a formal column, never passes a ``privacy.epsilon`` gate,
 is compared with the empirical bounds as a claim, and the audit states one basis per run."""
 from __future__ import annotations

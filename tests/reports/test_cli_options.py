@@ -1,4 +1,4 @@
-"""Options of issue 15: --json on list/report/check, --version with the commit, shipped suites and gates by name,
+"""Command-line options: --json on list/report/check, --version with the commit, shipped suites and gates by name,
 sample --sampler/--steps (PFDM: DDIM in both stages), run printing its report, bench --inception-weights, and one
 clear line naming the extra when an optional package is missing."""
 from __future__ import annotations

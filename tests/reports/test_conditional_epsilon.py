@@ -1,4 +1,4 @@
-"""A conditional ε (DP-SAD with a teacher trained on the members, issue 11 item 2) is shown in its own column, never
+"""A conditional ε (DP-SAD with a teacher trained on the members) is shown in its own column, never
 as the formal ε, and no flag compares with it; seeded privacy noise is labelled in the tables and the HTML."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report's LaTeX fits a paper (issue 26): every table compiles inside a two-column ``article`` without an
+"""The report's LaTeX fits a paper: every table compiles inside a two-column ``article`` without an
 overfull box or a float too large for the page — tables freshly rendered from a wide hand-made bench (nine
 targets × ten attacks, the shape of the tiny suite) and from real test-preset results, and every table committed
 under reports/. Captions do not repeat their title."""
@@ -90,8 +90,8 @@ def wide_bench(tmp_path_factory):
 
 @needs_tex
 def test_the_layout_check_is_not_vacuous(tmp_path, wide_bench, monkeypatch):
-    """The layout before issue 26 — one plain table float of nine targets × ten attacks — in a two-column paper:
-    too wide and too tall."""
+    """A single plain table float of nine targets × ten attacks is too wide and too tall for a two-column paper
+    (the check fails it)."""
     from privbench.reports import latex
     from privbench.reports.collect import load_results
     from privbench.reports.present import membership_table

@@ -1,4 +1,4 @@
-"""Issue 19 items 5 and 9: every table follows one cell rule (n/a for a TPR the non-member count cannot resolve,
+"""Every table follows one cell rule (n/a for a TPR the non-member count cannot resolve,
 one spelling for a missing value), and a report says what a target is, shows no "None" and holds no absolute
 path."""
 from __future__ import annotations

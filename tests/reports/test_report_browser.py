@@ -171,7 +171,7 @@ document.body.appendChild(out);
 
 
 def test_single_panel_figures_and_no_empty_columns(tmp_path):
-    """Issue 26: the HTML shows one figure per attack (each at its own aspect, not a stretched grid), the
+    """The HTML shows one figure per attack (each at its own aspect, not a stretched grid), the
     side-by-side table has no always-empty column (no FID, memorization, re-id or conditional ε here), and the
     screenshot is the window's size."""
     import numpy as np

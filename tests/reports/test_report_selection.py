@@ -1,4 +1,4 @@
-"""`report --attacks/--targets` (issue 26): only the chosen attacks and targets in tables, CSV and figures; a name
+"""`report --attacks/--targets`: only the chosen attacks and targets in tables, CSV and figures; a name
 no result has is exit 2 with the choices; the figures: one file per attack panel, one shared legend in the grid,
 and equal curves drawn with different line styles and markers; empty columns are left out of the Markdown."""
 from __future__ import annotations
