@@ -452,12 +452,11 @@ class Tables:
             if key in seen:
                 continue
             seen.add(key)
-            # a result without "material" predates the permutation test: its "shift" was the CI rule
             rows.append({"dataset": r.dataset, "seed": r.seed, "model": r.outside_model,
                          "records": r.outside_records, "method": r.method_label, "target": r.target,
                          "auc": sc.get("auc"), "ci95_low": ci[0], "ci95_high": ci[1], "p_value": sc.get("p_value"),
                          "detectable_auc": sc.get("detectable_auc"), "shift": flagged(sc),
-                         "material": bool(sc.get("material", sc.get("shift"))), "bound": sc.get("bound"),
+                         "material": bool(sc.get("material")), "bound": sc.get("bound"),
                          "folds": sc.get("folds"), "n_members": sc.get("n_members"),
                          "n_nonmembers": sc.get("n_nonmembers"), "verdict": sc.get("verdict")})
         return pd.DataFrame(rows)
