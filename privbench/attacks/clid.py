@@ -38,7 +38,6 @@ import numpy as np
 import torch
 
 from ..core.config import setting
-from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, METHODS
 from .base import Attack, AttackEnv, AttackOutput, Records, check_timestep, tvec
@@ -87,8 +86,8 @@ class CLiD(Attack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
-        method = getattr(cfg, "method", OUTSIDE) if cfg is not None else OUTSIDE
-        if method != OUTSIDE and not METHODS.get(method).factory.text_conditional:
+        method = getattr(cfg, "method", None)  # an outside model's pseudo-method is no registered method
+        if method in METHODS and not METHODS.get(method).factory.text_conditional:
             raise BadInput(f"attack clid needs a text-to-image target (captions to weaken); method {cfg.method} "
                            f"trains none — attack a Stable-Diffusion-layout pipeline with --model")
         if not isinstance(self.clid_t, (list, tuple)) or not self.clid_t:
