@@ -15,6 +15,7 @@ elementwise work and the rest, with the ten costliest kernels.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -26,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PRIVBENCH_PROGRESS", "0")
 
-from gpu_check import SHAPES, say, sync, timed  # benchmarks/ is first on sys.path: the script's folder
+from gpu_check import SHAPES, flops_str, say, sync, timed  # benchmarks/ is first on sys.path: the script's folder
 
 from privbench.core.config import build_config
 from privbench.core.threads import configure_threads
@@ -36,14 +37,10 @@ from privbench.models.unet import build_denoiser
 CATEGORIES = (  # first match wins; kernel names are lower-cased
     ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
     ("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "nvjet", "mkldnn", "addmm", "mm", "wgrad", "dgrad")),
-    ("normalisation", ("group_norm", "groupnorm", "layer_norm", "batch_norm", "welford", "norm")),
+    ("normalisation", ("group_norm", "groupnorm", "rowwisemoments", "layer_norm", "batch_norm", "welford", "norm")),
     ("elementwise", ("elementwise", "vectorized", "silu", "add", "mul", "copy", "cat", "triton", "upsample",
                      "index", "reduce", "fill")),
 )
-
-
-def rate_str(x: float) -> str:
-    return f"{x / 1e12:.2f} TFLOP/s" if x >= 1e11 else f"{x / 1e9:.2f} GFLOP/s"
 
 
 def category(name: str) -> str:
@@ -112,10 +109,9 @@ def main() -> None:
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     say(f"gpu_forward_profile: preset={a.preset} device={dev} ({name}) torch={torch.__version__} threads={threads} "
         f"batch={a.batch} image={shape}; {flops / a.batch / 1e9:.3f} GFLOP/record forward; "
-        f"bf16 matmul {n_mm}^3 {rate_str(rate)}")
+        f"bf16 matmul {n_mm}^3 {flops_str(rate)}")
     x_cl = x.contiguous(memory_format=torch.channels_last)
-    model_cl = build_denoiser(cfg.model, shape[0], shape[1], 10).to(dev).eval().to(memory_format=torch.channels_last)
-    model_cl.load_state_dict(model.state_dict())
+    model_cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
 
     def forward(net, inp, bf16: bool):
         @torch.no_grad()
@@ -135,7 +131,7 @@ def main() -> None:
         fn()  # a second warm-up: compilation, autotuning and CUDA-graph capture end here
         s = timed(fn, dev, a.reps)
         warm = time.perf_counter() - t0 - s * a.reps
-        say(f"[{label}] {s * 1e3:.2f} ms/batch, {a.batch / s:.0f} records/s, {rate_str(flops / s)} = "
+        say(f"[{label}] {s * 1e3:.2f} ms/batch, {a.batch / s:.0f} records/s, {flops_str(flops / s)} = "
             f"{flops / s / rate:.3f} of the bf16 matmul rate (warm-up {warm:.1f} s)")
         if label in ("fp32", "bf16"):
             profile(fn, dev, a.top)

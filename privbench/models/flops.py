@@ -53,12 +53,12 @@ def cpu_has_bf16_units() -> bool:
 
 def warn_if_bf16_emulated(device, setting: str) -> None:
     """Warn once per ``setting`` when it asks for bf16 on a CPU without bf16 units: there oneDNN emulates bf16
-    through fp32, and the run is slower than in fp32 (what it computes is unchanged)."""
+    through fp32, and the run can be many times slower than in fp32 (what it computes is unchanged)."""
     if torch.device(device).type != "cpu" or setting in _WARNED or cpu_has_bf16_units():
         return
     _WARNED.add(setting)
-    LOG.warning("%s=bf16 on a CPU without bf16 units (%s; no AVX-512-BF16 or AMX): bf16 is emulated and slower than "
-                "fp32 here; fp32 is the faster choice on this machine", setting, torch.backends.cpu.get_cpu_capability())
+    LOG.warning("%s=bf16 on a CPU without bf16 units (%s; no AVX-512-BF16 or AMX): bf16 is emulated and can be many "
+                "times slower than fp32 here; fp32 is the faster choice on this machine", setting, torch.backends.cpu.get_cpu_capability())
 
 
 def _sync(device: torch.device) -> None:

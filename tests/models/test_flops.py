@@ -92,7 +92,8 @@ def test_a_bf16_query_on_the_cpu_goes_through_the_check(monkeypatch):
 
     seen = []
     monkeypatch.setattr(target_mod, "warn_if_bf16_emulated", lambda dev, setting: seen.append((dev.type, setting)))
-    tgt = target_mod.Target("t", "centralized", torch.nn.Identity(), Schedule(10, 1e-4, 0.02, "linear", "fixed_small"), "cpu", 0)
+    schedule = Schedule(10, 1e-4, 0.02, "linear", "fixed_small")
+    tgt = target_mod.Target("t", "centralized", torch.nn.Identity(), schedule, "cpu", 0)
     with tgt.query_precision("fp32"):
         pass
     with tgt.query_precision("bf16"):
