@@ -8,6 +8,9 @@ TORCH   := torch==2.14.1 torchvision==0.29.1
 # --no-compile: no .pyc for every module of every package at install time (torch alone has thousands); Python
 # writes them on first import, for the modules a command actually imports
 PIP     := $(BIN)/pip install -q --disable-pip-version-check --no-compile
+# ...so the bytecode cache must be writable: with PYTHONDONTWRITEBYTECODE set, every process the tests and
+# the demo start would compile diffusers, peft and torch's Python modules from source again (twice the import time)
+unexport PYTHONDONTWRITEBYTECODE
 # Every extra the tests use: dp (opacus, dp-accounting: dpdm, dpsad, account dpsgd), fid (torch-fidelity), ray
 # (bench --executor ray, tested on a local 2-CPU cluster), slurm (submitit: bench --executor slurm, tested with its
 # local executor), official (xgboost: gsa@xgboost), t2i (transformers, peft: text-to-image models). An extra added to pyproject.toml that a test needs is added here.

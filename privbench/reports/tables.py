@@ -189,6 +189,11 @@ def _tkey(r: Result) -> tuple:
 
 # ------------------------------------------------------------------------------------------ tables
 
+#: the accountant table's basis of a target with no privacy claim, by its role (collect.role_of; any other role: a
+#: non-private target)
+NO_CLAIM_BASIS = {OUTSIDE: "none claimed: external model (trained outside privbench)"}
+
+
 @dataclass
 class Tables:
     results: list[Result]
@@ -481,8 +486,7 @@ class Tables:
                                                                                   "claim_kind")})
             else:
                 row.update({"epsilon": None, "delta": None, "accountant": None,
-                            "basis": "none claimed: external model (trained outside privbench)"
-                            if b["role"] == OUTSIDE else "none: non-private target (no formal guarantee)"})
+                            "basis": NO_CLAIM_BASIS.get(b["role"], "none: non-private target (no formal guarantee)")})
             row["empirical_eps_lb"] = b["eps_lb"]
             row["empirical_eps_lb_attack"] = b["eps_lb_attack"]
             row["empirical_eps_lb_bound"] = b["eps_lb_bound"]

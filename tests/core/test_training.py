@@ -1,12 +1,12 @@
 """Training loop: determinism, checkpoint/resume, corrupt checkpoints, caching."""
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
+from click.testing import CliRunner
 from helpers import train_cfg
 
+from privbench.cli import main
 from privbench.core.errors import BadInput
 from privbench.runs import train as api
 
@@ -68,10 +68,9 @@ def test_corrupt_checkpoint_refused_by_load_and_retrained_by_sample(tmp_path):
     with pytest.raises(BadInput, match="model.safetensors missing or damaged"):
         api.load_target(m.ctx.run_dir)
     assert before == {p: p.read_bytes() for p in m.ctx.run_dir.rglob("*") if p.is_file()}
-    r = subprocess.run([sys.executable, "-m", "privbench.cli", "sample", "--method", "centralized", "--preset", "test",
-                        "--runs-dir", str(tmp_path), "--n", "4", "--out", str(tmp_path / "g.png")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    r = CliRunner().invoke(main, ["sample", "--method", "centralized", "--preset", "test", "--runs-dir",
+                                  str(tmp_path), "--n", "4", "--out", str(tmp_path / "g.png")])
+    assert r.exit_code == 0, r.stderr
     assert "Traceback" not in r.stderr and "model.safetensors missing or damaged; retraining" in r.stderr
     assert ck.read_bytes() == good
     assert (tmp_path / "g.png").exists()
