@@ -18,12 +18,21 @@ if XDIST_WORKER:
 SHARED_GROUPS = {"tests/attacks/test_attack_overfit_slow.py": "overfit", "tests/models/test_pfdm.py": "overfit",
                  "tests/core/test_sample_quality.py": "overfit"}
 
+#: the units that take longest (most near a minute on CI's 2 cores), queued first: a worker takes the next unit when it
+#: runs out, so a long unit near the end of the queue would keep one worker busy while the other has nothing left
+LONG_FIRST = ("tests/latent/test_latent_audit.py", "tests/architecture/test_registry_contract.py",
+              "tests/bench/test_pool_executors.py", "tests/external/test_external_references.py",
+              "tests/reports/test_bench_suite.py", "tests/models/test_ddp.py", "tests/reports/test_privacy_utility.py",
+              "tests/privacy/test_accountant_plugin.py", "tests/models/test_dpsad.py", "overfit",
+              "tests/reports/test_report_browser.py", "tests/faults/test_caption_bounds.py",
+              "tests/faults/test_orphaned_workers.py", "tests/models/test_dpdm.py")
+
 
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with SHARED_GROUPS: a file is one unit (its module and session fixtures are computed once),
-    and the files of a shared group are one unit. (Not ``--dist loadgroup`` with markers: xdist 3.8 marks a group by
-    rewriting ``item._nodeid``, which pytest 9.2 does not read, so every test would be its own unit and both workers
-    would compute every file's fixtures.)"""
+    the files of a shared group are one unit, and the units of LONG_FIRST are queued first. (Not ``--dist loadgroup``
+    with markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 does not read, so every test
+    would be its own unit and both workers would compute every file's fixtures.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -32,6 +41,15 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
             return SHARED_GROUPS.get(path, path)
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_long_first", False):  # once, when the queue is complete: the long units first
+                self._long_first = True
+                rank = {unit: i for i, unit in enumerate(LONG_FIRST)}
+                units = sorted(self.workqueue.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return FileGroupScheduling(config, log)
 
