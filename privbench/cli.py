@@ -37,7 +37,7 @@ from .cli_options import (
 from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, config_hash, parse_set_args
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
-from .core.registry import ATTACKS, listing
+from .core.registry import ATTACKS, entry_attribute, listing
 from .core.threads import configure_threads, passive_wait_by_default
 from .core.version import __version__
 from .runs.outside_spec import OutsideSpec
@@ -233,8 +233,8 @@ def list_cmd(what, as_json):
     kinds = [what] if what else ["methods", "attacks", "datasets", "presets"]
     entries = {name: listing(regs[name]) for name in kinds}
     flags = {}
-    if what == "attacks":  # the text-conditioning flag is the class's: import the attacks (only for `list attacks`)
-        flags = {e.name: bool(e.factory.text_conditioning) for e in ATTACKS}
+    if what == "attacks":  # the text-conditioning flag is the class's (read from its source, as the listing is)
+        flags = {n: bool(entry_attribute("ATTACKS", n, "text_conditioning", False)) for n, _ in entries["attacks"]}
     if as_json:
         _emit({name: [{"name": n, "description": d,
                        **({"text_conditioning": flags.get(n, False)} if flags else {})} for n, d in entries[name]]

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 import privbench.cli
 after_import = sorted(m for m in {heavy!r} if m in sys.modules)
 runs = {{}}
-for args in (["--version"], ["--help"], ["list"], ["list", "accountants"], ["list", "extractors", "--json"]):
+for args in (["--version"], ["--help"], ["list"], ["list", "accountants"], ["list", "extractors", "--json"],
+             ["list", "attacks", "--json"]):
     r = CliRunner().invoke(privbench.cli.main, args)
     runs[" ".join(args)] = [r.exit_code, sorted(m for m in {heavy!r} if m in sys.modules)]
 print(json.dumps({{"after_import": after_import, "runs": runs}}))
@@ -50,15 +51,22 @@ def test_source_listing_equals_the_imported_registries():
             "from privbench.core import registry\n"
             "from privbench.core.registry_source import builtin_listing\n"
             "static = builtin_listing(registry.BUILTIN_MODULES)\n"
+            "flag = lambda n: bool(registry.entry_attribute('ATTACKS', n, 'text_conditioning', False))\n"
+            "static_flags = {n: flag(n) for n, _ in static['ATTACKS']}\n"
             "registry.load_builtins()\n"
             "names = ('METHODS', 'ATTACKS', 'DATASETS', 'PRESETS', 'FEATURE_EXTRACTORS', 'ACCOUNTANTS')\n"
-            "print(json.dumps({v: [static[v], [[e.name, e.description] for e in getattr(registry, v)]] "
-            "for v in names}))\n")
+            "out = {v: [static[v], [[e.name, e.description] for e in getattr(registry, v)]] for v in names}\n"
+            "out['text_conditioning'] = [static_flags, {e.name: bool(e.factory.text_conditioning) "
+            "for e in registry.ATTACKS}]\n"
+            "print(json.dumps(out))\n")
     env = {k: v for k, v in os.environ.items() if k != "PRIVBENCH_PLUGINS"}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    for var, (static, imported) in json.loads(r.stdout.strip().splitlines()[-1]).items():
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    static_flags, imported_flags = out.pop("text_conditioning")
+    assert static_flags == imported_flags  # `list attacks` marks [text] from the source too
+    for var, (static, imported) in out.items():
         assert [list(e) for e in static] == imported, var
         assert static, var
 
