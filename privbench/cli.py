@@ -158,20 +158,32 @@ def _interrupted() -> None:
                                            "rerun resumes")
 
 
+def _usage_error(e: click.exceptions.UsageError) -> None:
+    """click's usage error as one line, exit 2; a command group called without a command still shows its help."""
+    if isinstance(e, click.exceptions.NoArgsIsHelpError):
+        raise e
+    where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+    _exit(EXIT_BAD_INPUT, "error", _one_line(e.format_message()).rstrip(".") + where)
+
+
 class _Group(click.Group):
     """Maps every way a command can end to one exit code and one line (docs/cli.md §3)."""
 
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
+        except click.exceptions.UsageError as e:
+            _usage_error(e)
         except KeyboardInterrupt:  # click would print "Aborted!" and exit 1, the code of a breached gate
             _interrupted()
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.exceptions.UsageError as e:
+            _usage_error(e)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise  # click's own: usage errors exit 2 with the usage line
+            raise  # click's own ends: --help, --version, a prompt aborted
         except BadInput as e:
             _exit(EXIT_BAD_INPUT, "error", _one_line(e))
         except WorkFailed as e:
