@@ -158,7 +158,7 @@ def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_d
     suite.write_text(SUITE.replace("fid: false", "fid: {client: 0, n_per_class: 2, n_overall: 8, sampler: ddim}")
                      .replace("samples: false", "samples: {n: 4}")
                      .replace("  centralized: {targets: [model], attacks: [pia, loss]}\n", "")
-                     .replace("attacks: [pia, loss]}", "attacks: [pia]}") + "set: {sample.ddim_steps: 4}\n")
+                     .replace("attacks: [pia, loss]}", "attacks: [pia]}") + "set: {sample.sampler: ddim, sample.ddim_steps: 4}\n")
     runs = ["--suite", str(suite), "--runs-dir", str(report_runs_dir), "--out", str(tmp_path / "bench"), "--json"]
     cells = []
     for sets in ([], [], ["--set", "sample.ddim_steps=3"]):
@@ -170,8 +170,8 @@ def test_changed_sampling_settings_redraw_grids_and_fids(tmp_path, report_runs_d
     assert cells[2]["fid"]["reason"] is None and cells[2]["samples"]["reason"] is None
     assert cells[2]["fid"]["result_path"] != cells[0]["fid"]["result_path"]
     assert json.loads(Path(cells[2]["fid"]["result_path"]).read_text())["sampler"] == "ddim"
-    side = Path(cells[2]["samples"]["result_path"]).with_suffix(".json")
-    assert json.loads(side.read_text())["ddim_steps"] == 3
+    side = json.loads(Path(cells[2]["samples"]["result_path"]).with_suffix(".json").read_text())
+    assert side["ddim_steps"] == 3 and side["sampler"] == "ddim"
 
 
 @pytest.mark.parametrize("name", ["seeds-mnist", "seeds-mnist-quick", "clients-mnist"])
