@@ -69,7 +69,8 @@ def test_corrupt_checkpoint_refused_by_load_and_retrained_by_sample(tmp_path):
         api.load_target(m.ctx.run_dir)
     assert before == {p: p.read_bytes() for p in m.ctx.run_dir.rglob("*") if p.is_file()}
     r = CliRunner().invoke(main, ["sample", "--method", "centralized", "--preset", "test", "--runs-dir",
-                                  str(tmp_path), "--n", "4", "--out", str(tmp_path / "g.png")])
+                                  str(tmp_path), "--n", "4", "--sampler", "ddim", "--steps", "10",
+                                  "--out", str(tmp_path / "g.png")])
     assert r.exit_code == 0, r.stderr
     assert "Traceback" not in r.stderr and "model.safetensors missing or damaged; retraining" in r.stderr
     assert ck.read_bytes() == good
