@@ -183,7 +183,7 @@ class _Group(click.Group):
         except click.exceptions.UsageError as e:
             _usage_error(e)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise  # click's own ends: --help, --version, a prompt aborted
+            raise  # click's own ends (--help, --version): its exit codes
         except BadInput as e:
             _exit(EXIT_BAD_INPUT, "error", _one_line(e))
         except WorkFailed as e:
