@@ -121,7 +121,10 @@ def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
-    rho = (2.0 * c) ** 2 / (2.0 * s * s)
+    r = c / s
+    rho = 2.0 * r * r  # (2C)² / (2σ²), without leaving a double's range where ρ does not
+    if math.isinf(rho):
+        return math.inf
     log_delta = math.log(d)
 
     def f(u: float) -> float:  # u = log(α − 1), so α > 1 for every real u

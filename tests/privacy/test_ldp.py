@@ -196,6 +196,26 @@ def test_zero_epsilon_when_delta_already_covers_it():
     assert delta_analytic_gaussian(C, ldp_sigma(690), 0.0) == pytest.approx(2 * norm.cdf(2 * C / ldp_sigma(690) / 2) - 1)
 
 
+@pytest.mark.parametrize("clip", [1e-320, 1e-200, 1e150, 1e160, 1e308])
+def test_epsilon_at_the_ends_of_a_double(clip):
+    """C² or (2C)² alone leaves a double's range where C/σ does not: every accountant still answers, +inf only
+    where ε itself is past the range, and rdp equals the paper bound (the same closed form) at every scale."""
+    s = ldp_sigma(1)
+    eps = {a.label: a.epsilon(clip, s, DELTA) for a in ldp.ldp_accountants()}
+    eps["rdp_improved"] = epsilon_rdp_improved(clip, s, DELTA)
+    assert all(v >= 0.0 and not math.isnan(v) for v in eps.values()), eps
+    assert eps["rdp"] == pytest.approx(eps["paper_bound"], rel=1e-12)
+    r = clip / s
+    if 2 * r * r == math.inf:
+        assert all(v == math.inf for v in eps.values()), eps
+    else:
+        assert all(math.isfinite(v) for v in eps.values()), eps
+        assert eps["paper_bound"] == pytest.approx(2 * r * r + r * math.sqrt(8 * math.log(1 / DELTA)), rel=1e-12)
+    out = account_ldp(clip, 1, DELTA, epsilon=3.0)
+    assert out["epsilon"] == {k: v for k, v in eps.items() if k != "rdp_improved"}
+    assert out["min_t0"]["analytic_gaussian"] is None or clip < 1
+
+
 # ---------------------------------------------------------------- reports
 
 def test_account_ldp_contract():

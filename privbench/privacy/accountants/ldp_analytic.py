@@ -47,7 +47,7 @@ def epsilon_analytic_gaussian(clip: float, sigma: float, delta: float) -> float:
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
-    mu = 2.0 * c / s
+    mu = 2.0 * (c / s)  # 2C first could overflow where μ does not
     log_target = math.log(d)
     if _log_delta_gaussian(mu, 0.0) <= log_target:  # δ(0) = 2Φ(μ/2) − 1 already small enough
         return 0.0
@@ -56,8 +56,10 @@ def epsilon_analytic_gaussian(clip: float, sigma: float, delta: float) -> float:
         return _log_delta_gaussian(mu, e) - log_target
 
     hi = max(epsilon_paper_bound(c, s, d), 1e-12)  # a valid upper bound on the exact ε
-    while g(hi) > 0.0:  # only through rounding; expand defensively
+    while g(hi) > 0.0 and math.isfinite(hi):  # only through rounding; expand defensively
         hi *= 2.0
+    if math.isinf(hi):  # ε ≈ μ²/2 is past a double's range
+        return math.inf
     if g(hi) == 0.0:
         return hi
     return float(optimize.brentq(g, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))

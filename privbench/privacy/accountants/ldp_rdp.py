@@ -11,15 +11,15 @@ from .base import LDPAccountant, check_clip, check_sigma
 
 def epsilon_rdp(clip: float, sigma: float, delta: float) -> float:
     """Classical RDP → DP conversion of the Gaussian mechanism (Δ = 2C):
-    min over α > 1 of αρ + log(1/δ)/(α − 1), ρ = Δ²/(2σ²). The minimum is at α* = 1 + √(log(1/δ)/ρ)
-    (the objective is convex in α), which gives ρ + 2√(ρ log 1/δ) — the paper bound."""
+    min over α > 1 of αρ + log(1/δ)/(α − 1), ρ = Δ²/(2σ²). The objective is convex in α with its minimum at
+    α* = 1 + √(log(1/δ)/ρ), where it is ρ + 2√(ρ log 1/δ) — the paper bound. That closed form is what is
+    evaluated: α* itself leaves a double's range as ρ → 0 (and α* − 1 rounds to 0 for large ρ)."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
-    rho = (2.0 * c) ** 2 / (2.0 * s * s)
-    log_inv_delta = math.log(1.0 / d)
-    alpha = 1.0 + math.sqrt(log_inv_delta / rho)
-    return alpha * rho + log_inv_delta / (alpha - 1.0)
+    r = c / s
+    rho = 2.0 * r * r  # (2C)² / (2σ²)
+    return rho + 2.0 * r * math.sqrt(2.0 * math.log(1.0 / d))  # 2√(ρ log 1/δ), without squaring r
 
 
 @ACCOUNTANTS.register_class
