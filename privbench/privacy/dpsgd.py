@@ -148,6 +148,7 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     req = _check_accountant(accountant)
     orders = order_grid(rdp_orders)
     reasons: list[str] = []
+    numeric = True  # every failure so far is arithmetic (overflow, division by zero, a non-finite ε, a skip)
     for name in _chain(req):
         try:
             eps = _run(name, sigma, q, n, d, orders)
@@ -155,12 +156,15 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
             raise
         except Exception as err:  # noqa: BLE001 - any accountant failure triggers the fallback
             reasons.append(_reason(name, err))
+            numeric = numeric and isinstance(err, ArithmeticError)
             continue
         return {"epsilon": eps, "delta": d, "accountant": name, "requested_accountant": req,
                 "noise_multiplier": sigma, "sample_rate": q, "steps": n,
                 "fallback": _fallback_text(reasons, name)}
-    raise WorkFailed(f"DP-SGD accounting (noise_multiplier={sigma}, sample_rate={q}, steps={n}, delta={d}): "
-                     "no accountant produced a finite epsilon: " + "; ".join(reasons))
+    what = (f"DP-SGD accounting (noise_multiplier={sigma}, sample_rate={q}, steps={n}, delta={d}): no accountant "
+            "produced a finite epsilon: " + "; ".join(reasons))
+    # where every accountant's arithmetic leaves a double's range, the inputs are what cannot be accounted
+    raise (BadInput if numeric else WorkFailed)(what)
 
 
 class _Found(Exception):

@@ -138,6 +138,21 @@ def test_no_accountant_left(monkeypatch):
         dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="rdp")
 
 
+@pytest.mark.parametrize("sigma,q,steps", [(1e-3, 0.01, 100), (0.01, 0.5, 100_000), (0.5, 0.5, 20_000)])
+def test_pld_skipped_where_its_grid_would_take_gigabytes(sigma, q, steps):
+    """Below σ = 0.05 or above an RDP ε of 1e4 dp_accounting's loss grid takes gigabytes (the first two asked
+    for hundreds): PLD is skipped, RDP answers and says so."""
+    out = dpsgd_epsilon(sigma, q, steps, 1e-5, accountant="pld")
+    assert out["accountant"] == "rdp" and "PLD skipped" in out["fallback"], out
+    assert math.isfinite(out["epsilon"]) and out["epsilon"] > 1e3
+
+
+@pytest.mark.parametrize("sigma", [1e160, 1e-300])
+def test_inputs_no_accountant_can_compute_are_bad_input(sigma):
+    with pytest.raises(BadInput, match="no accountant produced a finite epsilon"):
+        dpsgd_epsilon(sigma, 0.01, 100, 1e-5)
+
+
 # ---------------------------------------------------------------- contract and validation
 
 def test_account_dpsgd_contract():

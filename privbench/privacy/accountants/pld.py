@@ -10,6 +10,7 @@ from ...core.extras import require
 from ...core.registry import ACCOUNTANTS
 from ...core.validation import real
 from .base import DPSGDAccountant
+from .rdp import rdp_epsilon
 
 # PLD discretization: start coarse and halve the interval until the estimated excess of the pessimistic ε over
 # the exact (interval → 0) value is ≤ max(PLD_EPS_ERROR, PLD_EPS_ERROR_REL · ε).
@@ -21,6 +22,12 @@ PLD_MIN_INTERVAL = PLD_START_INTERVAL / 2 ** 8
 # fine ones), so after a halving it is ≈ the change that halving made; twice that change is the
 # estimate, which covers a convergence ratio up to 2/3 per halving.
 PLD_EXCESS_SAFETY = 2.0
+# dp_accounting holds the privacy-loss distribution on a grid as wide as the loss range (about 1/σ² a step, and
+# ε's scale once composed) over the interval: below this noise multiplier or above this (cheap, looser) RDP ε the
+# grid takes gigabytes (docs/accountants.md §2), so PLD is skipped there and the chain goes on to RDP. Every ε in
+# that regime is far beyond any meaningful guarantee; its tightness is not worth a machine's memory.
+PLD_MIN_NOISE = 0.05
+PLD_MAX_RDP_EPSILON = 1e4
 
 
 def check_tol(tol) -> float:
@@ -81,4 +88,14 @@ class PLDAccountant(DPSGDAccountant):
     description = "DP-SGD, dp_accounting PLD accountant (tight, pessimistic; interval refined to excess <= max(0.001, 0.001*eps))"
     label = "PLD"
     fallback_rank = 1
+
+    @classmethod
+    def skip_reason(cls, noise_multiplier, sample_rate, steps, delta, rdp_orders=None):
+        if noise_multiplier < PLD_MIN_NOISE:
+            return f"noise multiplier {noise_multiplier:.4g} < {PLD_MIN_NOISE:g}: its loss grid would take gigabytes"
+        eps = rdp_epsilon(noise_multiplier, sample_rate, steps, delta, orders=rdp_orders)
+        if not eps <= PLD_MAX_RDP_EPSILON:
+            return f"RDP epsilon {eps:.4g} > {PLD_MAX_RDP_EPSILON:g}: its loss grid would take gigabytes"
+        return None
+
     epsilon = staticmethod(pld_epsilon)
