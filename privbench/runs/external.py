@@ -135,6 +135,9 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
     if len(mem.x) < MIN_RECORDS or len(non.x) < MIN_RECORDS:  # the calibrated metrics need 2 of each
         raise BadInput(f"an attack needs at least {MIN_RECORDS} members and {MIN_RECORDS} non-members (got "
                        f"{len(mem.x)} and {len(non.x)})")
+    if tuple(mem.x.shape[1:]) != tuple(non.x.shape[1:]):
+        raise BadInput(f"members are {'×'.join(map(str, mem.x.shape[1:]))} (C×H×W) and non-members "
+                       f"{'×'.join(map(str, non.x.shape[1:]))}: both sets must have one image shape")
     same_dataset = (mem.index is not None and non.index is not None
                     and mem.provenance.get("dataset") == non.provenance.get("dataset"))
     k = shared_count(mem.x, non.x, mem.index if same_dataset else None, non.index if same_dataset else None)

@@ -118,6 +118,9 @@ def test_cli_check_split_exit_codes(tmp_path, digits):
     assert r.exit_code == 2 and "share 64 records" in r.stderr
     r = run(main, ["check-split", "--members", str(tmp_path / "a.npz")])
     assert r.exit_code == 2 and "needs --members SPEC and --nonmembers SPEC" in r.stderr
+    np.savez(tmp_path / "big.npz", images=np.repeat(np.repeat(u8[p[128:192]], 2, axis=-1), 2, axis=-2))
+    r = run(main, ["check-split", "--members", str(tmp_path / "big.npz"), "--nonmembers", str(tmp_path / "b.npz")])
+    assert r.exit_code == 2 and "members are 1×16×16 (C×H×W) and non-members 1×8×8" in r.stderr
 
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
