@@ -1,21 +1,9 @@
-"""The one attack interface.
+"""The one attack interface: an attack gets a :class:`~privbench.models.target.Target` (what the attacker may
+query) and :class:`Records` (the records under test) and returns an :class:`AttackOutput`.
 
-An attack receives a :class:`~privbench.models.target.Target` (what the attacker may query) and
-:class:`Records` (the records under test: images, class labels, member/non-member ground truth and their
-dataset index, aligned) and returns an :class:`AttackOutput`.
-
-Membership attacks return one score per record with privbench's single convention (docs/conventions.md §1):
-**members are the positive class and a HIGHER score means "more likely a member"**; distance-type statistics
-(loss, t-error, PIA distance) are negated before they leave the attack. Other attacks (memorization,
-reconstruction) return their own figures under ``metrics``.
-
-Timesteps: 0-indexed model timesteps t ∈ {0, …, T−1}, ᾱ[t] = ∏_{k=0..t}(1 − β_k) (``target.alphas_cumprod``),
-as in diffusers and the official PIA/SecMI code. PFDM's upload level t0 is 1-indexed (model t = t0 − 1).
-
-Performance rules every attack follows: model queries are batched (``attack.batch_size`` records per forward),
-everything runs on ``target.device``, per-batch results stay on the device and are moved to the host once.
-Class-conditional targets are always queried with the record's own label (labels are public in PFDM's threat
-model; for the other methods this is the stronger, label-aware attacker).
+Scores, timesteps and labels follow docs/attacks.md §0 (higher score = member; 0-indexed model timesteps).
+Every attack batches its queries (``attack.batch_size`` records per forward) on ``target.device`` and moves
+per-batch results to the host once.
 """
 from __future__ import annotations
 
@@ -316,7 +304,6 @@ def _at_precision(run):
 
 
 #: bump when an attack's numbers change for the same config (invalidates cached attack results)
-#: 2: SecMI's default offset is the official code's (t_sec - k vs t_sec)
 ATTACK_CODE_VERSION = 2
 
 

@@ -1,36 +1,10 @@
 """CLiD — conditional likelihood discrepancy (Zhai et al., "Membership Inference on Text-to-image Diffusion Models
 via Conditional Likelihood Discrepancy", NeurIPS 2024, arXiv 2405.14800).
 
-A text-to-image model over-fits the *conditional* distribution p(x | c) of its training pairs more than p(x): for
-a member, the denoising loss with its own caption c falls further below the loss with a weakened caption c*.
-Per record (latent x₀, caption row y), timestep t ∈ ``attack.clid_t`` and noise draws ε_d, d = 1..M
-(M = ``attack.clid_draws``), each shared by all conditions (x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε_d):
-
-    L(t, c)  = (1/M) Σ_d ‖ε_d − ε_θ(x_t, t, c)‖²
-    D(t, c*) = L(t, c*) − L(t, c)           for each c* in ``attack.clid_perturbations``
-
-The draws are a Monte-Carlo estimate of the expectation over ε in the paper's indicator (the paper studies the
-number of Monte-Carlo samples against the query count). Each record's noise is seeded by (run seed, the
-record's dataset index, t, d), as LiRA's and SimA-MC's: a score does not depend on the record's position in the
-evaluated set nor on ``attack.batch_size``.
-
-Weakened captions: ``null`` — the empty caption (the null prompt of classifier-free guidance); ``drop`` — the
-caption with every second word removed (a deterministic stand-in for the paper's text-dropping augmentations).
-
-Two variants (``attack.clid_variant``, a label variant: ``clid`` / ``clid@vec``):
-
-* ``th`` (CLiD_th): score = α·S − (1−α)·L̄ with S = mean of D over perturbations and timesteps, L̄ = mean of
-  L(t, c) over timesteps, each term first scaled robustly over the evaluated records (median and inter-quartile
-  range; no labels involved), α = ``attack.clid_alpha``;
-* ``vec`` (CLiD_vec): the vector (D(t, c*) for every t and c*, L(t, c) for every t) fed to a classifier
-  (gradient-boosted trees, sklearn), K-fold cross-fitted exactly as ``secmi-nn`` (every score out of fold).
-
-Comparison with the authors' code: the official repository ``zhaisf/CLiD`` (snapshot 16b3f57, Sept 2024) holds
-only a README ("code ... will be released ... Coming Soon") and a poster, so nothing could be compared line by
-line; this implementation follows the paper as we read it. Differences we know of: the paper's perturbations
-include several text augmentations and importance clipping, here ``null`` and ``drop``; the paper's classifier
-for CLiD_vec is XGBoost, here sklearn's ``HistGradientBoostingClassifier`` (no extra dependency); the paper
-trains it on a separate auxiliary split, here K-fold cross-fitting on the evaluated records.
+Per record and timestep t, with noise draws shared by all conditions: L(t, c) = (1/M) Σ_d ‖ε_d − ε_θ(x_t, t, c)‖²
+with the record's caption c, and D(t, c*) = L(t, c*) − L(t, c) for each weakened caption c* (``null``, ``drop``).
+``th``: α·robust(mean D) − (1 − α)·robust(mean L); ``vec``: an out-of-fold classifier on every D and L.
+No official code was released; our reading of the paper and its differences: docs/attacks.md §14.
 """
 from __future__ import annotations
 

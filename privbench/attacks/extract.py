@@ -1,36 +1,11 @@
 """Extraction audit (Carlini et al., "Extracting training data from diffusion models", USENIX Security 2023,
 §4–5): generate many samples and count the training records the model regenerates.
 
-1. **Generate** ``attack.n_samples`` samples with ``attack.sampler``/``attack.steps`` (the memorization
-   attack's sampling settings; class-conditional targets: labels drawn uniformly, seeded).
-2. **Distance** between two images: Carlini et al.'s tiled ℓ2 for CIFAR-10 — the images on the [0, 1] scale are cut
-   into non-overlapping ``attack.extract_tile`` × ``attack.extract_tile`` tiles and the distance is the MAXIMUM over
-   tiles of the per-tile root-mean-square difference (two images are near-copies only if every region matches);
-   or, with ``attack.extract_embedding`` (``--embedding FILE``), the ℓ2 distance between the unit-normalised outputs
-   of the user's TorchScript embedding (e.g. an SSCD copy-detection model; privbench never downloads one).
-3. **Training-set count** (the headline, ``n_extracted``; the paper's §5 for an unconditional model whose training
-   set is at hand — privbench always has it): the distinct training records (duplicates collapsed) that are the
-   nearest record of some generation within ``attack.extract_delta``.
-4. **Clique count** (secondary, ``n_extracted_clique``; the paper's §4 procedure for Stable Diffusion, which needs
-   no training set): a graph on the samples with an edge where the distance is below δ; a generation is a candidate
-   when it lies in a clique of at least k samples, and the candidate (the clique's medoid) is verified when its
-   nearest training record is within δ. Cliques are grown greedily (each node in order of degree, adding the
-   neighbours adjacent to every member, nearest first): maximal, not necessarily maximum.
-
-The clique size k (``attack.extract_clique``; 0 = auto) defaults to min(10, max(2, ⌊S / 2N⌋)) for S samples and N
-distinct training records: the paper's 10 of 500 generations per prompt where a record can recur that often, down
-to pairs where S/N is small. A model that regenerates each record equally often gives each Binomial(S, 1/N)
-samples, so it flags N · P[Binomial(S, 1/N) ≥ k] records in expectation (``figures.expected_clique_records``); when
-that is below 1 the clique count cannot fire and the attack is refused (BadInput, naming the sizes and the
-n_samples that would do). At S = 500 and k = 10 it is 0.0098 for N = 256 and 0.89 for N = 128.
-
-Metrics: ``n_extracted`` (training-set count), ``n_extracted_clique``, ``n_candidates``, ``filter_precision``
-(verified ÷ candidates; n/a without candidates), ``n_generated``; figures: the records of both counts, every
-candidate with its nearest record and distance, and how many generations lie within δ of a training record.
-
-Conventions that differ from the paper: Carlini et al. count CIFAR-10 extractions with a distance RELATIVE to the
-50 nearest training images (α = 0.5); privbench uses the absolute tiled distance for every step (one δ). Stable
-Diffusion's prompts (500 generations per caption) are replaced by unconditional or uniformly-labelled sampling.
+Distance: the paper's tiled ℓ2 on [0, 1] (max over tiles of the per-tile RMS difference) or the user's
+TorchScript embedding. Headline ``n_extracted``: the distinct training records that are the nearest record of
+some generation within δ; beside it ``n_extracted_clique``: verified medoids of greedy cliques of ≥ k
+generations, with k automatic (min(10, max(2, ⌊S/2N⌋))) and refused when no clique could fire.
+Details and differences from the paper: docs/attacks.md §11.
 """
 from __future__ import annotations
 

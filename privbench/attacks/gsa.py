@@ -1,39 +1,11 @@
 """GSA, the white-box gradient attack (Pang et al., "White-box membership inference attacks against diffusion
-models", 2023; official code ``py85252876/GSA``: ``gen_l2_gradients*.py`` for the features,
-``test_attack_accuracy.py`` for the classifier).
+models", 2023; official code ``py85252876/GSA``).
 
-Features of a record x₀ under a model θ, at the K timesteps t_1..t_K = ``attack.gsa_timesteps`` with one noise
-draw ε_k each (fixed per record, the same for the target and every reference; x_{t_k} = √ᾱ x₀ + √(1−ᾱ) ε_k):
-
-* **GSA1** (``attack.gsa_variant=1``, the official code): ℓ(θ) = mean over the K rows and all pixels of
-  (ε_k − ε_θ(x_{t_k}, t_k))² (``F.mse_loss`` over the record repeated K times), ONE backward pass, and the
-  feature vector is the ℓ2 norm of ∂ℓ/∂p for every parameter tensor p of the network, in
-  ``model.parameters()`` order (the code's "per-layer" norms).
-* **GSA2** (``attack.gsa_variant=2``): per timestep, the norm of each parameter tensor's gradient of that
-  timestep's loss ℓ_k, averaged over the K timesteps (K backward passes).
-
-A classifier is trained on reference-model data — the features of every reference on every pool record,
-labelled by whether that reference trained on the record — and applied to the target's features of the
-evaluation records; its member probability is the score (higher = member). The target's labels are never
-used. As the official ``preprocess``, each feature set (references; target) is standardized with its own
-mean and standard deviation (``sklearn.preprocessing.scale``; no labels involved).
-
-Convention differences from the official code (``py85252876/GSA`` at 494ce8c): the official classifier is
-``xgboost.XGBClassifier(n_estimators=200)`` (XGBoost's other defaults) fitted on a random, unseeded 70 % of the
-shadow features (``train_test_split(test_size=0.3)``). privbench's default (``attack.gsa_classifier=gbdt``) is
-scikit-learn's ``HistGradientBoostingClassifier(max_iter=200, learning_rate=0.3, max_depth=6,
-early_stopping=False)``: 200 boosting rounds with XGBoost's default depth and learning rate, but scikit-learn's
-own histogram trees (255 bins, at most 31 leaves, min_samples_leaf=20, no L2 penalty), so not XGBoost; it is
-fitted on all the reference features. ``xgboost`` fits the official ``XGBClassifier(n_estimators=200)`` (seeded)
-on all of them (the ``[official]`` extra); ``logistic`` a logistic regression. The official DDPM script's
-timesteps are {T/10 − 1, 2T/10 − 1, …, T − 1} = {99, 199, …, 999} for T = 1000 (``--sampling_frequency 10``; an
-older version used {100, …, 1400, 1499}); privbench's default is {100, …, 900, 999} (``attack.gsa_timesteps``;
-the official set is ``[99,199,299,399,499,599,699,799,899,999]``). The official code draws fresh noise per
-record, privbench's noise is fixed per record
-(seeded by its dataset index) so that the target and the references see the same x_t; the official shadow
-features are balanced by truncating members to the non-members' count, privbench keeps all pool records.
-Per-record gradients are exact (:class:`privbench.models.grad_sample.PerSampleGrads`, the hooks backend, or
-``vmap`` where hooks cannot cover a layer), checked against per-record autograd in the tests.
+Features: the ℓ2 norm of the diffusion loss's gradient for every parameter tensor, from K timesteps
+(``attack.gsa_timesteps``) with noise fixed per record — GSA1: of the loss averaged over the timesteps (one
+backward); GSA2: per-timestep norms averaged. A classifier trained on the references' features of the pool
+records, labelled by each reference's membership, scores the target's records (P(member)).
+Classifiers and differences from the official code: docs/attacks.md §7, docs/attacks-threat-models.md ("GSA").
 """
 from __future__ import annotations
 
@@ -122,7 +94,7 @@ def standardize(f: np.ndarray) -> np.ndarray:
 
 
 def make_classifier(kind: str, seed: int):
-    """The GSA classifier ``kind`` (``attack.gsa_classifier``; the module doc says how each differs)."""
+    """The GSA classifier ``kind`` (``attack.gsa_classifier``; docs/attacks.md §7)."""
     if kind == "xgboost":
         xgb = require("xgboost", "attack.gsa_classifier=xgboost")
         return xgb.XGBClassifier(n_estimators=200, random_state=seed, n_jobs=1)
@@ -138,9 +110,8 @@ def make_classifier(kind: str, seed: int):
 
 
 def _check_same_architecture(target, references) -> None:
-    """GSA's features are one gradient norm per parameter tensor, in the network's order: a classifier trained on
-    the references' features applies to the target's only when every reference has the target's tensors (shapes,
-    in order). Native references always do; an outside model's recipe may not (BadInput, before any gradient)."""
+    """BadInput, before any gradient, unless every reference has the target's parameter tensors (shapes, in order):
+    the classifier reads one gradient norm per tensor. Native references always do; an outside recipe may not."""
     def shapes(t):
         return [tuple(p.shape) for p in t.model.parameters()] if getattr(t, "model", None) is not None else None
 

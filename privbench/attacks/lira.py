@@ -1,45 +1,11 @@
 """LiRA, the likelihood-ratio attack (Carlini et al., "Membership inference attacks from first principles",
-S&P 2022), with the diffusion loss as its statistic (as Carlini et al., "Extracting training data from
-diffusion models", USENIX Security 2023, use it on CIFAR-10 DDPMs trained on random halves).
+S&P 2022), on a diffusion statistic (Carlini et al., USENIX Security 2023).
 
-Statistic: s_d(x; θ) = log of the mean over pixels of (ε_d − ε_θ(√ᾱ_t x + √(1−ᾱ_t) ε_d, t))² at t = ``attack.t``
-for d = 1..``attack.lira_draws`` (default 4) noise draws that are FIXED per record (seeded by the record's dataset
-index), so the target and every reference model are queried on the same x_t (:func:`~privbench.attacks.
-references.fixed_noise_losses`). A member has a low loss. The log (``attack.lira_transform=log``, default; ``none``
-fits the loss itself) plays the role of the paper's logit scaling of a classifier's confidence: LiRA fits
-Gaussians, and a loss is positive, right-skewed and spreads in proportion to its size across records, so that
-one global width fits the log far better than the raw loss (the paper's principle: make the statistic Gaussian).
-The draws are averaged as the paper averages its per-augmentation scores.
-
-``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic. **Default: ``loss``** (the loss
-described above). ``lira@sima`` — SimA's Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W, computed the same way on the target and on every
-reference model (one deterministic "draw") — measured best on the overfit tiny target (docs/attacks.md §13). The calibration below is the same for every statistic (the
-paper separates the two).
-
-For each record, the reference models' statistics are split by whether the reference trained on the record
-(IN) or not (OUT) and a Gaussian is fitted to each side, per record and per draw:
-
-* **online** (``attack.reference_pool=online``: the references trained on random halves of the evaluation
-  records): score = mean_d [log N(s_d; μ_in, σ_in²) − log N(s_d; μ_out, σ_out²)].
-* **offline** (``attack.reference_pool=offline``: no reference trained on an evaluation record): a one-sided
-  test against OUT only — score = mean_d log Pr[Z ≥ s_d], Z ~ N(μ_out, σ_out²) (the paper's
-  Λ = 1 − Pr[Z > φ] with the direction mirrored, since a member's LOSS is low; the log keeps resolution in the
-  tail where low-FPR thresholds sit).
-
-Higher score = member. ``attack.lira_variance``: ``per_record`` widths, or one ``global`` width per side
-(pooled within-record spread), which the paper recommends with few reference models; ``auto`` = global below 64
-references. A record that no reference trained on (or that every reference trained on) in the online setting has
-no IN (OUT) fit: its μ_in is μ_out plus the mean IN − OUT shift over the records that have both (and vice versa),
-with the global width (the paper needs ≥ 1 of each; with N references this happens with probability 2^(1−N)).
-
-Conventions of the official code (``tensorflow/privacy``, ``research/mi_lira_2021/plot.py``:
-``generate_ours``/``generate_ours_offline``) that differ, reachable with ``attack.lira_convention=official``:
-the centres are per-record MEDIANS (not means); the offline score is two-sided, −log N(s; μ_out, σ_out²)
-(any deviation from OUT counts, not only a low loss); the fixed ("global") width is the standard deviation over
-ALL values of a side (not centred per record), and the online fixed width uses the IN side's width for both
-sides (as the code does). Not followed in either mode: the code truncates every record to the smallest IN/OUT
-count over records; privbench uses every reference. The statistic is the diffusion loss itself (not a
-logit-scaled confidence, which diffusion models have no analogue of).
+Per record, Gaussians are fitted to the reference models' statistic s (``attack.statistic``, default the log of the
+fixed-noise loss; lower = member), split by whether the reference trained on the record (IN) or not (OUT). Score
+(higher = member), averaged over draws: online, log N(s; μ_in, σ_in²) − log N(s; μ_out, σ_out²); offline, the
+one-sided log Pr[Z ≥ s], Z ~ N(μ_out, σ_out²). ``lira_convention=official`` follows the official ``plot.py``.
+Formulas and conventions: docs/attacks.md §7, docs/attacks-threat-models.md ("LiRA").
 """
 from __future__ import annotations
 
@@ -58,8 +24,8 @@ GLOBAL_VARIANCE_BELOW = 64
 
 
 def _centre(values: np.ndarray, mask: np.ndarray, convention: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per (record, draw) centre of the reference statistics selected by ``mask`` (refs × records), and the
-    count per record. values: (refs, records, draws)."""
+    """Per (record, draw) centre (mean, or median for the official convention) of the reference statistics
+    selected by ``mask`` (refs × records), and the count per record. values: (refs, records, draws)."""
     n = mask.sum(0)
     out = np.full(values.shape[1:], np.nan)
     for j in np.flatnonzero(n > 0):

@@ -1,13 +1,5 @@
-"""Naive loss-threshold attack (Matsumoto et al. 2023; PIA's "NA"; docs/attacks.md §1).
-
-Per record x₀ and noise draw ε ~ N(0, I): x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε and the DDPM simple loss
-‖ε − ε_θ(x_t, t)‖² (squared ℓ2 summed over pixels). With ``attack.n_draws`` > 1 the losses of several seeded
-draws are averaged. Member ⇔ small loss, so the stored score is −loss. Default t = 200 (linear β: ᾱ ≈ 0.66,
-the PIA paper's NA setting); one query per (t, draw).
-
-Noise is drawn on the target's device from a generator seeded by (seed, t, draw, batch number): a run is
-reproducible for a given ``attack.batch_size`` (which is part of the attack's cache hash). A sweep draws fresh
-noise for every t, as PIA's ``NaiveAttacker``.
+"""Naive loss-threshold attack (Matsumoto et al. 2023; PIA's "NA"; docs/attacks.md §1): score
+−‖ε − ε_θ(√ᾱ_t·x₀ + √(1−ᾱ_t)·ε, t)‖², averaged over ``attack.n_draws`` draws seeded by (seed, t, draw, batch).
 """
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""Memorization by the nearest-neighbour ratio (Yoon et al. 2023; Gu et al. 2023; docs/attacks.md §4).
-
-Draw ``attack.n_samples`` samples from the target (class-conditional targets: labels drawn uniformly, seeded),
-then a sample x is *memorized* iff ‖x − NN₁(x)‖₂ / ‖x − NN₂(x)‖₂ < 1/3, NN₁ and NN₂ being its nearest and
-second-nearest training records, with the ℓ2 in pixel space over flattened images ([−1, 1] scale; any scaling
-cancels in the ratio, as DiffMemorize's division by √(C·H·W)).
-
-The reference set is the target's training records made **unique** (byte-identical duplicates collapsed):
-with a record duplicated in training, NN₁ and NN₂ would be two copies of it, the ratio 1, and a verbatim copy
-would never count as memorized. Samples are clamped to [−1, 1] (the data range) before the distances.
-
-Figures: ``memorized_fraction``, ``n_generated`` (docs/cli.md §5), plus ``n_memorized``, the ratio quantiles, and the
-dataset indices of the memorized records. A PNG grid shows each memorized sample beside its nearest training
-record (or, if none is memorized, the samples with the smallest ratios, labelled as such).
+"""Memorization by the nearest-neighbour ratio (Yoon et al. 2023; Gu et al. 2023; docs/attacks.md §4): a sample
+is memorized iff ‖x − NN₁(x)‖₂ / ‖x − NN₂(x)‖₂ < 1/3 against the target's unique training records.
 """
 from __future__ import annotations
 

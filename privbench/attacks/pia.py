@@ -1,19 +1,7 @@
 """PIA and PIAN (Kong et al., ICLR 2024; official code ``kong13661/PIA``, ``DDPM/components.py``).
 
-PIA, per record x₀ (docs/attacks.md §3):
-
-1. ε₀ = ε_θ(x₀, 0) — the network on the *clean* input at model timestep 0 (query 1);
-2. x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε₀ — no fresh randomness;
-3. ε_t = ε_θ(x_t, t) (query 2);
-4. distance R = Σ |ε₀ − ε_t|^p over all C·H·W elements (the p-th power without the root, as the official
-   code; ranks identically to ‖·‖_p). Default p = 4, t = 200. Member ⇔ small R, so the stored score is −R.
-
-PIAN is PIA with ε₀ rescaled per record, ε̂₀ = ε₀·√(2/π)/mean|ε₀|, so that its mean absolute value is that of a
-standard normal (E|Z| = √(2/π)); both x_t and the comparison use ε̂₀. This is the official constant. Note: the CDI
-re-implementation (``src/attacks/features_extraction/pia.py``) uses N·√(π/2)/‖ε₀‖₁, i.e. √(π/2) instead of √(2/π)
-(a factor π/2 too large); privbench does not follow it.
-
-A sweep (``attack.sweep``) reuses ε₀: 1 + (number of distinct t) queries per record.
+PIA: ε₀ = ε_θ(x₀, 0), x_t = √ᾱ_t·x₀ + √(1−ᾱ_t)·ε₀ (no fresh noise), score −Σ|ε₀ − ε_θ(x_t, t)|^p (2 queries;
+a sweep reuses ε₀). PIAN rescales ε₀ to mean|ε₀| = √(2/π) first. docs/attacks.md §3.
 """
 from __future__ import annotations
 

@@ -1,42 +1,10 @@
-"""QMIA, quantile-regression membership inference (Bertran et al., "Scalable membership inference attacks via
-quantile regression", NeurIPS 2023; Tang et al., "Membership inference attacks on diffusion models via quantile
-regression", ICML 2024).
+"""QMIA, quantile-regression membership inference (Bertran et al., NeurIPS 2023; Tang et al., "Membership inference
+attacks on diffusion models via quantile regression", ICML 2024).
 
-Per-example calibration WITHOUT reference models: a small regressor learns, from public records that are known
-NON-members of the target (the offline pool: records outside the evaluation split, which the target never
-trained on), the α-quantile of the target's membership statistic given the record,
-
-    q̂_α(x) ≈ inf {q : Pr[s(x') ≤ q | x' ~ non-members like x] ≥ α},
-
-and a record is called a member when its statistic falls below its own quantile, s(x) < q̂_α(x) — so the false
-positive rate on non-members is α by construction, record by record. Ranking score (higher = member):
-log q̂_α(x) − log s(x) (the margin Tang et al. threshold at 0). The statistic s is ``attack.statistic``
-(:mod:`privbench.attacks.statistics`; a distance, lower = member): Tang et al. use SecMI's t-error
-(``qmia@secmi``); privbench's default is the one shared with lira/rmia (``sima``, measured: docs/attacks.md §13).
-
-Regressor (``attack.qmia_model``) on ``log s`` with features of the record (its pixels average-pooled to at most
-4×4 per channel, plus the pixel mean and standard deviation):
-
-* ``gaussian`` (default): a location-scale model — μ(x) by ridge regression and log σ(x) by ridge regression of
-  log|residual| (+ 0.635, the offset E log|Z| = −(γ + ln 2)/2 of a standard normal), q̂_α(x) = μ(x) + σ(x)·Φ⁻¹(α):
-  the official code's Gaussian parametrisation (``gaussian_loss_fn``: the network outputs μ and log σ), with a
-  linear model instead of a network;
-* ``gbdt``: direct quantile regression with the official ``pinball_loss_fn`` at α (scikit-learn's histogram
-  gradient boosting).
-
-Official code compared: ``amazon-science/quantile-mia`` (Bertran et al.; ``image_QMIA/train_utils.py``): the
-regressor there is a ConvNeXt/ResNet trained on the image with the pinball loss over a grid of quantiles, or with
-the Gaussian negative log-likelihood; the score is a classifier's hinge logit (higher = member, so it thresholds
-the 1 − α quantile). privbench's statistic is a distance (lower = member), so it thresholds the α quantile; no
-CNN is trained (the regressors above are small and fast). Tang et al.'s bag of weak attackers (an ensemble of
-regressors on bootstrap samples) is not implemented.
-
-Calibration (``attack.qmia_conformal``, default true): the public records are split in two seeded halves; the
-regressor is fitted on one, and its threshold is shifted by the conformal correction computed on the other
-(split-conformal quantile regression, Romano et al. 2019), which makes the realised FPR on fresh non-members α
-up to a finite-sample term. The papers fit on all public records without this step (``qmia_conformal=false``).
-The realised FPR at the α-threshold on the evaluation non-members and the TPR there are reported
-(``figures.at_alpha``).
+No reference model: a regressor fitted on public records known to be non-members predicts the α-quantile q̂_α(x)
+of the target's statistic s (``attack.statistic``; lower = member) from the record's features, so thresholding
+each record at its own quantile gives FPR α. Score (higher = member): log q̂_α(x) − log s(x).
+Regressors, conformal step and differences from ``amazon-science/quantile-mia``: docs/attacks.md §9.
 """
 from __future__ import annotations
 

@@ -1,43 +1,12 @@
 """Reconstruction of records from noised uploads (PFDM threat model; docs/attacks.md §5).
 
-The attacker holds uploads x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, CLIP(x, C) = x·min(1, C/‖x‖₂) (an ℓ2 clip of
-the whole image), t0 1-indexed (ᾱ_{t0} = ``alphas_cumprod[t0 − 1]``), and their labels (sent in the clear).
+The attacker holds uploads x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z (real ones, or simulated from the members) and
+their labels, and reconstructs x with ``naive`` rescaling, one ``tweedie`` step or the target's reverse ``chain``
+(optionally with a ``public`` denoiser it trains itself). Figures per attacker: PSNR and SSIM against the source
+and the re-identification rate among a candidate pool with its chance levels.
 
-Uploads: for PFDM targets that carry them (``target.uploads``) the real uploads are attacked; otherwise uploads of
-the member records are simulated with t0 = ``attack.recon_t0`` (0 → ``pfdm.t0``) and C = ``attack.recon_clip``
-(0 → ``pfdm.clip``), one seeded noise draw per record. Setting recon_t0/recon_clip to values different from the real
-uploads' also switches to simulation (the result says which ran). ``attack.recon_n`` caps the number of uploads
-attacked (a seeded subset; 0 = all).
-
-Attackers (each a "denoiser" the attacker holds):
-
-* ``naive`` — no denoiser: x̂ = x̃/√ᾱ_{t0} (= CLIP(x, C) + σ·z, σ² = (1−ᾱ)/ᾱ);
-* ``tweedie`` — one step with the target's ε-predictor at model timestep t0 − 1:
-  x̂₀ = (x̃ − √(1−ᾱ_{t0})·ε_θ(x̃, t0 − 1, y))/√ᾱ_{t0} (1 NFE; the posterior-mean estimate under the model);
-* ``chain`` — the target's reverse chain from x_{t0−1} = x̃ down to 0 (``attack.recon_sampler``: deterministic DDIM
-  over ``sample.ddim_steps`` steps, or DDPM ancestral with t0 NFEs);
-* ``tweedie-public`` / ``chain-…-public`` (opt-in, ``attack.recon_public_steps`` > 0) — the same with a "public"
-  denoiser the attacker trains on the dataset records that are neither members nor non-members (PFDM's
-  "Pretrained" attacker), same architecture and ``train`` settings, cached in the run's ``attacks/`` folder.
-
-PFDM's shared model: its training data ("clean" x₀) ARE the uploads, so an upload is in its distribution at level −1,
-not at level t0 − 1; querying it at t0 − 1 asks it to remove noise it was never trained to remove (it learned to
-denoise *noised uploads*). We still query it there — this is PFDM's "Global-model attack" — and flag it in the notes;
-expect it to be no better than ``naive``. A clean-data denoiser is the proper Tweedie attacker: turn on the
-``public`` attacker, or attack a non-private target (e.g. ``centralized``) with simulated uploads. Clip-aware re-timing
-(docs/attacks.md §5) is not implemented: the denoisers are queried at the nominal level t0 − 1.
-
-Figures per attacker: PSNR and SSIM of x̂ (clamped to [−1, 1]) against the original record, and the
-re-identification rate: the fraction of reconstructions whose ℓ2-nearest record in the candidate pool is their true
-source. The pool is the members whose uploads are attacked (all of them, not only the ``recon_n`` subset) plus all
-non-member records as distractors; its records are compared as CLIP(c, C) (the attacker knows C; for a naive
-reconstruction this nearest neighbour is the maximum-likelihood guess), and ``reid_rate_raw`` compares the unclipped
-records. ``reid_chance`` = 1/pool size. Because labels are public, ``reid_rate_label`` restricts the pool to records of
-the upload's label, with its own chance level ``reid_chance_label`` (mean of 1/#same-label candidates);
-``reid_chance_label_members`` (mean of 1/#same-label upload sources) is the chance level of an attacker whose denoiser
-memorised the member set and so guesses among the same-label members only — the right baseline when the denoiser is
-a target trained on the raw members. The top-level ``metrics`` are those of the attacker with the highest
-``reid_rate``.
+On PFDM's shared model (trained on the uploads themselves) the denoisers are still queried at t0 − 1 (PFDM's
+"Global-model" attack; flagged in the notes); clip-aware re-timing is not implemented.
 """
 from __future__ import annotations
 
@@ -230,8 +199,9 @@ class Reconstruction(Attack):
 
     @staticmethod
     def _rates(recons: dict, nfe: dict, src, u_y, u_idx, pool_x, pool_y, pool_idx, clip, device):
-        """Per attacker: PSNR/SSIM to the sources and the re-identification rates (nearest neighbour among the
-        clipped pool, the raw pool, and same-label candidates); also the same-label mask."""
+        """Per attacker: PSNR/SSIM to the sources and the re-identification rates: nearest neighbour among the
+        clipped pool (the attacker knows C; for a naive reconstruction this is the maximum-likelihood guess), the
+        raw pool and the same-label candidates. Also the same-label mask."""
         pool_dev = pool_x.to(device)
         pool_clipped = clip_with_mask(pool_dev, clip)[0]
         same_label = (u_y.view(-1, 1) == pool_y.view(1, -1)).to(device)

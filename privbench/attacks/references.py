@@ -1,14 +1,8 @@
 """What reference-model attacks (lira, rmia, gsa) receive and declare, and the loss statistic they share.
 
-:class:`ReferenceModels` is filled by the run orchestration (:mod:`privbench.runs.references`), or by hand in
-tests: N reference targets of the target's own method and config, each trained on a random half of a pool of
-records, with the membership of every evaluation record, pool record and population record in each reference's
-training set. The attack never sees the target's membership labels through it.
-
-The statistic of LiRA and RMIA is the diffusion loss at one fixed timestep with **fixed noise per record**: the
-noise of record i, draw d, is drawn from a CPU generator seeded by (seed, dataset index of i, t, d), so the
-target and every reference see exactly the same x_t for the same record, whatever batch it falls in, on any
-device (Carlini et al. 2023 compare models on identical noised inputs).
+:class:`ReferenceModels` is filled by :mod:`privbench.runs.references` (or by hand in tests); the attack never sees
+the target's membership labels through it. The loss statistic uses **fixed noise per record** (seeded by the
+record's dataset index), so the target and every reference see the same x_t whatever the batch or device.
 """
 from __future__ import annotations
 

@@ -1,40 +1,10 @@
 """RMIA, the relative membership inference attack (Zarifzadeh, Liu, Shokri, "Low-cost high-power membership
-inference attacks", ICML 2024; official code ``privacytrustlab/ml_privacy_meter``, ``attacks.py`` and
-``modules/mia/attacks/rmia.py``).
+inference attacks", ICML 2024; official code ``privacytrustlab/ml_privacy_meter``).
 
-RMIA compares x with population records z through a pairwise likelihood ratio:
-
-    LR(x) = Pr(x | θ) / Pr(x),   Pr(x) = E_ref[Pr(x | θ_ref)],
-    score(x) = fraction of population records z with LR(x) / LR(z) > γ      (higher = member).
-
-**Likelihood proxy for a diffusion model** (privbench's choice; the paper uses a classifier's probability of the
-true label): Pr(x | θ) := exp(−L̄(x; θ)) with L̄ the mean over ``attack.lira_draws`` fixed noise draws of the
-per-pixel diffusion loss at t = ``attack.t`` — the same statistic and the same per-record noise as LiRA
-(:func:`~privbench.attacks.references.fixed_noise_losses`). It is a monotone proxy of the model's denoising
-likelihood of x at one noise level (an ELBO term), in (0, 1], so the offline interpolation below stays on the
-scale it was designed for.
-
-Pr(x) from the reference models:
-
-* **online** (``attack.reference_pool=online``; references trained on random halves of the evaluation records):
-  Pr(x) = mean over ALL references (IN and OUT), as the paper's online RMIA.
-* **offline** (no reference trained on x): Pr(x) = ½((1 + a)·mean_OUT Pr(x | θ_ref) + (1 − a)), the paper's
-  linear approximation of Pr_IN from Pr_OUT. ``attack.rmia_a`` ∈ [0, 1] fixes a; −1 (default) tunes it as the
-  official code's ``tune_offline_a``: each a ∈ {0, 0.1, …, 1} attacks one reference model (the first) with the
-  others, on the pool records whose membership in it is known, and the a with the highest AUC is kept (no
-  evaluation label is used).
-
-z are population records in no training set (``attack.rmia_population`` of them, outside the evaluation split
-and the reference pool); every reference is OUT on them, so Pr(z) is their mean (online) or the same
-interpolation (offline). γ = ``attack.rmia_gamma`` (1, as the official code's ``ratios > 1.0``).
-
-``attack.statistic`` (:mod:`privbench.attacks.statistics`) chooses the statistic s of the proxy Pr(x | θ) :=
-exp(−s). **Default: ``loss``** (the loss above); ``rmia@sima`` (s = Σ|ε_θ(x₀, t)|⁴ ÷ C·H·W) measured best on the
-overfit tiny target (docs/attacks.md §13).
-
-Conventions of the official code that differ: its newer ``get_out_ref_signals`` uses only the OUT references
-plus ``a`` even when IN references exist; privbench follows the paper (all references, online). With a finite z
-set the score is a step function of LR(x), so records are ranked by LR(x) with ties between consecutive z.
+LR(x) = Pr(x | θ) / Pr(x) with the likelihood proxy Pr(x | θ) = exp(−s(x)), s the ``attack.statistic`` (default
+the fixed-noise loss), and Pr(x) from the reference models (online: their mean; offline: ½((1 + a)·mean_OUT +
+(1 − a))). Score (higher = member): the fraction of population records z with LR(x)/LR(z) > γ.
+Details and conventions: docs/attacks.md §7, docs/attacks-threat-models.md ("RMIA").
 """
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
 """SecMI_stat (Duan et al., ICML 2023; official code ``jinhaoduan/SecMI``, ``mia_evals/secmia.py``).
 
-With f_θ(x_t, t) = (x_t − √(1−ᾱ_t)·ε_θ(x_t, t))/√ᾱ_t, a deterministic DDIM move from level s to level s' is
-√ᾱ_{s'}·f_θ(x_s, s) + √(1−ᾱ_{s'})·ε_θ(x_s, s) (one query, at s; no clipping of f_θ, as the official code).
-
-* x̃ = Φ_θ(x₀, c): DDIM inversion from t = 0 with stride k — the clean record is treated as the level-0 point and
-  the network is queried at 0, k, 2k, …, c − k, landing at level c (c/k queries);
-* one more inversion step c → c + k (query at c) and one denoising step back c + k → c (query at c + k);
-* t-error ℓ = ‖ψ(ϕ(x̃)) − x̃‖₂² summed over pixels. Member ⇔ small ℓ; the stored score is −ℓ.
-
-t_sec is ``attack.secmi_t`` (default 100, the paper's level for pixel-space DDPMs) on a pixel-space target and
-``attack.secmi_t_latent`` (default 150, the level SecMI reports for latent diffusion models, SecMI-LDM) on a
-latent (VAE) target; the result's ``figures`` record which one ran.
-
-``attack.secmi_offset`` chooses the comparison level c for t_sec:
-
-* ``official`` (default): c = t_sec − k — the official code inverts to the multiples of k *below* t_sec and
-  compares t_sec − k ↔ t_sec (90 ↔ 100). NFEs = t_sec/k + 1 = 11. The default since attack code version 2: it
-  is the convention whose numbers the official code (and the papers' tables made with it) reproduces.
-* ``paper``: c = t_sec — the paper's definition ℓ̃_{t_sec} compares t_sec ↔ t_sec + k (100 ↔ 110).
-  NFEs = t_sec/k + 2 = 12 for (100, 10), the paper's "10 + 2".
-
-The result's ``figures`` say which one ran. A sweep (``attack.sweep`` = values of t_sec, multiples of k) shares
-the inversion: max(c)/k + 2·(number of t_sec) queries per record.
+DDIM inversion of the record to level c with stride k, one DDIM step up to c + k and back; the stored score is
+−‖ψ(ϕ(x̃_c)) − x̃_c‖² (the t-error, summed over pixels). c is t_sec − k (``official``, default) or t_sec
+(``paper``), t_sec = ``attack.secmi_t`` (latent targets: ``attack.secmi_t_latent``). docs/attacks.md §2.
 """
 from __future__ import annotations
 

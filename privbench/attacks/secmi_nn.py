@@ -1,31 +1,9 @@
-"""SecMI-NN, SecMI's neural variant (Duan et al., ICML 2023, "SecMI_NNs"; official code ``jinhaoduan/SecMI``,
-``mia_evals/secmia.py``: ``nns_attack``, ``split_nn_datasets``, ``resnet.py``).
+"""SecMI-NN, SecMI's neural variant (Duan et al., ICML 2023, "SecMI_NNs"; official code ``jinhaoduan/SecMI``).
 
-Input per record: the t-error MAP |ψ(ϕ(x̃_c)) − x̃_c| (pixel-wise absolute error, C channels) at SecMI's
-comparison level c (``attack.secmi_t``, on a latent target ``attack.secmi_t_latent``, ``attack.secmi_k``,
-``attack.secmi_offset``, as the ``secmi`` attack;
-:func:`~privbench.attacks.secmi.t_error_pairs`). A classifier with one output is trained by MSE regression on
-labels {1 member, 0 non-member} with SGD (lr 1e-3, momentum 0.9, weight decay 5e-4, batch 128) — the official
-recipe; its output is the score (higher = member).
-
-The classifier needs membership labels, which the attacker is assumed to have for part of the evaluation
-records. **Every reported score is out of fold**: the records are split into ``attack.secmi_nn_folds`` stratified
-folds (seeded); each fold is scored by a classifier trained on the other folds only, so no record is scored by a
-classifier that saw its label (K-fold cross-fitting). The folds' classifiers are different models, so their
-outputs are pooled into one ROC as they are (each is a regression onto {0, 1}, on a comparable scale).
-
-Convention differences from the official code (each reachable or stated):
-
-* official: one split, the classifier trained on 20 % of members and 20 % of non-members and evaluated on the
-  other 80 %; privbench cross-fits (default 2 folds: 50 % training per classifier) so that every record gets a
-  score — the training share is 1 − 1/folds.
-* official classifier: a CIFAR ResNet-18 (3×3 stem, no max-pool) with 3·(timesteps) input channels —
-  ``attack.secmi_nn_arch=resnet18`` (torchvision's ResNet-18 with that stem). Default ``small``: three
-  conv–BatchNorm–ReLU blocks, which train in seconds on CPU at privbench's tiny sizes.
-* official length: 15 epochs (≈ 1,170 steps on CIFAR-10's 10k training maps); privbench counts SGD steps
-  (``attack.secmi_nn_steps``, default 1000) so that small record sets are not trained for only a dozen steps.
-* the official checkpoint selection compares test accuracies but never updates its best value, so it keeps the
-  last epoch; privbench keeps the last step too (and never looks at held-out labels).
+A classifier (small CNN, or the official CIFAR ResNet-18) on the pixel-wise absolute t-error map at SecMI's
+comparison level, trained by MSE onto {1 member, 0 non-member} with the official SGD recipe; its output is the
+score. Every score is out of fold (stratified K-fold cross-fitting). Differences from the official code:
+docs/attacks.md §7, docs/attacks-threat-models.md ("SecMI-NN").
 """
 from __future__ import annotations
 

@@ -1,35 +1,10 @@
 """SimA, the score-norm attack (Rao, Qu, Moyer, "Score-based membership inference on diffusion models",
-arXiv 2509.25003, 2025; official code ``mx-ethan-rao/SimA``, ``DDPM/components.py`` class ``SimA``).
+arXiv 2509.25003, 2025; official code ``mx-ethan-rao/SimA``).
 
-One query per record: the clean record x₀ is fed to the ε-predictor AS IF it were the noisy input at timestep
-t — no noise is added — and the score is the size of the prediction,
-
-    d_t(x₀) = Σ |ε_θ(x₀, t)|^p   over all C·H·W elements,   score = −d_t   (higher = member).
-
-Why it works (the paper's argument): the optimal ε at x is (x − √ᾱ_t·E[x₀ | x_t = x])/√(1−ᾱ_t), and the
-posterior mean is a kernel-weighted local mean of the training records near x; at a training record that mean
-is the record itself, so the predicted noise is small, while a held-out record is pulled towards its neighbours
-and the prediction is large. The paper reports that moderately early timesteps carry the strongest signal.
-
-Conventions: p = ``attack.p`` (default 4 — the official code's distance ``(x.abs()**4).flatten(2).sum(-1)``,
-the p-th power without the root, which ranks as ‖·‖_p); t = ``attack.sima_t`` (default 100, 0-indexed; fixed
-before seeing any result, a "moderately early" level: ᾱ ≈ 0.90 on the linear schedule). The official scripts
-sweep t ∈ {0, 20, …, 600} (or {0, 10, …, 200}) and report the best t chosen on the evaluation labels; privbench
-reports the fixed t and, with ``attack.sweep``, the swept values separately as an ORACLE choice. The official
-code labels members 0 for its ROC (a low norm is a member); privbench negates the norm instead (members positive).
-SimA at t = 0 is PIA's first query ε₀ = ε_θ(x₀, 0).
-
-**SimA-MC** (``sima@mc``: ``attack.sima_estimator=mc``): the Monte Carlo estimate of the same norm over
-``attack.sima_draws`` (default 10, the paper's #mc = 10 row) noised inputs, the official code's ``Epsilon``
-estimator ε̂(x_t, t) (``DDPM/components.py``) averaged over draws:
-
-    d_t(x₀) = (1/n) Σ_d Σ |ε_θ(√ᾱ_t x₀ + √(1−ᾱ_t) ε_d, t)|^p,   score = −d_t,
-
-with the noise ε_d fixed per record (seeded by its dataset index, draw and t, as LiRA's), n queries per record.
-At one draw it is the official ``Epsilon`` attacker (one noised query), NOT the clean-input SimA: the published
-estimators differ in what they feed the network, so ``sima`` and ``sima@mc`` coincide only in the limit of
-small noise. The official repository snapshot privbench could read names a ``SimA_MC`` class in ``attack.py``
-but does not ship its code; the definition above follows its ``Epsilon`` class and the paper's description.
+One query: the clean record x₀ fed to the ε-predictor at timestep t, no noise added; score −Σ|ε_θ(x₀, t)|^p
+(higher = member; at a training record the posterior mean is the record itself, so the predicted noise is small).
+SimA-MC (``sima@mc``): −(1/n) Σ_d Σ|ε_θ(√ᾱ_t x₀ + √(1−ᾱ_t) ε_d, t)|^p over n noise draws fixed per record — not
+the clean-input score at n = 1. Conventions and why privbench's TPR differs from the paper's: docs/attacks.md §7.
 """
 from __future__ import annotations
 

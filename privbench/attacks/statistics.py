@@ -1,28 +1,11 @@
-"""The per-record membership statistic that reference-model attacks (lira, rmia) and qmia calibrate, computed once
+"""The per-record membership statistic that lira, rmia and qmia calibrate (``attack.statistic``), computed once
 per process.
 
-LiRA separates the calibration (per-record Gaussians over reference models) from the statistic it calibrates
-(Carlini et al. 2022, §IV: "any" per-example signal; the paper uses the logit-scaled confidence). privbench makes
-the statistic a setting, ``attack.statistic``:
-
-* ``loss`` (default): the diffusion loss at ``attack.t`` on ``attack.lira_draws`` fixed noise draws per record
-  (:func:`~privbench.attacks.references.fixed_noise_losses`; mean over pixels);
-* the name of any registered membership attack that needs no reference model and no auxiliary data (``pia``,
-  ``pian``, ``sima``, ``secmi``, a plug-in's): that attack runs with its own settings (their defaults; the
-  batch size is the caller's) on the target and on every reference, and its distance — the negated score,
-  divided by the number of elements C·H·W so that it is on a per-pixel scale like the loss — is the statistic.
-  These statistics are deterministic or seeded by ``env.seed``, so the target and the references see identical
-  inputs. One column ("draw") per record.
-
-Every statistic is a DISTANCE: lower = member. Variants carry the statistic in their label (``lira@sima``); the
-setting enters the cache hash off its default. docs/attacks.md §13 compares the statistics on the overfit tiny
-target.
-
-Attacks that share a statistic share its values (ML Privacy Meter computes each signal once and runs the attacks
-on it): ``--attack lira,rmia,qmia`` queries the target and each reference model once per record set. The values are
-kept per process, keyed by what determines them — the model's content (:func:`model_key`), the statistic and its
-settings (with the batch size and the query precision), the records' content (:func:`records_key`) and the seed —
-so a cached value is the value the same call would compute.
+``loss`` (default): the fixed-noise diffusion loss at ``attack.t`` over ``attack.lira_draws`` draws (mean over
+pixels); or any registered membership attack that needs no reference model and no auxiliary data, whose distance
+(−score ÷ C·H·W) is the statistic. Every statistic is a distance: lower = member (docs/attacks.md §7, §13).
+Values are shared by attacks in one process, keyed by the model's content, the statistic and its settings, the
+records and the seed, so a shared value is the one the same call would compute (docs/attacks.md §10).
 """
 from __future__ import annotations
 
