@@ -236,8 +236,7 @@ def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.
     ``physical_batch`` records (0 = all at once; exact, since clipping is per record).
 
     Returns the gradients (one per ``ps.params``) and the debug stats (mean loss, clipped fraction, batch size) as
-    device tensors. Under torchrun ``records`` is the whole Poisson sample on every rank; each rank clips its own
-    slice (``core.distributed.shard``) and rank 0 alone adds the noise before the one all-reduce."""
+    device tensors. Under torchrun ``records`` is the whole Poisson sample; each rank clips its own slice."""
     n = records[0].shape[0]
     dist = distributed.is_distributed()
     if dist:

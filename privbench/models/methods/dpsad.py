@@ -224,14 +224,13 @@ class DPSAD(Method):
         cond = ctx.num_classes is not None
         xp = yp = None
         if self.teacher_data == "public":
-            # the teacher and the discriminator never see a member: the partition's public split
             xp, yp, pidx = self.teacher_records()
             atomic_write_json(ctx.run_dir / "public.json",
                               {"indices": pidx, "seed": cfg.seed,
                                "note": "the run partition's public split (split.json): disjoint from the members, the "
                                        "non-members, the reference pool and RMIA's population; the DP-SAD teacher "
                                        "and discriminator are trained on these only (dpsad.teacher_data=public)"})
-            # the partition's cached public pre-training at teacher_steps (docs/methods.md §6)
+            # no member: the partition's cached public pre-training at teacher_steps (docs/methods.md §6)
             ctx.log(f"[teacher] the public pre-training: {cfg.dpsad.teacher_steps} non-private steps on {len(xp)} "
                     f"public records (no member), {public_init.pretrain_dir(ctx, cfg.dpsad.teacher_steps).name}")
             teacher = public_init.pretrained_denoiser(ctx, cfg.dpsad.teacher_steps)
@@ -348,8 +347,7 @@ class DistillStep(DPSGDStep):
         self.student, self.teacher, self.x, self.y, self.xp, self.yp = student, teacher, x, y, xp, yp
         self.ac = ctx.schedule.alphas_cumprod(self.dev)
         self.mode, self.lam, self.public = method.mode, cfg.dpsad.adv_weight, xp is not None
-        # built in this order (the discriminator's seeded init, then the per-record gradient hooks): the run's
-        # numbers depend on it
+        # this order (the discriminator's seeded init, then the gradient hooks) decides the run's numbers
         self.disc = method._discriminator().to(self.dev)
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
         self.ps = PerSampleGrads(student, cfg.dp.grad_sample) if self.mode == "sound" else None
