@@ -1,19 +1,12 @@
 """Checkpoints: one atomic unit per name, never running code on load (safetensors for weights, ``weights_only``
 torch.load for the optimizer).
 
-A checkpoint ``<name>`` is up to three files in the checkpoint folder: ``<name>.safetensors`` (the weights of
-every module, prefixed ``model.``, ``ema.``, …), ``<name>.optim.pt`` (optimizer state) and ``<name>.state.json``,
-the manifest: the step and everything a resume needs, plus the SHA-256 of the other two files (``sha256``).
-
-Saving is a small journal, so that a kill at any instant leaves either the previous checkpoint or the new one,
-never weights of one step with the state of another:
-
-1. every file is written (and fsynced) into a fresh temporary folder ``.<name>.tmp-XXXX/``;
-2. that folder is renamed to ``.<name>.commit`` — the single atomic step: from here on the new checkpoint exists;
-3. its files are moved into place (the manifest last) and the folder is removed.
-
-Every reader first finishes an interrupted step 3 (:func:`recover`), then checks the files against the
-manifest's hashes; a writer also removes the temporary folders an interrupted step 1 left behind (:func:`clean`).
+A checkpoint ``<name>`` is ``<name>.safetensors`` (every module, prefixed ``model.``, ``ema.``, …),
+``<name>.optim.pt`` and the manifest ``<name>.state.json`` (the step, what a resume needs, the other files'
+SHA-256). Saving is a journal, so a kill at any instant leaves the previous checkpoint or the new one, never a mix:
+the files are written (fsynced) into ``.<name>.tmp-XXXX/``, that folder is renamed to ``.<name>.commit`` (the
+atomic step), then its files are moved into place, manifest last. Readers finish an interrupted move
+(:func:`recover`) and check the hashes; a writer also removes leftover temporary folders (:func:`clean`).
 """
 from __future__ import annotations
 
@@ -114,8 +107,7 @@ def clean(ckpt_dir: Path, name: str) -> None:
 def save_checkpoint(ckpt_dir: Path, name: str, tensors: dict[str, torch.Tensor], state: dict, *,
                     optim_state: dict | None = None, meta: dict | None = None) -> None:
     """Write checkpoint ``name`` as one unit: weights ``tensors``, optional optimizer state, and the manifest
-    ``state`` (+ the files' SHA-256). See the module docstring for why a kill cannot leave a mix. Under torchrun
-    rank 0 alone writes (a no-op on the other ranks, which hold the same weights)."""
+    ``state`` (+ the files' SHA-256), by the module's journal. Under torchrun rank 0 alone writes."""
     if not is_writer():
         return
     ckpt_dir.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,7 @@
 """Debugging output of the private methods: data-dependent values that no ε accounts for.
 
-Un-noised training losses, the fraction of per-record gradients that were clipped, Poisson batch sizes and the
-number of records clipped before upload are computed from the private records without noise. Releasing any of them
-breaks the run's guarantee, so they never enter ``log.txt``, ``result.json``, ``privacy``, ``uploads.*`` or the
-reports: they go to ``<run_dir>/debug/<name>.log``, whose first line says so (docs/methods.md §0).
+Un-noised losses, clipped fractions, Poisson batch sizes and upload clip counts go only to
+``<run_dir>/debug/<name>.log``, whose first line says that releasing it breaks the guarantee (docs/methods.md §0).
 """
 from __future__ import annotations
 

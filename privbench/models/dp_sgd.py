@@ -2,28 +2,10 @@
 gradients, Gaussian noise on their sum (the release ``privbench.core.mechanisms.noisy_mean``), Adam, accounting. The
 step (:class:`DPSGDStep`) runs in the one training loop (models/loop.py: warm-up, EMA, checkpoints, resume).
 
-Per step: each of the N records joins independently with probability q (``dp.sample_rate``, or
-``train.batch_size / N``), the method's ``step_fn`` returns the privatized gradient, the loop applies it.
-
-Randomness (``dp.noise_source``, docs/methods.md §0). ``seeded``: all of a step (the Poisson sample, the draws, the
-DP noise) comes from a generator seeded by (seed, step), so the same config and seed give the same weights and a
-resumed run follows the uninterrupted trajectory — and anyone who knows the seed can regenerate the noise
-(reproducible benchmark noise, not a deployable release). ``secure``: the Poisson sample and the DP noise come from
-OS entropy and the step's other draws from a generator seeded from OS entropy; nothing is stored, so a resumed run
-continues from its checkpoint with fresh randomness (never the noise of a step already taken) and is not
-bit-identical to an uninterrupted one.
-
-The loop's statistics (un-noised mean loss, clipped fraction, batch size) are data-dependent and outside every ε:
-they go to ``debug/<name>.log`` (privbench.models.debug), never to ``log.txt`` or the progress bar. They stay on the
-device and are read back once per ``train.log_every`` steps (no host sync per step).
-
-Under torchrun (privbench.core.distributed; docs/scaling.md §2) every rank draws the same Poisson sample of the
-global batch (``seeded``: from the same step generator; ``secure``: rank 0 draws it from OS entropy and broadcasts
-it, and the seed of the step's other draws likewise), each rank clips the records of its own disjoint slice, and
-one all-reduce sums the clipped sums. The Gaussian noise is drawn ONCE, on rank 0 (from the step generator when
-``seeded``, from OS entropy when ``secure``), and added to rank 0's share before that all-reduce, so every rank
-ends with the same noisy gradient as one process: each record is clipped on exactly one rank (sensitivity C) and
-N(0, σ²C²I) is added once per step — the accounting is unchanged. Rank 0 alone writes checkpoints and logs.
+Randomness by ``dp.noise_source``: docs/methods.md §0. The loop's statistics (un-noised loss, clipped fraction,
+batch size) are outside every ε: ``debug/<name>.log`` only, kept on the device and read back once per
+``train.log_every`` steps (no host sync per step). Under torchrun the noise is drawn once, on rank 0, and one
+all-reduce sums the ranks' clipped shares: docs/scaling.md §2.
 """
 from __future__ import annotations
 
@@ -219,9 +201,8 @@ class DPSGDStep(StepStrategy):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.bf16):  # per-record math stays fp32
             grads, stats = self.step_fn(step, idx, g)
         if secure and dist:
-            # dp_sgd_gradient already agrees on every rank (one all-reduce, noise from rank 0); a step function
-            # that releases noise outside it (DP-SAD's paper mode, an empty sample) drew its own on each rank:
-            # rank 0's release is the one every rank applies, so the noise is drawn once
+            # noise released outside dp_sgd_gradient (DP-SAD's paper mode, an empty sample) was drawn on each
+            # rank: every rank applies rank 0's, so the noise is drawn once
             grads = distributed.broadcast_from_main(list(grads))
         for p, gr in zip(self.params, grads):
             p.grad = gr
@@ -229,8 +210,7 @@ class DPSGDStep(StepStrategy):
 
     def summarize(self, sums, n, step, run):
         avg = {k: float(v) / n for k, v in sums.items()}  # the one host sync of the interval
-        # the statistics are un-noised functions of the private records: debug output only (never log.txt, never
-        # the progress bar); log.txt gets the step and the learning rate
+        # un-noised functions of the private records: debug output only; log.txt gets the step and the learning rate
         debug_log(run.run_dir, run.name, f"[{run.name}] step {step}/{run.steps} "
                   + " ".join(f"{k} {v:.4g}" for k, v in avg.items()))
         return Summary(avg.get("loss", 0.0), private_log=debug_path(run.run_dir, run.name))
@@ -241,17 +221,10 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
                  extra_optims: dict[str, torch.optim.Optimizer] | None = None, desc: str | None = None,
                  meta: dict | None = None) -> nn.Module:
     """Private training of ``model`` for ``plan.steps`` steps; returns its EMA copy (eval mode): the one training
-    loop (models/loop.py) with a :class:`DPSGDStep`.
+    loop (models/loop.py) with a :class:`DPSGDStep` and the EMA decay capped (:func:`~.loop.ema_capped`).
 
-    Each step draws the Poisson sample (indices into the N records) from the step's generator and calls
-    ``step_fn(step, idx, generator)``, which returns the gradient to apply to each trainable parameter of
-    ``model`` (already privatized) and a dict of statistics (``loss``, ``clipped``…: data-dependent, written to
-    ``debug/<name>.log`` only). The loop then does the Adam step and the EMA update (decay capped by
-:func:`~privbench.models.loop.ema_capped`: the released model is not its starting point), logs, checkpoints
-    ``<name>.*`` (with ``extra_modules`` and ``extra_optims``, e.g. a discriminator) and resumes from an existing
-    checkpoint. Under ``plan.noise_source == "secure"`` the step's generator is seeded from OS entropy and the
-    Poisson sample is drawn from OS entropy (the subsampling analysis assumes nobody knows who was sampled).
-    """
+    ``step_fn(step, idx, generator)`` gets the step's Poisson sample (indices into the N records) and returns the
+    privatized gradient of each trainable parameter and a dict of statistics (``debug/<name>.log`` only)."""
     strategy = DPSGDStep(plan, step_fn, extra_modules=extra_modules, extra_optims=extra_optims, meta=meta)
     return train_loop(model, strategy, ema_capped(tcfg, plan.steps), ckpt_dir, name=name, seed=seed, device=device, steps=plan.steps,
                       desc=desc)
@@ -260,17 +233,10 @@ def dp_sgd_train(model: nn.Module, plan: DPPlan, tcfg, ckpt_dir: Path, *, name: 
 def dp_sgd_gradient(ps: PerSampleGrads, loss_fn: Callable, records: tuple[torch.Tensor, ...], plan: DPPlan,
                     generator: torch.Generator, physical_batch: int = 0) -> tuple[list[torch.Tensor], dict]:
     """(Σᵢ clip_C(∇ℓᵢ) + N(0, σ²C² I)) / (q·N) for the records of this step, in physical chunks of
-    ``physical_batch`` records (0 = all at once; chunking is exact since clipping is per record).
+    ``physical_batch`` records (0 = all at once; exact, since clipping is per record).
 
-    The noise comes from ``generator`` (``plan.noise_source == "seeded"``) or from OS entropy (``secure``).
-    Returns the gradients (one per ``ps.params``) and stats — mean loss, fraction of clipped records, batch size:
-    un-noised, data-dependent, for ``debug/`` only; tensors on the device (the loop reads them back when it logs).
-
-    Under torchrun ``records`` is the step's whole Poisson sample, identical on every rank; each rank clips the
-    records of its own disjoint slice (core.distributed.shard), rank 0 alone adds the noise N(0, σ²C²I) to its
-    share — drawn once, from ``generator`` or OS entropy — and one all-reduce sums the shares (and the stats):
-    every rank holds the single-process noisy gradient (up to the order of the float sums).
-    """
+    Returns the gradients (one per ``ps.params``) and the debug stats (mean loss, clipped fraction, batch size) as
+    device tensors. Under torchrun ``records`` is the whole Poisson sample; each rank clips its own slice."""
     n = records[0].shape[0]
     dist = distributed.is_distributed()
     if dist:

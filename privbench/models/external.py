@@ -1,37 +1,9 @@
 """Targets from models privbench did not train: diffusers folders, pytorch-ddpm checkpoints, objects in memory.
 
-``load_external(path)`` reads, without running any code from the files:
-
-* a diffusers pipeline folder (``DDPMPipeline.save_pretrained``: ``model_index.json``, ``unet/``, ``scheduler/``);
-* a diffusers ``UNet2DModel.save_pretrained`` folder (``config.json`` + safetensors weights). Its schedule comes
-  from ``scheduler_config`` (a diffusers scheduler config file), else from a ``scheduler_config.json`` next to the
-  weights (what ``privbench export`` writes for class-conditional models), else the standard DDPM schedule
-  (linear β 1e-4…0.02, T = 1000, ε-prediction) — the provenance says which;
-* a ``ckpt.pt`` of the pytorch-ddpm code base (``arch="pytorch-ddpm"``; see :mod:`privbench.models.pytorch_ddpm`).
-
-Safety: weights are read only from safetensors (diffusers ``use_safetensors=True``, local files only) or with
-``torch.load(weights_only=True)``; pickled ``.bin`` weights are refused; only the ``UNet2DModel`` class is ever
-instantiated (never a pipeline class named by ``model_index.json``, never remote code).
-
-Every prediction type is turned into ε exactly with the model's own ᾱ (float32, on the target's device):
-
-* ``epsilon``: ε = output;
-* ``v_prediction`` (v = √ᾱ·ε − √(1−ᾱ)·x₀): ε = √ᾱ·v + √(1−ᾱ)·x_t;
-* ``sample`` (x̂₀): ε = (x_t − √ᾱ·x̂₀) / √(1−ᾱ).
-
-A UNet with a learned variance (2·C output channels, ``variance_type`` learned / learned_range) gives ε in its first
-C channels, as diffusers' ``DDPMScheduler.step`` splits it. Class-conditional UNets (``num_class_embeds`` with
-``class_embed_type`` None) take the records' labels.
-
-Stable-Diffusion-layout pipelines (a text encoder, a ``UNet2DConditionModel``, a VAE) are read by
-:mod:`privbench.models.latent` (dispatched from :func:`load_external`, with ``lora=``).
-
-Left out (refused with one line): a VAE/VQ-VAE in front of an unconditional ``UNet2DModel``, ``class_embed_type`` other than None, Fourier (continuous-σ, score-SDE) time
-embeddings, and schedulers without a discrete β schedule (score-SDE VE, Karras/EDM, flow matching).
-
-Convention: ᾱ is computed in float64 from (β_start, β_end, schedule) for ``linear`` / ``scaled_linear`` /
-``squaredcos_cap_v2`` (as privbench's own targets; diffusers computes β in float32, a difference below 1e-7), and
-taken from diffusers for ``trained_betas``, ``sigmoid`` and ``rescale_betas_zero_snr``.
+``load_external(path)`` reads a diffusers pipeline or ``UNet2DModel`` folder, or a pytorch-ddpm ``ckpt.pt``
+(:mod:`.pytorch_ddpm`); Stable-Diffusion-layout pipelines go to :mod:`.latent`. Formats, schedules, the conversion
+of each prediction type to ε and what is refused: docs/external-models.md. No code from the files runs:
+safetensors or ``torch.load(weights_only=True)`` only, and only the ``UNet2DModel`` class is instantiated.
 """
 from __future__ import annotations
 
@@ -179,7 +151,7 @@ def _is_pickle(path: Path) -> bool:
 
 def load_external(path, *, arch: str | None = None, scheduler_config=None, use_ema: bool = True,
                   device="cpu", name: str = "model", lora=None) -> tuple[Target, dict]:
-    """(Target, provenance) of a model privbench did not train; see the module doc for the formats.
+    """(Target, provenance) of a model privbench did not train (formats: docs/external-models.md).
 
     ``scheduler_config``: a diffusers scheduler config (JSON file or folder), overriding the model's own.
     ``use_ema``: pytorch-ddpm checkpoints only (``ema_model``, else ``net_model``).
@@ -315,12 +287,10 @@ def _load_pytorch_ddpm(p: Path, where, override, override_src, use_ema, device, 
 # ---------------------------------------------------------------------- objects in memory
 
 def wrap(model, scheduler=None, *, device=None, name: str = "model") -> Target:
-    """``privbench.wrap(unet_or_pipeline, scheduler=None)`` → a Target of objects already in memory.
+    """``privbench.wrap(unet_or_pipeline, scheduler=None)`` → a Target of objects already in memory (docs/api.md §6).
 
-    ``model``: a diffusers pipeline (anything with ``.unet`` and ``.scheduler``), a ``UNet2DModel``, a
-    :class:`~privbench.models.pytorch_ddpm.PytorchDDPMUNet`, or a Target (returned as is). ``scheduler``: a
-    diffusers scheduler, its config dict, or a config file; default the pipeline's own, else the standard DDPM
-    schedule. ``device``: default the model's own."""
+    ``model`` may also be anything with ``.unet`` and ``.scheduler``, or a Target (returned as is); ``scheduler``
+    also a config file."""
     if isinstance(model, Target):
         return model
     from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs

@@ -120,7 +120,7 @@ def schedule_from_config(cfg: dict, where: str = "scheduler config") -> tuple[Ex
 
 
 def to_epsilon(out: torch.Tensor, x_t: torch.Tensor, abar_t: torch.Tensor, prediction_type: str) -> torch.Tensor:
-    """The ε a network's output stands for, given ᾱ at each record's timestep (exact, see the module doc)."""
+    """The ε a network's output stands for, given ᾱ at each record's timestep (exact: docs/external-models.md)."""
     if prediction_type == "epsilon":
         return out
     a = abar_t.to(out.dtype).view(-1, *([1] * (out.dim() - 1)))

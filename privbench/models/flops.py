@@ -1,11 +1,8 @@
 """FLOPs of a forward pass or a training step and the device's measured matmul and convolution rates: the
 hardware bound of a loop.
 
-A loop's hardware bound is (the device's achieved FLOP rate) ÷ (FLOPs per item). The FLOPs are counted by
-``torch.utils.flop_counter`` (matmuls, convolutions, attention; 2 FLOPs per multiply-add; elementwise work is
-not counted), the rate is that of a large square matmul (and, for training, the best of it and a 3×3
-convolution) in the same dtype on the same device, measured in the same run (benchmarks/attack_throughput.py,
-benchmarks/train_throughput.py, benchmarks/gpu_check.py; docs/scaling.md §4).
+A loop's hardware bound is (the device's achieved FLOP rate) ÷ (FLOPs per item), both measured in the same run
+(docs/scaling.md §4).
 """
 from __future__ import annotations
 

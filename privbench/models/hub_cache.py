@@ -1,10 +1,7 @@
 """Models named by a Hugging Face Hub id (``--model org/name``), read from the local Hugging Face cache only.
 
-privbench never downloads: the id resolves to the snapshot the cache already holds (``huggingface_hub``'s layout,
-``$HF_HUB_CACHE`` or ``$HF_HOME/hub``, default ``~/.cache/huggingface/hub``: ``models--org--name/snapshots/<commit>``,
-``refs/main`` naming the commit), through ``snapshot_download(..., local_files_only=True)``. Only snapshots with
-``.safetensors`` weights are accepted (pickled ``.bin``/``.pt`` weights can run code when loaded). A value that is
-an existing path is always a path. Importing this module imports neither torch nor huggingface_hub.
+Never downloads; safetensors snapshots only; an existing path always wins (docs/external-models.md, "Models by Hub
+id"). Importing this module imports neither torch nor huggingface_hub.
 """
 from __future__ import annotations
 

@@ -1,33 +1,10 @@
 """Latent text-to-image targets: diffusers ``StableDiffusionPipeline``-layout folders, optionally with a LoRA adapter.
 
-``load_sd_pipeline(folder)`` reads, without running code from the files:
-
-* ``model_index.json`` — which components exist (its class names are checked, never imported by name);
-* ``vae/`` — ``AutoencoderKL`` (``config.json`` + safetensors); ``"vae": null`` (or ``[null, null]``) means an
-  identity VAE: latents are the pixels, ``scaling_factor`` 1 (a pixel-space text-conditional model);
-* ``text_encoder/`` — transformers ``CLIPTextModel`` (``config.json`` + ``model.safetensors``) and ``tokenizer/`` —
-  ``CLIPTokenizer`` (``vocab.json`` + ``merges.txt``, or ``tokenizer.json``);
-* ``unet/`` — ``UNet2DConditionModel``;
-* ``scheduler/`` — any scheduler with a discrete training β schedule (DDPM, DDIM, PNDM, Euler, LMS, DPM-Solver...;
-  ``scaled_linear`` included): the attacks only need ᾱ_t, read by :func:`~privbench.models.external_base.schedule_from_config`.
-
-Other components a Stable Diffusion folder ships (``safety_checker``, ``feature_extractor``, ``image_encoder``) are
-not read. Weights: safetensors only, loaded by :func:`strict_load` — every tensor of the module must be in the
-files with its shape and no tensor may be left over (a non-persistent buffer such as CLIP's ``position_ids`` may
-be); a pickled ``.bin``/``.ckpt`` is refused with one line. Memory: at most the weight files' size on top of the
-modules.
-
-The target (:class:`LatentTarget`) is queried in latent space: records are encoded once
-(:meth:`LatentTarget.encode`: the VAE posterior **mean** × ``scaling_factor``, batched, cached per records hash),
-and the condition ``y`` of a record is the row of its caption in the target's caption table
-(:class:`CaptionTable`: row 0 is the empty caption — the null prompt classifier-free guidance trains with — then
-every caption in the order first seen). ``predict_noise(z_t, t, y)`` is ``unet(z_t, t,
-encoder_hidden_states=E[y])`` converted to ε as every external model (``prediction_type``), so the pixel-space
-attacks run unchanged on latents.
-
-A LoRA adapter (``pytorch_lora_weights.safetensors`` written by diffusers' LoRA training scripts, peft or older
-diffusers key format) is applied to the UNet with diffusers' own loader (``load_lora_adapter``, unfused); a
-text-encoder LoRA is refused.
+``load_sd_pipeline(folder)`` reads the components (class names in ``model_index.json`` are checked, never imported
+by name), strictly from safetensors (:func:`strict_load`; memory: at most the weight files' size on top of the
+modules), and a UNet LoRA through diffusers' ``load_lora_adapter``. :class:`LatentTarget` is queried in latent
+space, the condition of a record being its caption's row in a :class:`CaptionTable`, so the pixel-space attacks
+run unchanged. What is read, refused and how the attacks see the model: docs/external-models.md ("Text-to-image").
 """
 from __future__ import annotations
 
@@ -333,7 +310,9 @@ def vae_latents(vae, x: torch.Tensor, scaling: float, device) -> torch.Tensor:
 
 
 class LatentTarget(Target):
-    """A text-conditional latent target: ``predict_noise(z_t, t, y)`` with ``y`` the caption row (see module)."""
+    """A text-conditional latent target: ``predict_noise(z_t, t, y)`` with ``y`` the caption row.
+
+    ``predict_noise`` is ``unet(z_t, t, encoder_hidden_states=E[y])`` converted to ε as for every outside model."""
 
     def __init__(self, *a, vae=None, scaling: float = 1.0, text: CaptionTable, pixel_shape, **kw):
         self.text = text

@@ -1,25 +1,14 @@
 """The one training loop of privbench: everything around an optimizer step, for every way of taking one.
 
-:func:`train_loop` owns what every training shares — the checkpoint directory (tidied by rank 0 behind a torchrun
-barrier), exact resume (weights, EMA, optimizer state and step from one checkpoint unit, models/checkpoint.py), the
-linear learning-rate warm-up, the EMA of the weights, the statistics read back once per ``log_every`` steps, the
-divergence check (a non-finite loss stops the run with WorkFailed), the checkpoint cadence (every
-``checkpoint_every`` steps and at the end), the per-rank dropout seed under torchrun and the progress bar. How one
-step computes the gradients is a :class:`StepStrategy`: ``PlainStep`` (models/training.py: the DDPM loss,
-backward, grad clipping, DDP under torchrun), ``DPSGDStep`` (models/dp_sgd.py: Poisson sample, per-record clipping,
-Gaussian noise from ``core.mechanisms``) and ``DistillStep`` (models/methods/dpsad.py: DP-SAD's student
-distillation with a discriminator, a DP-SGD step).
+:func:`train_loop` owns what every training shares: checkpoints and exact resume (models/checkpoint.py), the
+learning-rate warm-up, the EMA, statistics read back once per ``log_every`` steps, the divergence check (a
+non-finite loss is WorkFailed), torchrun's per-rank dropout seed and the progress bar. How one step computes the
+gradients is a :class:`StepStrategy`: ``PlainStep`` (models/training.py), ``DPSGDStep`` (models/dp_sgd.py) and
+``DistillStep`` (models/methods/dpsad.py). Every step draws from a generator seeded by (seed, step), or from OS
+entropy under ``dp.noise_source=secure``, so a resumed run follows the uninterrupted trajectory.
 
-Every step draws its randomness from a generator seeded by (seed, step) — or from OS entropy under
-``dp.noise_source=secure`` — so a run resumed from a checkpoint follows the uninterrupted trajectory.
-
-The warm-up is diffusers' :func:`~diffusers.optimization.get_constant_schedule_with_warmup`, started one step ahead
-(``last_epoch = start``): it gives lr·e/W to scheduler epoch e, so step s (from 0) gets lr·min(1, (s+1)/W)
-(tests/models/test_loop.py).
-
-The EMA is ``torch._foreach_lerp_(s, p, 1−d)``, not diffusers' ``EMAModel``: the two agree bit for bit only while
-the lerp weight 1−d is < 0.5, and :func:`ema_capped` gives client runs of ≤ 6 steps decays ≤ 0.5, so ``EMAModel``
-would change the numbers of short pfdm/local runs (docs/benchmarks.md, "Measurements behind the code").
+The EMA is ``torch._foreach_lerp_(s, p, 1−d)``, not diffusers' ``EMAModel``: they differ for decays ≤ 0.5, which
+:func:`ema_capped` gives short client runs (docs/benchmarks.md, "Measurements behind the code").
 """
 from __future__ import annotations
 
@@ -40,11 +29,8 @@ from .flops import warn_if_bf16_emulated
 
 
 def ema_capped(tcfg, total_steps: int):
-    """``tcfg`` with the EMA decay capped so that after ``total_steps`` updates the network the run starts from
-    keeps at most ``tcfg.ema_start_weight`` of the average: decay ≤ w^(1/steps). Every run that is short next to
-    1/(1 − ``train.ema_decay``) — DP-SGD runs, fine-tunes, federated clients — takes it: at decay 0.999 a 200-step
-    run would release a model that is 0.999^200 = 82 % its starting point. Runs long enough for the decay
-    (0.999 over ≥ 4603 steps at w = 0.01) keep it. The EMA is post-processing of the iterates: no ε changes."""
+    """``tcfg`` with the EMA decay capped at w^(1/``total_steps``), w = ``tcfg.ema_start_weight``, so the network the
+    run starts from keeps at most w of the released average (docs/methods.md §0, "released weights")."""
     cap = float(tcfg.ema_start_weight) ** (1.0 / max(1, int(total_steps)))
     if tcfg.ema_decay <= cap:
         return tcfg
@@ -146,7 +132,8 @@ def run_dir_of(ckpt_dir: Path) -> Path:
 
 
 def warmup_schedule(opt: torch.optim.Optimizer, tcfg, start: int):
-    """diffusers' constant-with-warm-up schedule, one epoch ahead: step s (from 0) gets lr·min(1, (s+1)/W)."""
+    """diffusers' constant-with-warm-up schedule, one epoch ahead (``last_epoch = start``): step s (from 0) gets
+    lr·min(1, (s+1)/W) (tests/models/test_loop.py)."""
     # lazy: diffusers (seconds to import) only with a warm-up
     from diffusers.optimization import get_constant_schedule_with_warmup
 

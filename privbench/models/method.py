@@ -1,9 +1,8 @@
 """What every training method shares: the run context (config, data, splits, device) and the Method API.
 
-A Method trains inside its run directory (idempotent, resumable) and yields named Targets. A method is one file in
-``privbench/models/methods/`` whose class registers itself (``@METHODS.register_class``) and declares everything
-the rest of privbench needs to know about it: its name, its targets, which of them carry a formal guarantee, the
-config it reads, and where it goes in reports (docs/methods.md).
+A Method trains inside its run directory (idempotent, resumable) and yields named Targets. Each is one file in
+``privbench/models/methods/`` whose class registers itself (``@METHODS.register_class``) and declares, as class
+attributes, what the rest of privbench needs to know about it (docs/methods.md).
 """
 from __future__ import annotations
 

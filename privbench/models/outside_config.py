@@ -1,10 +1,8 @@
 """Values of a ``config.json`` privbench did not write, checked before anything is built from it.
 
-:mod:`.safe_load` bounds what a config builds by counting parameters on the ``meta`` device. Some values get past
-that count and still break: a ``norm_num_groups`` of 0 divides by zero in the builder, a ``sample_size`` of "abc"
-or −4 fails at the first query, a VAE ``scaling_factor`` of 0 has no meaning (latents scaled to nothing), and a
-``layers_per_block`` of 200 000 stays below 10⁹ parameters yet builds so many modules that the meta build itself
-exhausts memory. Each is refused here with one line naming the component, the key and the bound.
+Values that get past :mod:`.safe_load`'s parameter count and still break (a ``norm_num_groups`` of 0 divides by
+zero in the builder; 200 000 ``layers_per_block`` exhaust memory in the meta build itself) are refused here with one
+line naming the component, the key and the bound (docs/external-models.md, "Bounds").
 """
 from __future__ import annotations
 
@@ -116,8 +114,8 @@ def _short(v) -> str:
 def caption_tokens(tokenizer, text_encoder) -> int:
     """Tokens every caption is padded and cut to: the text encoder's ``max_position_embeddings``, or the
     tokenizer's ``model_max_length`` where that is smaller. A tokenizer folder states its own length in
-    ``tokenizer_config.json`` — or not at all (the minimal ``vocab.json`` + ``merges.txt`` layout: transformers then
-    says 10**30) — so only the encoder's position table is a bound the queries can rely on."""
+    ``tokenizer_config.json`` or not at all (transformers then says 10**30), so only the encoder's position table
+    is a bound the queries can rely on."""
     positions = int(text_encoder.config.max_position_embeddings)
     own = getattr(tokenizer, "model_max_length", None)
     if isinstance(own, bool) or not isinstance(own, (int, float)) or not math.isfinite(own) or own < 2:

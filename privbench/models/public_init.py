@@ -1,15 +1,10 @@
 """Public pre-training (``train.init=public``): the network every method starts from, trained non-privately on the
 run partition's public split only (PDP-Diffusion, DP-LDM, DPImageBench's "pre-train then DP-fine-tune").
 
-The pre-trained denoiser is cached as its own run under ``<runs root>/pretrain-<dataset>-<key>/`` where the key
-is a hash of what decides its weights and nothing else: the public records (their indices' hash), the dataset and
-resolution, the model and diffusion sections, the pre-training steps/optimizer settings and ``train.public_seed``.
-The members are not in the key and never read, so every ε cell, every seed with the same public split, the
-reference models and every method share one pre-training, and the ε of the private training stays end to end (the
-pre-training is a function of public records only; the public records themselves are not protected).
-
-Reusable: :func:`pretrained_denoiser` returns the weights for any caller that holds a
-:class:`~privbench.models.method.RunContext`; :meth:`RunContext.initial_denoiser` applies them.
+Cached under ``<runs root>/pretrain-<dataset>-<key>/``, keyed by what decides its weights and never by the members,
+so every ε cell, seed, reference model and method with the same public split shares it (docs/methods.md §0).
+:func:`pretrained_denoiser` returns the weights to any holder of a :class:`~privbench.models.method.RunContext`;
+:meth:`RunContext.initial_denoiser` applies them.
 """
 from __future__ import annotations
 

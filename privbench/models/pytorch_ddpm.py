@@ -1,33 +1,9 @@
 """The UNet of the ``pytorch-ddpm`` code base (github.com/w86763777/pytorch-ddpm, ``model.py``), written for privbench.
 
-The official PIA (kong13661/PIA, ``DDPM/model.py``) and SecMI (jinhaoduan/SecMI) repositories train and attack their
-CIFAR-10 victims with this network, so its state-dict keys are reproduced exactly: a ``ckpt.pt`` written by that
-code base loads here with ``strict=True``. The module tree (and so every key) is
-
-* ``time_embedding.timembedding.{0,1,3}`` — a fixed sinusoidal lookup table of T rows (part of the state dict),
-  Linear(ch, 4ch), Swish, Linear(4ch, 4ch);
-* ``head`` — 3×3 conv from the image channels to ``ch``;
-* ``downblocks.N`` — per level ``num_res_blocks`` ResBlocks (``block1.{0,2}`` GroupNorm/conv, ``temb_proj.1``,
-  ``block2.{0,3}`` GroupNorm/conv, ``shortcut`` 1×1 conv when the width changes, ``attn.{group_norm,proj_q,proj_k,
-  proj_v,proj}`` at the levels in ``attn``), then a stride-2 conv ``main`` except after the last level;
-* ``middleblocks.{0,1}`` — a ResBlock with attention, one without;
-* ``upblocks.N`` — per level (deepest first) ``num_res_blocks + 1`` ResBlocks on the concatenated skip, then a
-  nearest ×2 upsample + 3×3 conv ``main`` except after the shallowest level;
-* ``tail.{0,2}`` — GroupNorm, Swish, 3×3 conv back to the image channels.
-
-Its CIFAR-10 hyper-parameters are the defaults (``ch=128, ch_mult=[1,2,2,2], attn=[1], num_res_blocks=2,
-dropout=0.1, T=1000``, linear β from 1e-4 to 0.02, ``var_type=fixedlarge`` for sampling), as in the official
-``main.py`` and in PIA's ``attack.py``. The network predicts ε (``mean_type=epsilon``, the default of both).
-
-Differences from the official code, none of which changes a prediction of a loaded checkpoint:
-* the image channel count (``in_channels``, official: 3) and the GroupNorm group count (``num_groups``, official:
-  32) are settings; their defaults are the official values;
-* :func:`infer_config` reads ch, ch_mult, attn, num_res_blocks, T and the channel count from a state dict, so a
-  checkpoint trained with other flags loads without retyping them (dropout does not change evaluation);
-* attention uses ``torch.nn.functional.scaled_dot_product_attention`` (the same softmax(q·kᵀ/√C)·v).
-
-Loading (:func:`load_ckpt`) uses ``torch.load(weights_only=True)``: no code in the file runs. Like PIA's
-``get_model`` it strips a ``module.`` prefix (checkpoints saved from ``torch.nn.DataParallel``).
+The official PIA (kong13661/PIA) and SecMI (jinhaoduan/SecMI) repositories train and attack their CIFAR-10 victims
+with this network, so its module tree and state-dict keys are reproduced exactly (a ``ckpt.pt`` loads with
+``strict=True``); the defaults are its CIFAR-10 flags, ε-prediction. Differences from the official code, none of
+which changes a loaded checkpoint's predictions: docs/external-models.md ("On the command line").
 """
 from __future__ import annotations
 

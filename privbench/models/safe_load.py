@@ -1,27 +1,13 @@
-"""Strict, bounded loading of a network from weight files privbench did not write.
+"""Strict, bounded loading of a network from weight files privbench did not write (docs/external-models.md, "Bounds").
 
-A model folder is untrusted input: its config can describe a network of any size (``block_out_channels: [10000,
-10000]`` is 26 billion parameters, 105 GB), its weights can lack tensors (a partial save: diffusers leaves them
-uninitialised, so the scores change from run to run), hold extra ones, or hold integers where floats belong. This
-module loads in an order where none of that can happen silently:
-
-1. :func:`meta_build` builds the network on the ``meta`` device (shapes only, no memory);
-2. :func:`check_size` counts its parameters *and* buffers against :data:`~privbench.core.config.MAX_PARAMETERS`
-   (the bound on privbench's own configs) — BadInput naming the count and the bytes it would take;
-3. :func:`safetensors_tensors` reads only the safetensors headers (names, dtypes, shapes; no tensor data);
-4. :func:`check_tensors` compares them with the network's state dict: every missing, unexpected, mis-shaped or
-   mistyped tensor (an integer tensor where a float one belongs, or the reverse) is BadInput naming them;
-5. only then the network is built for real and filled with ``load_state_dict(strict=True)``.
-
-:func:`load_strict` does the five steps; :func:`check_state_dict` does 2–4 for tensors already in memory (a
-``torch.load(weights_only=True)`` checkpoint), and also refuses a tensor whose shape its storage cannot hold (zero
-or overlapping strides: a few-KB file claiming a 12.8 GB table).
-
-Any ``torch.nn.Module`` class loads this way (diffusers ``UNet2DModel`` / ``AutoencoderKL`` /
-``UNet2DConditionModel``, transformers ``CLIPTextModel``): ``load_strict(lambda: UNet2DModel.from_config(cfg),
-files, where="--model m/unet")``. ``factory`` is called twice (on ``meta``, then for real) and must build the same
-network each time. Floating tensors of any precision are cast to ``dtype``; what is refused is named in one line
-with the first few names and the counts.
+A model folder is untrusted: its config can describe a network of any size, its weights can lack tensors (diffusers
+leaves them uninitialised, so scores change from run to run), hold extra ones, or integers where floats belong.
+:func:`load_strict` therefore (1) builds the network on the ``meta`` device (:func:`meta_build`), (2) counts its
+parameters and buffers (:func:`check_size`), (3) reads only the safetensors headers (:func:`safetensors_tensors`),
+(4) compares them with the state dict (:func:`check_tensors`), and only then (5) builds the network for real and
+loads it with ``strict=True``. :func:`check_state_dict` does 2–4 for tensors already in memory (a
+``torch.load(weights_only=True)`` checkpoint) and refuses a tensor whose storage cannot hold its shape.
+``factory`` is called twice (on ``meta``, then for real) and must build the same network each time.
 """
 from __future__ import annotations
 

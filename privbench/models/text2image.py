@@ -1,38 +1,10 @@
 """Native text-to-image targets: a tiny Stable-Diffusion-shaped pipeline built from configs (no download),
 pre-trained on the public split, then fine-tuned on the members (methods ``t2i`` and ``dp-txt2img``; docs/methods.md).
 
-The pipeline has SD's components and layout: an ``AutoencoderKL`` (pixels → latents, downsampling 2× per extra
-level of ``t2i.vae_channels``), a ``CLIPTextModel`` with the ``CLIPTokenizer`` whose vocabulary privbench ships
-(``privbench/models/t2i_tokenizer``), a ``UNet2DConditionModel`` with cross-attention on the text embedding, and a
-``DDPMScheduler`` with the run's ``diffusion`` schedule.
-
-**Public pre-training** (cached under ``<runs root>/t2i-pretrain-<dataset>-<key>/``, the key a hash of the public
-records and every setting that decides the weights; never a member):
-
-1. the VAE is trained on the public records (MSE reconstruction + ``t2i.vae_kl`` × KL, Adam, seeded per step), then
-   its ``scaling_factor`` is set to 1 / std of the public latents (how SD's 0.18215 was found);
-2. the text encoder is the seeded random initialisation, frozen (SD freezes its pre-trained CLIP; there is none to
-   download here, and a random CLIP still maps distinct captions to distinct embeddings);
-3. the UNet is trained on the public latents with their captions (``t2i.caption``: a template of the class label,
-   e.g. "a picture of the digit three"), the caption replaced by the empty one with probability
-   ``t2i.caption_dropout`` (the null prompt of classifier-free guidance), for ``t2i.pretrain_steps`` steps.
-
-The pre-trained pipeline is written in ``StableDiffusionPipeline``'s folder layout (``pipeline/``) and read back
-with privbench's own loader for outside pipelines (:func:`privbench.models.latent.load_sd_pipeline`), so the
-native and the outside paths share one reader.
-
-**Fine-tuning** on the members trains the UNet — every parameter or LoRA adapters (``t2i.trainable``: ``all`` /
-``lora`` / ``attention``, as :mod:`privbench.models.trainable`) — with the same objective. The fine-tuned pipeline is
-exported in the same layout (``<run>/pipeline/``) so it can be audited as an outside model too.
-
-Caption dropout needs one random draw per record and step. The plain loop's loss sees the step's seeded noise, not
-its generator, so a record's caption is dropped when the first element of its noise draw exceeds the
-(1 − p)-quantile of N(0, 1): an event of probability p, independent between records, a function of the step's
-seeded draws (a resumed run follows the uninterrupted one). The DP-SGD loop draws it from the step's generator.
-
-The target is a :class:`~privbench.models.latent.LatentTarget` (attacks query latents conditioned on caption rows;
-samples are decoded to pixels): the run's records are encoded by the VAE and each record's class label becomes the
-row of its class caption (row 0: the empty caption, rows 1…K: the classes' captions in label order).
+Components, public pre-training, caption dropout and fine-tuning: docs/methods.md §7. Both the pre-trained and the
+fine-tuned pipelines are written in ``StableDiffusionPipeline``'s folder layout and read back with the outside-model
+loader (:func:`privbench.models.latent.load_sd_pipeline`), so native and outside pipelines share one reader. A
+record's class label becomes the row of its class caption (row 0: the empty caption, rows 1…K: the classes').
 """
 from __future__ import annotations
 
@@ -185,7 +157,8 @@ def _drop_threshold(p: float) -> float:
 
 def dropped(rows: torch.Tensor, noise: torch.Tensor, p: float) -> torch.Tensor:
     """``rows`` with a record's caption replaced by the empty one (row 0) when the first element of its noise draw
-    exceeds the (1 − p)-quantile of N(0, 1) — probability p, from the step's seeded draws (see the module doc)."""
+    exceeds the (1 − p)-quantile of N(0, 1): probability p, from the step's seeded draws, so a resume follows the
+    uninterrupted run (the plain loop's loss sees the noise, not the generator)."""
     if p <= 0:
         return rows
     return torch.where(noise.flatten(1)[:, 0] > _drop_threshold(p), torch.zeros_like(rows), rows)

@@ -1,16 +1,8 @@
 """What DP-SGD updates (``dp.trainable``): every parameter, LoRA adapters, or the attention layers.
 
-* ``all``: every parameter (DPDM; PDP-Diffusion with ``train.init=public``).
-* ``lora``: LoRA adapters (Hu et al. 2022) injected with **peft** (``inject_adapter_in_model``) into every
-  ``Conv2d`` of the UNet and every ``Linear`` of its attention blocks, rank ``dp.lora_rank``, α = rank (scaling 1),
-  no dropout, peft's initialisation (A Kaiming-uniform from the seeded global RNG, B = 0, so the adapted network
-  starts equal to the pre-trained one); the base weights are frozen (DP-LoRA, PrivImage-style fine-tuning).
-* ``attention``: the parameters of the UNet's attention blocks (DP-LDM fine-tunes the attention modules).
-
-In ``lora`` and ``attention`` the class-label embedding (and any extra condition's embedding) stays trainable:
-DP-LDM trains the conditioning too, and under ``data.public=classes:A-B`` the private classes' embeddings were
-never pre-trained. peft's adapters are plain ``nn.Linear``/``nn.Conv2d`` modules, so the per-record gradients of
-:mod:`privbench.models.grad_sample` are exact for them (tests/models/test_trainable.py).
+Layout and sources: docs/methods.md §0 ("what DP-SGD updates"). LoRA uses peft's initialisation (A Kaiming-uniform
+from the seeded global RNG, B = 0). The label embedding stays trainable in ``lora`` and ``attention`` because the
+private classes' embeddings under ``data.public=classes:A-B`` were never pre-trained.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Non-private denoiser training: the DDPM loss, its step strategy (AdamW, grad clipping, DDP) and
 :func:`train_denoiser`, which runs it in the one training loop (models/loop.py: warm-up, EMA, checkpoints and
-exact resume).
-
-Randomness is drawn per step from a generator seeded by (seed, step), so a run resumed from a checkpoint
-follows exactly the trajectory of an uninterrupted one, and the same config + seed gives the same weights
-on CPU.
+exact resume). The same config + seed gives the same weights on CPU.
 """
 from __future__ import annotations
 
@@ -46,11 +42,8 @@ def diffusion_loss(model: nn.Module, x0, y, extra, t, noise, alphas_cumprod) -> 
 
 class PlainStep(StepStrategy):
     """The non-private step: a batch of ``tcfg.batch_size`` records drawn with replacement (or by ``data.weights``),
-    t uniform on [lo, hi], the per-record loss averaged, backward, global grad-norm clipping, AdamW.
-
-    Under torchrun the model is wrapped in DistributedDataParallel. Every rank draws the global batch (indices, t,
-    noise) from the same step generator and computes the loss on its own contiguous slice, weighted so that DDP's
-    average over ranks is the mean over the global batch: the step is the single-process step."""
+    t uniform on [lo, hi], the per-record loss averaged, backward, global grad-norm clipping, AdamW. Under torchrun
+    each rank computes its slice of the same global batch in DistributedDataParallel (docs/scaling.md §2)."""
 
     def __init__(self, data: TrainData, alphas_cumprod: torch.Tensor, tcfg, device, t_range: tuple[int, int],
                  loss_fn: Callable):
@@ -113,8 +106,7 @@ class PlainStep(StepStrategy):
 
     def summarize(self, sums, n, step, run):
         del step, run  # part of the StepStrategy.summarize interface
-        # one host sync per log interval, not per step; under torchrun the mean over ranks (each rank's loss is its
-        # slice's share, so the sum over ranks / world is the global-batch loss)
+        # one host sync per log interval; under torchrun the sum over ranks / world is the global-batch loss
         avg = float(distributed.all_reduce_sum([sums["loss"]])[0]) / distributed.world_size() / n
         return Summary(avg, shown=f"loss {avg:.5f} ", postfix=f"{avg:.4f}")
 
@@ -125,17 +117,9 @@ def train_denoiser(model: nn.Module, data: TrainData, alphas_cumprod: torch.Tens
     """Train ``model`` (ε-prediction) on ``data`` and return its EMA copy (eval mode): :func:`train_loop`
     (models/loop.py) with a :class:`PlainStep`.
 
-    t is drawn uniformly from ``t_range`` = [lo, hi] inclusive (model timesteps; default all of [0, T−1]).
-    Checkpoints ``<name>.safetensors`` (+ optimizer, + state json) every ``tcfg.checkpoint_every`` steps and
-    at the end; an existing checkpoint is resumed and a finished one is loaded without training.
-
-    ``tcfg.precision`` = bf16 runs the loss under bf16 autocast (weights, AdamW and EMA stay fp32);
-    ``tcfg.channels_last`` and ``tcfg.compile`` change how the steps run, not what they compute. The loop never
-    waits for the device inside a step: the loss is read back once per ``log_every`` steps.
-
-    Under torchrun (privbench.core.distributed) see :class:`PlainStep`; rank 0 alone writes checkpoints and logs
-    (the other ranks' writes are no-ops: core/io.is_writer). ``loss_fn`` must return one loss per record.
-    """
+    t is drawn uniformly from ``t_range`` = [lo, hi] inclusive (model timesteps; default all of [0, T−1]);
+    ``loss_fn`` must return one loss per record. ``tcfg.precision`` = bf16 runs the loss under bf16 autocast
+    (weights, AdamW and EMA stay fp32)."""
     T = alphas_cumprod.shape[0]
     step = PlainStep(data, alphas_cumprod, tcfg, device, t_range if t_range is not None else (0, T - 1),
                      loss_fn or diffusion_loss)

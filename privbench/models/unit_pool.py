@@ -1,16 +1,7 @@
 """Independent trainings of one run in parallel processes (PFDM's client models and its server).
 
-Once PFDM's uploads exist, its M client denoisers and the server's shared denoiser are M + 1 trainings that share
-nothing (the server reads only the uploads file; each client only its own records), each seeded by its own
-``sub_seed`` and checkpointed under its own name. A small model trains on one thread
-(:func:`privbench.core.threads.fit_threads_to_model`), so on a machine with idle cores they can run side by side
-with exactly the numbers of the one-after-another run: each process trains one unit at a time on one thread, with
-the same seeds, the same initialisation and the same checkpoints (tested bit for bit on the ``test`` preset).
-
-When: CPU, one process (not torchrun), a small model, the thread count chosen by privbench (not ``--threads`` or
-``OMP_NUM_THREADS``), no other privbench workers (``PRIVBENCH_WORKERS``), two cores or more
-(:func:`privbench.core.threads.parallel_processes`). Else, and for whatever a failed pool left untrained, the units
-train one after another in this process (the checkpoints let a unit resume where a dead process left it).
+Units share nothing and a small model trains on one thread, so on idle cores they run side by side with exactly the
+checkpoints of the one-after-another run; when, and what a dead process leaves: docs/scaling.md §1.
 """
 from __future__ import annotations
 

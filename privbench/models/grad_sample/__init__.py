@@ -1,9 +1,6 @@
 """Per-record gradients for DP-SGD and white-box attacks (privbench's own, tested against per-example autograd;
-opacus' conv grad sampler returns all-zero gradients after a diffusers attention block).
-
-- :mod:`.layers`: the per-layer formulas, registered by module type (``GRAD_SAMPLERS``, as opacus does);
-- :mod:`.ghost`: ghost clipping — the clipped sum from per-layer norms without whole-model per-record gradients;
-- :mod:`.engine`: :class:`PerSampleGrads` (backends ``ghost``, ``hooks``, ``vmap``) and :func:`frozen`.
+opacus' conv grad sampler returns all-zero gradients after a diffusers attention block): :mod:`.layers` (per-layer
+formulas), :mod:`.ghost` (ghost clipping), :mod:`.engine` (:class:`PerSampleGrads`, :func:`frozen`).
 """
 from .engine import BACKENDS, PerSampleGrads, frozen, requires_grad
 from .layers import GRAD_SAMPLERS, register_grad_sampler

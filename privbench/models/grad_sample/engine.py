@@ -1,31 +1,16 @@
 """Per-record gradients, flat clipping and the Gaussian noise of DP-SGD: the engine (hooks, ghost and vmap backends).
 
-Contract of a loss for this module: ``loss_fn(model, *records) -> (n,)`` returns one loss per record.
-Every tensor in ``records`` has the records on its leading dimension; inside, the model may be called on
-several rows per record (e.g. K noise draws) as long as the rows of one record are contiguous
-(record-major: row j belongs to record j // k), and no layer mixes rows (GroupNorm/LayerNorm are per row;
-BatchNorm is not allowed). Other modules (a frozen teacher, a discriminator) may appear in the loss: only
-the parameters of ``model`` get per-record gradients.
+Contract of a loss: ``loss_fn(model, *records) -> (n,)``, one loss per record, records on the leading dimension of
+every tensor. The model may be called on several rows per record (K noise draws) if they are record-major (row j
+belongs to record j // k) and no layer mixes rows (GroupNorm/LayerNorm are per row; no BatchNorm). Other modules (a
+frozen teacher, a discriminator) may appear in the loss: only ``model``'s parameters get per-record gradients.
 
-Backends (all give the gradient of each record's loss w.r.t. every trainable parameter of ``model``):
-
-- ``ghost`` (default): DP-SGD's clipped sum Σᵢ clip_C(∇ℓᵢ) from the same captured layer inputs and output
-  gradients as ``hooks``, without the per-record gradients of the whole model: per-record norms layer by
-  layer (ghost norms where cheaper), then book-keeping sums (privbench.models.grad_sample.ghost). Its ``grads`` (all
-  per-record gradients, for tests and tools) is the ``hooks`` computation.
-- ``hooks``: forward hooks record each layer's input and output; one ``autograd.grad`` with respect to the
-  layer outputs (parameters frozen: no parameter gradients) gives the output gradients, and each layer's
-  per-record parameter gradient is formed directly (Linear: batched matmul; Conv2d: :func:`.layers.conv_route`;
-  GroupNorm/LayerNorm from the re-normalized input; Embedding: scatter-add). The K rows of a record are folded
-  into the contraction, so noise multiplicity costs no per-draw gradient memory. Every layer tensor is reshaped,
-  never ``view``-ed, so non-contiguous inputs are handled (opacus' conv grad sampler returns wrong, often
-  all-zero, gradients for convs fed by a diffusers attention block's transposed output; tested here).
-- ``vmap``: ``torch.func`` — ``vmap(grad(loss of one record))`` with ``functional_call``; any architecture
-  that torch.func supports (its cost against the others: docs/scaling.md).
-
-The per-layer formulas are registered by module type in :mod:`.layers` (as opacus' grad samplers). All are
-checked against a loop of per-record ``backward`` passes in tests/models/test_per_sample.py, on
-the architectures DPDM and DP-SAD train (with and without a diffusers attention block).
+Backends (docs/scaling.md §6): ``ghost`` (default; :mod:`.ghost`), ``hooks`` (:meth:`PerSampleGrads.capture`, then
+each layer's per-record gradient from the formulas :mod:`.layers` registers by module type, the K rows of a record
+folded into the contraction) and ``vmap`` (``torch.func``: any architecture it supports). Layer tensors are
+reshaped, never ``view``-ed, for the non-contiguous input a diffusers attention block feeds a conv (where opacus
+fails, :mod:`privbench.models.grad_sample`). All are checked against per-record ``backward`` passes in
+tests/models/test_per_sample.py.
 """
 from __future__ import annotations
 
@@ -94,11 +79,7 @@ class PerSampleGrads:
 
     def clipped_sum(self, loss_fn: Callable, *records: torch.Tensor,
                     max_norm: float) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        """(Σᵢ clip_C(∇ℓᵢ) per parameter, the unclipped per-record norms (n,), the per-record losses).
-
-        ``ghost`` forms it from layer inputs and output gradients without the per-record gradients of the
-        whole model (privbench.models.grad_sample.ghost); the other backends clip their per-record gradients.
-        """
+        """(Σᵢ clip_C(∇ℓᵢ) per parameter, the unclipped per-record norms (n,), the per-record losses)."""
         if self.backend == "ghost":
             return ghost_clipped_sum(self, loss_fn, records, max_norm)
         per_sample, losses = self.grads(loss_fn, *records)

@@ -1,36 +1,15 @@
 """The ``ghost`` per-sample backend: DP-SGD's clipped gradient sum without the per-record gradients of the
-whole model (mixed ghost clipping with book-keeping; Bu et al. 2022, "Scalable and efficient training of
-large convolutional neural networks with differential privacy", and 2023, "Differentially private
-optimization on large model at small cost").
+whole model (mixed ghost clipping with book-keeping, Bu et al. 2022/2023; docs/scaling.md §6).
 
-What DP-SGD needs from a batch of n records is Σᵢ cᵢ ∇ℓᵢ with cᵢ = min(1, C/‖∇ℓᵢ‖) — the per-record
-gradient norms and one weighted sum, never the n full gradients. With the layer inputs a and the gradients
-g of Σᵢ ℓᵢ with respect to the layer outputs (one forward and one backward to the outputs, as the ``hooks``
-backend does — parameters frozen, so no parameter gradient is formed):
+From the layer inputs a and output gradients g (one forward and one backward, as ``hooks``): (1) each record's
+squared weight-gradient norm, layer by layer, from the instantiated Cout × D matrix Σ_t g_t a_tᵀ over its T rows
+or as the *ghost norm* Σ_{s,t} (a_s·a_t)(g_s·g_t), whichever is cheaper (:func:`use_ghost`); (2) Σᵢ cᵢ ∇ℓᵢ by
+contracting the kept per-record gradients with cᵢ, or as ONE batched weight gradient with record i's output
+gradients scaled by cᵢ (no second backward).
 
-1. **norms, layer by layer.** A record's gradient of a Linear/Conv weight is Σ_t g_t a_tᵀ over its T rows
-   (T = noise draws × output positions; a_t the (unfolded) input patch). Its squared norm is either
-   ‖Σ_t g_t a_tᵀ‖² computed from the instantiated (Cout × D) matrix, costing T·D·Cout per record, or the
-   *ghost norm* Σ_{s,t} (a_s·a_t)(g_s·g_t) from two T × T Gram matrices, costing T²·(D + Cout). Each layer
-   takes the cheaper route counting step 2 as well (mixed ghost clipping, :func:`use_ghost`): ghost for the
-   time/label embeddings and the Linear layers fed one row per draw, instantiation for the convolutions of a
-   UNet (T = output positions is far too large for T × T Grams); a conv's per-record gradients come from
-   :func:`~.layers.conv_route`'s route.
-   The squares of all layers add up to ‖∇ℓᵢ‖² (flat clipping over all parameters).
-2. **the clipped sum (book-keeping).** A layer whose per-record gradients were instantiated contracts
-   them with c (kept while they fit in ``keep_bytes``, default 1 GiB per pass); every other layer forms
-   Σᵢ cᵢ ∇ℓᵢ directly as ONE batched weight gradient of the layer with the output gradients of record i
-   scaled by cᵢ (Linear: (c∘g)ᵀa; Conv: the library's conv weight-gradient kernel; Embedding: index_add) —
-   the cost of the weight-gradient half of an ordinary backward, and no second backward pass.
-
-Both steps are exact (the same sums in another order): tests/models/test_per_sample.py checks the norms
-and the clipped sum against one autograd backward per record. A layer called more than once per forward
-(shared weights) is always instantiated, since the norm of a sum is not the sum of norms. GroupNorm and
-LayerNorm per-record gradients are (n, C): always instantiated and kept.
-
-Under bf16/fp16 autocast the forward and the backward to the layer outputs run in low precision; a and g
-are then cast to fp32 and the norm that clips a record and the sum it enters are both formed from those
-same values in fp32, so the clipped contribution of a record has norm ≤ C up to fp32 rounding.
+Exact (tests/models/test_per_sample.py). A layer called more than once per forward (shared weights) is always
+instantiated, since the norm of a sum is not the sum of norms. Under bf16/fp16 autocast a and g are cast to fp32,
+and the clipping norm and the sum read the same values, so a clipped contribution has norm ≤ C up to fp32 rounding.
 """
 from __future__ import annotations
 
@@ -62,12 +41,10 @@ def _shape(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int) -> tuple[in
 def use_ghost(mod: nn.Module, x: torch.Tensor, g: torch.Tensor, n: int, keep: bool = True) -> bool:
     """Whether the ghost route costs fewer multiply-adds per record than instantiation.
 
-    Ghost: T²·(D+Cout) for the norm, then T·D·Cout for the layer's share of the weighted batched gradient.
-    Instantiation: T·D·Cout, then D·Cout to contract the kept per-record gradients with c — or, when they
-    cannot be kept (memory), T·D·Cout again for the weighted gradient. So with ``keep`` the ghost norm pays
-    only where T²·(D+Cout) < D·Cout (the embeddings and the Linear layers fed one row per draw), without it
-    where T·(D+Cout) < D·Cout.
-    """
+    Ghost: T²·(D+Cout) for the norm, then T·D·Cout for the weighted batched gradient. Instantiation: T·D·Cout,
+    then D·Cout to contract with c if kept (``keep``), else T·D·Cout again. So ghost pays where T²·(D+Cout) < D·Cout
+    with ``keep`` (embeddings, Linear layers fed one row per draw; not a UNet's convolutions), else where
+    T·(D+Cout) < D·Cout."""
     s = _shape(mod, x, g, n)
     if s is None:
         return False

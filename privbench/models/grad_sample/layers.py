@@ -55,8 +55,8 @@ def full_precision(device) -> contextlib.AbstractContextManager:
 
 
 def as_fp32(t: torch.Tensor) -> torch.Tensor:
-    """Layer inputs/output gradients captured under bf16/fp16 autocast, in fp32 (the norm that clips a record
-    and the sum it enters are then computed from the same values in the same precision)."""
+    """Layer inputs/output gradients captured under bf16/fp16 autocast, in fp32 (the clipping norm and the sum
+    then read the same values)."""
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
@@ -64,10 +64,9 @@ def conv_route(mod: nn.Conv2d, x: torch.Tensor) -> str:
     """How per-record conv weight gradients are formed: ``grouped`` (the convolution trick) or ``patches``
     (unfolded input patches × output gradients, one batched matmul per draw).
 
-    A fixed rule (never timing-based, so the same config gives the same numbers), from per-layer timings on
-    CPU with one thread (docs/benchmarks.md, "Measurements behind the code"): the grouped kernel is the faster
-    for narrow convs (Cin ≤ 64: the tiny UNet), patches for wide ones (Cin ≥ 128: the paper UNet) and for 1×1
-    convs. Off CPU: patches."""
+    A fixed rule (never timing-based, so the same config gives the same numbers) from CPU timings
+    (docs/benchmarks.md, "Measurements behind the code"): grouped for narrow convs (Cin ≤ 64), patches for wide
+    and 1×1 convs and off CPU."""
     if x.device.type != "cpu" or mod.kernel_size == (1, 1):
         return "patches"
     return "grouped" if x.shape[1] <= 64 else "patches"

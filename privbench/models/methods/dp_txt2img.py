@@ -2,13 +2,9 @@
 the members with DP-SGD — on LoRA adapters (``t2i.trainable=lora``: DP-LoRA), the attention layers, or every UNet
 parameter (docs/methods.md §7).
 
-The DP-SGD step is DPDM's (privbench.models.dp_sgd; docs/methods.md §5): Poisson sampling at rate q, K noise draws
-per record averaged before the gradient, per-record gradients of the trainable parameters (privbench's own, exact
-for LoRA layers), clipping to C, Gaussian noise N(0, σ²C²I), Adam, EMA. Each record's caption is replaced by the
-empty one with probability ``t2i.caption_dropout`` (drawn from the step's generator); a record and its caption are
-one unit of privacy. σ is calibrated to ``dp.epsilon`` by the DP-SGD accountant (``dp.accountant``). The VAE, the
-frozen text encoder and the UNet's starting point come from public records only, so the ε is end to end for the
-members.
+DPDM's DP-SGD step (docs/methods.md §5) on the trainable parameters; a record and its caption are one unit of
+privacy, the caption dropout drawn from the step's generator. ε is end to end (everything before the fine-tuning is
+public).
 """
 from __future__ import annotations
 

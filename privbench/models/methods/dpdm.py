@@ -1,19 +1,8 @@
 """``dpdm``: DP-SGD on a class-conditional DDPM with noise multiplicity (docs/methods.md §5).
 
-Per step (§3.1), with the model's ε-prediction loss and the T-step schedule of the rest of privbench:
-
-1. Poisson sample: each of the N members joins the step independently with probability q
-   (``dp.sample_rate``, or ``train.batch_size / N`` when it is 0), so the batch size varies;
-2. per record i, K = ``dp.noise_multiplicity`` draws (t_ik, ε_ik): the record's loss is the mean over the K
-   draws of ‖ε_ik − ε_θ(x_t, t_ik, y_i)‖² (mean over pixels) — averaged **before** the gradient, so there is
-   one gradient per record and K costs no privacy (DPDM Thm 1);
-3. per-record gradients of all parameters (privbench.models.grad_sample), flat clipping to
-   C = ``dp.max_grad_norm``, sum, Gaussian noise N(0, σ²C² I), divided by the expected batch size q·N;
-4. Adam (``train.lr``, linear warm-up), EMA (``train.ema_decay``) of the weights: the EMA is the target.
-
-σ is calibrated with privbench's accountant to ``dp.epsilon`` at δ = min(``dp.delta``, 1/N) for q and
-``train.steps`` steps, unless ``dp.noise_multiplier`` > 0 is given. The DP-SGD plan and step, and the step's
-randomness (``dp.noise_source``), are :mod:`privbench.models.dp_sgd`'s, shared with the other DP methods.
+The K draws of a record are averaged before the gradient, so there is one gradient per record and K costs no
+privacy (DPDM Thm 1). The DP-SGD plan, step and randomness are :mod:`privbench.models.dp_sgd`'s, shared with the
+other DP methods.
 """
 from __future__ import annotations
 

@@ -1,40 +1,11 @@
 """``dpsad``: DP-SAD, stochastic adversarial distillation of a private diffusion student (docs/methods.md §6).
 
-1. **Teacher** ε_ψ: an ordinary (non-private) class-conditional DDPM (``train_denoiser``, ``dpsad.teacher_steps``
-   steps) on the records ``dpsad.teacher_data`` names: ``members`` (the paper's setting) or ``public`` (records of
-   the run partition's public split, disjoint from every other split: docs/methods.md §0 — then the teacher is the
-   partition's cached public pre-training at ``teacher_steps``, ``public_init``). Never released.
-2. **Student** ε_θ (same architecture and initialization), ``train.steps`` steps on Poisson samples of the
-   members (rate q as in dpdm). Per record one random timestep r ~ U{0..T−1} and x_r = √ᾱ_r·x₀ + √(1−ᾱ_r)·ε
-   (forward process, no reverse rollout). The "outputs" are the denoised estimates
-   x̂₀ = (x_r − √(1−ᾱ_r)·ε(x_r, r, y)) / √ᾱ_r of teacher (x̂_ψ) and student (x̂_θ). Per-record loss
-
-       ℓ = MSE(x̂_ψ, x̂_θ) + MSE(x₀, x̂_θ) + λ·softplus(−D(clamp(x̂_θ), y))      (λ = ``dpsad.adv_weight``)
-
-   where D is a small class-conditional discriminator (logit of "teacher output"). The adversarial term is
-   the non-saturating form −log D of the paper's log(1 − D) (same fixed point, usable gradients early on);
-   D sees x̂₀ clamped to [−1, 1], which is what the DDPM sampler uses (clip_sample). The student's update
-   is privatized according to ``dpsad.mode``:
-
-   - ``sound`` (default): DP-SGD on the student's full parameter gradient — per-record gradients of ℓ
-     (per_sample), flat clipping to C, N(0, σ²C²) on the sum, / q·N, Adam; σ calibrated with
-     ``dp.accountant``. With ``teacher_data=members`` the teacher and the discriminator are trained without DP on
-     the members and enter every record's loss, so the DP-SGD number is only ``conditional_epsilon``
-     (``epsilon: null``); with ``teacher_data=public`` they are functions of public data and earlier DP-SGD
-     iterates, so it is an end-to-end ε for the members (the argument: docs/methods.md §6).
-   - ``paper``: the paper's sanitization: the gradient of each record's loss with respect to the student's
-     **output** x̂_θ is clipped to C and gets its own N(0, σ²C² I); the noisy output gradients (/ q·N) are
-     back-propagated through the student. ε is the paper's claim (RDP accountant of the Poisson-subsampled
-     Gaussian), not a DP guarantee: the Jacobian ∂x̂_θ/∂θ is evaluated at the private x_r.
-3. **Discriminator** step after each student step: cross-entropy of D on teacher (label 1) vs student
-   (label 0) outputs; Adam ``dpsad.disc_lr``; not noised, not released. ``members``: the outputs on the
-   student's member batch (as the paper). ``public``: the outputs on a public batch of ``train.batch_size``
-   records drawn by a generator of its own (seeded by (seed, step)), taken every step whatever the member
-   batch was (its size is private).
-
-One timestep per record (K = 1) as in the paper: ``dp.noise_multiplicity`` applies to dpdm only.
-Targets: ``student`` (default; EMA weights) and ``teacher`` (never released; attacking it shows what the
-student protects).
+A non-private teacher (on the members, or under ``dpsad.teacher_data=public`` the partition's cached public
+pre-training), a student distilled on Poisson samples of the members with the per-record loss
+MSE(x̂_ψ, x̂_θ) + MSE(x₀, x̂_θ) + λ·softplus(−D(clamp(x̂_θ), y)) on denoised estimates x̂₀, privatized by
+``dpsad.mode`` (``sound``: DP-SGD; ``paper``: output-gradient sanitization), and a discriminator step after each
+student step. The adversarial term is the non-saturating form of the paper's log(1 − D) (usable gradients early
+on); D sees x̂₀ clamped to [−1, 1], as the DDPM sampler's clip_sample does. Which ε each choice gives: §6.
 """
 from __future__ import annotations
 
@@ -117,8 +88,7 @@ _TAG_PUBLIC = 0x9B11C  # the public split and the discriminator's public batches
 class Discriminator(nn.Module):
     """Small class-conditional conv discriminator: logit that an x̂₀ came from the teacher.
 
-    No normalization across records (each record's logit depends on that record only), so it can sit
-    inside per-record losses."""
+    No normalization across records, so it can sit inside per-record losses."""
 
     def __init__(self, channels: int, num_classes: int | None, width: int = 32):
         super().__init__()
@@ -223,9 +193,7 @@ class DPSAD(Method):
             raise BadInput("dpsad.teacher_data=public: the run's public split is empty (data.n_public)")
 
     def public_indices(self) -> list[int]:
-        """The public split of ``teacher_data=public``: the run partition's public records (disjoint from the
-        members, the non-members, the reference pool and RMIA's population, so no member or evaluation record
-        reaches the teacher). A reference model uses its target's public split."""
+        """The run partition's public split (docs/methods.md §0); a reference model uses its target's."""
         return list(self.ctx.split.public)
 
     def teacher_records(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -256,16 +224,13 @@ class DPSAD(Method):
         cond = ctx.num_classes is not None
         xp = yp = None
         if self.teacher_data == "public":
-            # the teacher and the discriminator never see a member: the partition's public split
             xp, yp, pidx = self.teacher_records()
             atomic_write_json(ctx.run_dir / "public.json",
                               {"indices": pidx, "seed": cfg.seed,
                                "note": "the run partition's public split (split.json): disjoint from the members, the "
                                        "non-members, the reference pool and RMIA's population; the DP-SAD teacher "
                                        "and discriminator are trained on these only (dpsad.teacher_data=public)"})
-            # a function of the public split only: the partition's cached public pre-training at teacher_steps,
-            # shared by every ε and seed with this public split (train.public_steps = teacher_steps: the very
-            # network train.init=public starts from)
+            # no member: the partition's cached public pre-training at teacher_steps (docs/methods.md §6)
             ctx.log(f"[teacher] the public pre-training: {cfg.dpsad.teacher_steps} non-private steps on {len(xp)} "
                     f"public records (no member), {public_init.pretrain_dir(ctx, cfg.dpsad.teacher_steps).name}")
             teacher = public_init.pretrained_denoiser(ctx, cfg.dpsad.teacher_steps)
@@ -372,10 +337,8 @@ class DPSAD(Method):
 
 class DistillStep(DPSGDStep):
     """DP-SAD's student step (module docstring, 2–3), a DP-SGD step of the one training loop: per record one
-    timestep and the forward process, the teacher's and the student's denoised estimates, the student's privatized
-    gradient (``sound``: DP-SGD on the parameter gradient; ``paper``: the output-gradient sanitization), then the
-    discriminator's step (on the member batch, or under ``teacher_data=public`` on a public batch of fixed size).
-    The discriminator and its optimizer are checkpointed and resumed with the student."""
+    timestep, the privatized student gradient, then the discriminator's step (docs/methods.md §6 steps 2–3). The
+    discriminator and its optimizer are checkpointed and resumed with the student."""
 
     def __init__(self, method: DPSAD, student: nn.Module, teacher: nn.Module, x: torch.Tensor,
                  y: torch.Tensor | None, xp: torch.Tensor | None, yp: torch.Tensor | None):
@@ -384,8 +347,7 @@ class DistillStep(DPSGDStep):
         self.student, self.teacher, self.x, self.y, self.xp, self.yp = student, teacher, x, y, xp, yp
         self.ac = ctx.schedule.alphas_cumprod(self.dev)
         self.mode, self.lam, self.public = method.mode, cfg.dpsad.adv_weight, xp is not None
-        # built in this order (the discriminator's seeded init, then the per-record gradient hooks): the run's
-        # numbers depend on it
+        # this order (the discriminator's seeded init, then the gradient hooks) decides the run's numbers
         self.disc = method._discriminator().to(self.dev)
         self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=cfg.dpsad.disc_lr, betas=(0.5, 0.999))
         self.ps = PerSampleGrads(student, cfg.dp.grad_sample) if self.mode == "sound" else None
@@ -411,8 +373,7 @@ class DistillStep(DPSGDStep):
     def distill(self, step, idx, g):
         grads, stats = self.student_step(idx, g)
         if self.public and self.lam > 0:
-            # every step, whatever the member batch was (its size is private): a public batch of fixed size
-            # from a generator of its own, the teacher's and the current student's outputs on it
+            # every step, whatever the member batch was (its size is private)
             stats["d_loss"] = self.public_disc_step(step)
         return grads, stats
 
@@ -449,9 +410,8 @@ class DistillStep(DPSGDStep):
         return grads, stats
 
     def public_disc_step(self, step: int) -> torch.Tensor:
-        """The discriminator step of ``teacher_data=public``: ``train.batch_size`` public records (with
-        replacement), their timesteps and noise from a generator seeded by (seed, step) alone — nothing here
-        depends on the members except through the student's parameters, which are DP-SGD iterates."""
+        """The discriminator step of ``teacher_data=public``, from a generator seeded by (seed, step) alone: only
+        the student's parameters (DP-SGD iterates) depend on the members."""
         dev, ac = self.dev, self.ac
         gp = torch.Generator().manual_seed(sub_seed(self.cfg.seed, _TAG_PUBLIC, step))
         b = self.cfg.train.batch_size

@@ -1,15 +1,8 @@
 """``feddm``: FedAvg of a class-conditional DDPM over the clients (FedDM-vanilla, docs/methods.md §3), non-private.
 
-Each of ``fed.rounds`` rounds: every client starts from the global weights, trains ``fed.local_steps`` steps on
-its own records (fresh AdamW state; the LR warm-up only in round 0), and the server replaces the global
-weights by the average of the clients' weights, weighted by client size n_m / Σ n. With ``fed.prox_mu`` > 0 the
-local loss gets the FedProx term μ/2·‖w − w_global‖².
-
-The target ``global`` uses a server-side EMA of the averaged weights, updated once per round with decay
-``d ** fed.local_steps`` with d = ``train.ema_decay`` capped by :func:`privbench.models.loop.ema_capped` over the rounds × local_steps.
-The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``); the per-client
-checkpoints of a round are removed once its average is saved, so an interrupted run resumes at the last
-finished round (or inside the interrupted round, client by client).
+The global weights (raw + EMA) are checkpointed after every round (``global.safetensors``) and a round's per-client
+checkpoints removed once its average is saved, so an interrupted run resumes at the last finished round (or inside
+it, client by client).
 """
 from __future__ import annotations
 

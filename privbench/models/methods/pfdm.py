@@ -1,31 +1,9 @@
 """``pfdm``: Personalized Federated Diffusion Models with LDP uploads (docs/methods.md §4; one communication round).
 
-Algorithm 1 (training), every client m in parallel:
-
-1. trains its own class-conditional denoiser z_θm on its raw records, **only on model timesteps
-   0 … t0−1** (the paper's t ≤ t0, 1-indexed), on a mix of clipped and unclipped copies with a learned
-   clip flag (extra condition: 0 = unclipped, 1 = clipped; share of clipped copies ``pfdm.clip_mix``).
-   This model never leaves the client and is trained **without DP**;
-2. clips every record, CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image, and forward-noises it **once** to
-   the upload level t0: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = ``alphas_cumprod[t0 − 1]``
-   (schedule.t0_to_model_t); z comes from ``dp.noise_source``: ``seeded`` (per client from the run's seed:
-   reproducible benchmark noise, not a deployable release — the seed regenerates z and CLIP(x, C) with it) or
-   ``secure`` (OS entropy, never stored). How many records were clipped is data-dependent and outside the
-   guarantee: it goes to ``debug/pfdm-uploads.log`` only, never to the uploads or their summary;
-3. uploads (x̃, label) — the only thing that leaves the client.
-
-The server (:func:`train_server`, which receives the uploads and nothing else) trains the shared denoiser z_w as
-an ordinary T-step DDPM whose "clean" data are the uploads.
-
-Algorithm 2 (sampling for client m, :func:`two_stage_sample`): z_w runs the full reverse chain from pure noise
-(no x0 clipping: its data exceed [−1, 1]) to an image at the upload level, which z_θm refines from model
-timestep t0−1 down to 0 with the flag "unclipped": T + t0 network calls with DDPM (``pfdm.stage1_sampler`` /
-``pfdm.stage2_sampler`` = ddim use ``sample.ddim_steps`` calls per stage instead).
-
-Targets: ``shared`` (default; z_w, with the real uploads attached for the reconstruction attack),
-``client:K`` (z_θK) and ``pipeline:K`` (client K's composed sampler). Only ``shared`` carries a formal
-guarantee (the analytic-Gaussian LDP ε of one upload); client and pipeline targets expose client K's
-non-private local model, so their ``privacy`` is None (docs/cli.md §5: null for non-private targets).
+Algorithm 1: every client trains a non-private t ≤ t0 denoiser with a clip flag on its raw records and uploads
+each record once, clipped and noised to the upload level; the server (:func:`train_server`) trains the shared
+model on the uploads alone. Algorithm 2: :func:`two_stage_sample`. Only ``shared`` carries a formal guarantee;
+``client:K`` and ``pipeline:K`` expose a non-private local model (``privacy`` None).
 """
 from __future__ import annotations
 
@@ -92,10 +70,8 @@ _TAG_LOCAL, _TAG_UPLOAD, _TAG_SERVER = 0x10CA1, 0x0B10AD, 0x5E17E
 
 def make_uploads(x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, client: torch.Tensor, *, clip: float,
                  t0: int, alphas_cumprod: torch.Tensor, generator: Source) -> tuple[Uploads, int]:
-    """One noised copy per record: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, ᾱ_{t0} = alphas_cumprod[t0−1], z from
-    ``generator`` (seeded) or from OS entropy (``core.mechanisms.SECURE``).
-
-    Returns (uploads, number of records that were actually clipped — data-dependent: debug output only)."""
+    """One noised copy per record, x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z (docs/methods.md §4), z from
+    ``generator`` (seeded or ``core.mechanisms.SECURE``). Returns (uploads, number of records clipped: debug only)."""
     T = alphas_cumprod.shape[0]
     a = float(alphas_cumprod[t0_to_model_t(t0, T)])
     z = gaussian(x.shape, generator, dtype=torch.float64)
@@ -123,10 +99,8 @@ def train_server(uploads: Uploads, *, model: nn.Module, alphas_cumprod: torch.Te
                  seed: int, device, steps: int, name: str = "shared") -> nn.Module:
     """Train the shared denoiser z_w as an ordinary T-step DDPM whose clean data are the uploads.
 
-    The server's whole input is ``uploads``; it reads only the noised images ``uploads.x`` and the public
-    labels ``uploads.y`` (``index``/``client`` are ground truth kept for evaluation, never used here). No
-    dataset, run context or client model is reachable from this function.
-    """
+    Reads only ``uploads.x`` and ``uploads.y`` (``index``/``client`` are ground truth for evaluation); no dataset,
+    run context or client model is reachable from here."""
     device = torch.device(device)
     x = uploads.x.to(device)
     y = uploads.y.to(device) if getattr(model, "num_classes", None) else None
@@ -139,9 +113,8 @@ def train_server(uploads: Uploads, *, model: nn.Module, alphas_cumprod: torch.Te
 @torch.no_grad()
 def two_stage_sample(shared: Target, client: Target, t0: int, n: int, y, *, seed: int, stage1: str, stage2: str,
                      ddim_steps: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Coarse-to-fine sampling of Algorithm 2: the shared model's full chain T−1 … 0 from N(0, I) (no x0
-    clipping) gives an image at the upload level ᾱ_{t0} = alphas_cumprod[t0−1]; the client model (flag
-    unclipped, fixed on ``client``) then runs model timesteps t0−1 … 0. DDPM: T + t0 network calls."""
+    """Coarse-to-fine sampling of Algorithm 2 (docs/methods.md §4): the shared model's full chain to the upload
+    level, then the client model (flag unclipped, fixed on ``client``) over model timesteps t0−1 … 0."""
     T = shared.num_timesteps
     x_mid, _ = shared.sample_chain(n, y, seed=seed, sampler=stage1, ddim_steps=ddim_steps, batch_size=batch_size,
                                    desc="pfdm stage 1 (shared)")
@@ -239,8 +212,7 @@ class PFDM(FederatedMethod):
             self._train_client(int(unit.name.removeprefix("client")))
 
     def _ensure_uploads(self) -> None:
-        # under torchrun the uploads are made once, by rank 0, on rank 0's decision; the other ranks wait for the
-        # file (the server phase reads the uploads from it on every rank)
+        # under torchrun rank 0 makes the uploads once; the other ranks wait for the file
         if not distributed.agree(self.uploads_path.exists()):
             if distributed.is_main():
                 self._make_all_uploads()
@@ -333,8 +305,8 @@ class PFDM(FederatedMethod):
         return load_uploads(self.uploads_path)
 
     def n_clipped(self) -> int:
-        """How many members exceed L2 norm C (clipped before upload): recomputed from the records, for debugging
-        and tests only — data-dependent and outside the guarantee, so it is stored nowhere but debug/."""
+        """How many members exceed L2 norm C, recomputed from the records: for debugging and tests only (outside
+        the guarantee)."""
         x, _ = self.training_data()
         return int(clip_l2(x, self.cfg.pfdm.clip)[1].sum())
 
@@ -353,8 +325,7 @@ class PFDM(FederatedMethod):
         tgt: Target | None = None
 
         def sampler(n, y, *, seed, sampler, ddim_steps, batch_size):
-            # The local model alone knows only t <= t0: start from N(0, I) at the upload level (ᾱ_{t0} ≈ 0.008
-            # at the default t0, so the upload distribution is close to pure noise) and refine t0−1 … 0.
+            # the local model knows only t <= t0: start from N(0, I) at the upload level (close to pure noise)
             g = torch.Generator().manual_seed(sub_seed(seed, 1))
             x = torch.randn((n, *tgt.meta["shape"]), generator=g)
             return tgt.sample_chain(n, y, seed=seed, sampler=sampler, ddim_steps=ddim_steps, batch_size=batch_size,
@@ -375,9 +346,8 @@ class PFDM(FederatedMethod):
         t0 = self.t0
 
         def eps_fn(x_t, t, y):
-            # composite ε: client model (flag unclipped) for t <= t0−1, shared model above. The shared model's
-            # own data are the uploads, so above t0 this is its noise prediction for that (upload-space) chain:
-            # a heuristic for attacks that query one network; sample() is the faithful Algorithm 2.
+            # client model for t <= t0−1, shared model (whose data are the uploads) above: a heuristic for attacks
+            # that query one network; sample() is the faithful Algorithm 2
             out = torch.empty_like(x_t)
             low = t <= t_model
             if low.any():

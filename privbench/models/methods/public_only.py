@@ -1,14 +1,8 @@
 """``public-only``: the public pre-training released as the target — a network that never read a member.
 
-It is the reference a private fine-tune must beat to have learnt anything from the private records: with
-``train.init=public`` a DP-SGD row's utility is the pre-training's plus whatever the members added under the noise,
-and only this row separates the two. The network is the cached public pre-training of
-:mod:`privbench.models.public_init` (the one every ``train.init=public`` run of the same public split starts from),
-so the row costs no training of its own beyond that cache.
-
-Its guarantee with respect to the members is ε = 0, δ = 0 by construction (the released model is a function of the
-public records and ``train.public_seed`` only; a test changes the members and checks the weights are bit-identical).
-The public records themselves are not protected.
+The cached pre-training of :mod:`privbench.models.public_init`, so the row costs no training of its own; ε = 0,
+δ = 0 with respect to the members by construction (docs/methods.md §8; a test changes the members and checks the
+weights are bit-identical).
 """
 from __future__ import annotations
 
