@@ -15,9 +15,7 @@ LOG = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def cell_log(log_path: Path) -> Iterator[None]:
-    """While a cell runs, what the library logs on ``privbench.*`` (cache hits, reference trainings, training
-    notes) goes to ``bench.log`` only: the logger's other handlers (the CLI's stderr) are set aside, so the
-    terminal shows the grid's progress bar and failures."""
+    """While a cell runs, the ``privbench`` logger writes to ``bench.log`` only (its stderr handlers set aside)."""
     own = logging.getLogger("privbench")
     handler = logging.FileHandler(log_path, encoding="utf-8")
     handler.setLevel(logging.INFO)
@@ -39,9 +37,7 @@ def cell_log(log_path: Path) -> Iterator[None]:
 
 
 def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path) -> None:
-    """Run one cell in this process (either executor): its messages (cache hits, training logs) go to
-    ``bench.log``; an exception (bad input, failed work or a bug) marks the cell failed and is not raised (Ctrl-C
-    is)."""
+    """Run one cell in this process; an exception marks the cell failed instead of being raised (Ctrl-C is)."""
     try:
         with cell_log(log_path):
             LOG.info(f"--- {_dt.datetime.now().isoformat(timespec='seconds')} {c.label()}"
@@ -54,5 +50,5 @@ def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path)
                 run_utility_cell(c, runs, device)
             else:
                 run_fid_cell(c, runs, device, fcfg)
-    except Exception as e:  # noqa: BLE001 - one broken cell (bad input, failed work or a bug) keeps the others
+    except Exception as e:  # noqa: BLE001 - one broken cell keeps the others
         c.status, c.reason = "failed", f"{type(e).__name__}: {e}"

@@ -1,12 +1,5 @@
-"""Typed schema of ``bench.json``'s cells (docs/cli.md §8): what crosses from the bench (the writer:
-:func:`privbench.bench.runner.run_suite`, whose planned :class:`~privbench.bench.plan.Cell` is a :class:`BenchCell`)
-to the reports (the readers: :mod:`privbench.reports.collect`, :mod:`privbench.reports.text`,
-:mod:`privbench.reports.privacy_utility`) and to a resumed bench through a file.
-
-``bench.json``'s cells carry no schema version: a key a cell leaves out reads as its default, and a key the schema
-does not declare (another privbench version's) is refused in one line rather than misread.
-
-This module lives in ``bench`` (the writer's package); reports sit above bench, so they may import it.
+"""Typed schema of ``bench.json``'s cells (docs/cli.md §8), written by the bench and read by the reports and a
+resumed bench. It lives in ``bench``, the writer's package; reports sit above bench, so they may import it.
 """
 from __future__ import annotations
 
@@ -19,8 +12,7 @@ from ..core.schema import Schema, json_keys
 @dataclass
 class BenchCell(Schema):
     """One cell of ``bench.json``: the JSON keys are the field names in their order, their types the type hints
-    (core/schema.py); ``overrides`` is written as [key, value] pairs. Only ``kind``, ``method``, ``dataset``,
-    ``seed`` and ``target`` are required: a key a cell leaves out reads as its default."""
+    (core/schema.py); ``overrides`` is written as [key, value] pairs."""
     absent_reads_default = True
     doc = "written by a newer privbench? docs/cli.md §8"
 
@@ -37,16 +29,16 @@ class BenchCell(Schema):
     run_dir: str | None = None
     config_hash: str | None = None
     attack_hash: str | None = None
-    settings_hash: str | None = None  # samples/fid cells: what they draw (sampler, n, ...), so a change re-runs them
-    external: dict | None = None   # attack cells of an external target: privbench attack --model's options
+    settings_hash: str | None = None  # samples/fid cells: a change of what they draw re-runs them
+    external: dict | None = None
     result_path: str | None = None
     summary: dict | None = None
     seconds: float | None = None
-    attempts: int | None = None    # how many times it ran in this bench run (retries: --retries)
-    variant: str | None = None     # the suite's name of a method entry that is not the method's own name
-    epsilon: float | None = None   # the cell's ε on the suite's epsilons axis (None: no axis, or ε = ∞)
-    utility: dict | None = None    # utility cells: {n_per_class, epochs} (runs/utility.py)
-    overrides: list = field(default_factory=list)  # (key, value) pairs of the cell's --set overrides
+    attempts: int | None = None
+    variant: str | None = None
+    epsilon: float | None = None
+    utility: dict | None = None
+    overrides: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         d = super().to_json()

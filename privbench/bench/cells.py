@@ -36,7 +36,7 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
         c.summary = summary(res.to_json())
         c.status, c.reason = "done", "cached"
         return
-    if c.external is not None:  # a model privbench did not train: privbench attack --model's run
+    if c.external is not None:
         spec = OutsideSpec(**{**c.external, "sets": tuple(c.external["sets"]), "device": device})
         res = attack_external(spec, c.attack, seed=c.seed, runs_dir=runs_dir, strict=False).to_json()
     else:
@@ -48,8 +48,7 @@ def run_attack_cell(c: Cell, runs_dir, device) -> None:
 
 
 def run_samples_cell(c: Cell, runs_dir, device, n: int) -> None:
-    """The grid keeps its plain name (the report finds samples-<target>.png); a sidecar JSON records what drew it,
-    so a grid drawn with other settings is redrawn rather than reused."""
+    """samples-<target>.png (the name the report finds), reused while its sidecar JSON's settings_hash holds."""
     path = Path(c.run_dir) / f"samples-{safe_name(c.target)}.png"
     side = path.with_suffix(".json")
     try:
@@ -133,14 +132,9 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
                ddim_steps: int | None = None, batch_size: int | None = None, heldout: bool = False) -> dict:
     """Per-client FID on the client's majority and minority classes (+ their average), the paper's Table 1.
 
-    ``method``: a trained Method (``api.train(cfg)``). Returns {"majority", "minority", "average", "extractor",
-    "target", "client", "n_generated", "n_real", "majority_classes", "minority_classes", "sampler"}.
-
-    The reference is the client's own (training) records, as specified: a model that memorises them scores well.
-    ``heldout=True`` also compares the same samples with the held-out non-member records of those classes
-    (``out["heldout"]`` = {"majority", "minority", "average", "n_real"}), which rewards generalisation instead.
-    ``kid=True`` adds each group's KID (``"majority_kid"``, ``"minority_kid"``, ``"average_kid"``; also under
-    ``"heldout"``): unbiased at the small sample counts where FID's bias dominates.
+    ``method``: a trained Method. The reference is the client's own training records, as the paper specifies;
+    ``heldout`` adds the held-out non-members of those classes (``out["heldout"]``), ``kid`` each group's KID
+    (docs/benchmarks.md, "Suites").
     """
     ctx = method.ctx
     cfg = method.cfg
@@ -176,8 +170,7 @@ def client_fid(method, client: int = 0, n_per_class: int = 50, *, target: str | 
 
 
 def _group_labels(groups: dict, yr: torch.Tensor, n_per_class: int) -> tuple[torch.Tensor, dict]:
-    """The labels to sample, ``n_per_class`` per class present, in each group's class proportions among ``yr``, all
-    groups in one tensor; and each group's (start, length) in it (None: fewer than 2 real records)."""
+    """All groups' labels to sample in one tensor, and each group's (start, length) in it (None: < 2 records)."""
     labels, spans = [], {}
     for gname, classes in groups.items():
         ref_y = yr[torch.isin(yr, torch.as_tensor(classes))]

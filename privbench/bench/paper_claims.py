@@ -1,12 +1,6 @@
 """The suite's ``claims:`` — what a paper says, as a comparison of two selections of a bench's cells (docs/cli.md
-§9): parsed and checked against the planned grid before anything trains, and recorded in ``bench.json``
-(``paper_claims``, versioned; docs/cli.md §8) so that ``privbench report`` reads them without the suite file.
-
-A claim names a metric the bench's cells produce, the direction that is better, and two selectors (the subject the
-paper says wins, the baseline it says it beats). Each selector must pick the cells of one row of the bench — one
-method entry, dataset, target, ε and attack — whose seeds are the claim's samples; the verdict rule is
-:mod:`privbench.reports.claim_rule`. These are claims about results; the ε claims of a privacy guarantee are
-:mod:`privbench.privacy.claims`, another thing.
+§9): parsed, checked against the planned grid before anything trains, and recorded in ``bench.json`` (§8). The
+verdict rule is :mod:`privbench.reports.claim_rule`; ε claims of a privacy guarantee are :mod:`privbench.privacy.claims`.
 """
 from __future__ import annotations
 
@@ -19,8 +13,7 @@ from ..core.errors import BadInput
 from ..core.version import STORE_VERSION, upgraded
 from .cell_schema import BenchCell
 
-#: metric → the kind of cell that produces it (bench/cells.py: an attack's result.json, the FID record, the
-#: utility record)
+#: metric → the kind of cell that produces it
 METRICS = {"auc": "attack", "asr": "attack", "tpr_at_1pct_fpr": "attack", "tpr_at_0_1pct_fpr": "attack",
            "fid": "fid", "kid": "fid", "fid_heldout": "fid", "kid_heldout": "fid", "downstream_accuracy": "utility", "class_fidelity": "utility", "precision": "utility",
            "recall": "utility"}
@@ -28,10 +21,7 @@ BETTER = ("lower", "higher")
 CLAIM_KEYS = ("id", "source", "text", "metric", "better", "subject", "baseline", "paper", "scale")
 SELECTOR_KEYS = ("method", "target", "attack", "epsilon", "dataset", "classes")
 PAPER_KEYS = ("subject", "baseline")
-#: the FID a ``fid`` claim reads (the FID record: overall = all members; majority / minority = client K's classes
-#: vs its own records; average = their mean); ``overall`` when a selector names none. ``kid`` reads the KID of
-#: the same comparison, ``fid_heldout`` / ``kid_heldout`` the same samples against held-out non-member records
-#: (the suite's ``fid: {kid: true, heldout: true}``); these have no ``overall``
+#: a selector's ``classes``: which FID of the record (default ``overall``; kid and the held-out ones have none)
 FID_CLASSES = ("overall", "majority", "minority", "average")
 SIDES = ("subject", "baseline")
 #: a claim's id names its row in every table (and a LaTeX cell): a short word, no spaces
@@ -60,8 +50,7 @@ class Selector:
         return {k: getattr(self, k) for k in SELECTOR_KEYS if getattr(self, k) is not None}
 
     def text(self) -> str:
-        """``pfdm-lora/shared loss (ε 10, digits, minority classes)``: the selector as tables name it (the metric,
-        FID or KID, is the claim's own column)."""
+        """``pfdm-lora/shared loss (ε 10, digits, minority classes)``: the selector as tables name it."""
         head = self.method + (f"/{self.target}" if self.target else "") + (f" {self.attack}" if self.attack else "")
         extra = [f"ε {self.epsilon:g}" if self.epsilon is not None else None, self.dataset,
                  f"{self.classes} classes" if self.classes else None]
@@ -221,8 +210,7 @@ _ROW = (("method", lambda c: c.variant or c.method), ("dataset", lambda c: c.dat
 
 
 def check_claims(claims: list[PaperClaim], cells: list[BenchCell]) -> None:
-    """Each side of each claim selects the cells of one row of the planned grid (its seeds are the claim's samples)
-    and the two sides differ; BadInput (one line) otherwise, before anything trains."""
+    """BadInput unless each side of each claim selects one row of the planned grid and the two sides differ."""
     for claim in claims:
         rows = {}
         for side in SIDES:
@@ -252,8 +240,7 @@ def claims_record(claims: list[PaperClaim]) -> dict:
 
 
 def claims_of_bench(bench: dict | None) -> list[PaperClaim]:
-    """The claims a bench recorded (``[]`` for a bench whose suite had none); BadInput (one line) on a malformed
-    object or another schema version (:func:`privbench.core.version.upgraded`)."""
+    """The claims a bench recorded (``[]``: none); BadInput on a malformed object or another schema version."""
     rec = (bench or {}).get("paper_claims")
     if rec is None:
         return []

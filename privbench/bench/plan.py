@@ -38,8 +38,7 @@ class Cell(BenchCell):
 
 
 def _datasets(spec_ds, default) -> list[tuple[str, list]]:
-    """(dataset name, its --set overrides) per entry; a path (the user's records, resolved by load_suite) is
-    registered as ``--dataset PATH`` registers it."""
+    """(dataset name, its --set overrides) per entry; a path is registered as ``--dataset PATH`` registers it."""
     out = []
     for item in as_list(spec_ds if spec_ds is not None else default, "datasets"):
         if isinstance(item, str):
@@ -69,13 +68,12 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
          validate_methods: bool = True) -> list[Cell]:
     """Expand and validate the whole grid before anything is trained (BadInput on any bad name or value).
 
-    ``validate_methods`` also runs each untrained method's own checks (DP methods calibrate their noise there,
-    seconds each); trained runs are not re-validated. A suite's default attacks (``attacks:``, default: every
-    registered attack) are planned for the targets they apply to; attacks listed for a target explicitly must
-    apply to it."""
+    ``validate_methods`` also runs each untrained method's own checks (DP methods calibrate their noise there).
+    A suite's default attacks are planned for the targets they apply to; attacks listed for a target explicitly
+    must apply to it."""
     preset = preset or suite.get("preset") or "tiny"
     seeds = as_list(suite.get("seeds", [0]), "seeds")
-    seeds = [check_seed(s, "seeds") for s in seeds]  # the rule of every run's seed
+    seeds = [check_seed(s, "seeds") for s in seeds]
     explicit_default = "attacks" in suite
     default_attacks = [str(a) for a in as_list(suite.get("attacks", ATTACKS.names()), "attacks")]
     for a in default_attacks:
@@ -136,8 +134,7 @@ def _entry_method(entry: str, spec: dict) -> tuple[str, str | None, Any, str]:
 
 def _sample_cells(suite: dict, spec: dict, method, targets: list[str], common: dict, samples_on: bool,
                   fcfg: dict | None, ucfg) -> list[Cell]:
-    """The cells of one trained run that sample it: a sample grid per target, its FID, its downstream utility
-    (each unless the suite or the entry turns it off)."""
+    """The sample grid per target, FID and utility cells of one run (each unless the suite or entry turns it off)."""
     out: list[Cell] = []
     if samples_on and spec.get("samples", True) is not False:
         out += [Cell("samples", target=t, settings_hash=samples_settings_hash(common["cfg"], suite), **common)
@@ -154,8 +151,7 @@ def _sample_cells(suite: dict, spec: dict, method, targets: list[str], common: d
 
 
 def _run_config(entry: str, factory, ds: str, preset: str, seed: int, eps, overrides: list):
-    """(config, overrides) of one method entry on one dataset, seed and ε (the ε adds the method's settings for
-    it, e.g. dp.epsilon or pfdm.t0)."""
+    """(config, overrides) of one method entry on one dataset, seed and ε (which adds e.g. dp.epsilon)."""
     mname = factory.name
     if eps is not None:
         try:
@@ -192,10 +188,8 @@ def _attack_cells(cells: list, spec: dict, default_attacks: list[str], explicit_
 
 def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: list, sets: list, runs_dir,
                     default_attacks: list[str]) -> list[Cell]:
-    """The attack cells of one external target (``external: {name: {model, members, nonmembers, ...}}``): the
-    model and its records are loaded and checked now (on the CPU), and each cell's run directory is the one
-    ``privbench attack --model`` would write (``<runs-dir>/external-<hash>``), so its cache is shared with it.
-    The suite's and the command line's ``attack.*``/``sample.*`` settings apply; its other keys concern training."""
+    """The attack cells of one external target (docs/cli.md §9): the model and its records are loaded and checked
+    now, on the CPU; each cell's run directory is the one ``privbench attack --model`` would write."""
     where = f"suite, external target {name}"
     shared = [(k, v) for k, v in as_sets(suite.get("set"), "set") + list(sets)
               if k.split(".", 1)[0] in SETTING_SECTIONS]
@@ -208,7 +202,7 @@ def _external_cells(name: str, espec: dict, suite: dict, preset: str, seeds: lis
                 records_range=str(espec.get("records_range", "auto")), lora=espec.get("lora"),
                 caption=espec.get("caption"), reference_recipe=espec.get("reference_recipe"),
                 reference_data=espec.get("reference_data"))
-    try:  # with the inputs of reference models trained by the user's recipe (lira, rmia, gsa), as --reference-recipe
+    try:
         ext = load_external_target(OutsideSpec(**opts, preset=preset, sets=esets, device="cpu"))
     except BadInput as e:
         raise BadInput(f"{where}: {e}") from None

@@ -1,18 +1,6 @@
-"""``privbench bench --jobs N`` and ``--executor slurm``: the grid's trainings and cells as jobs of a pool
-(docs/benchmarks.md, "Many cores, one box"), in the Ray executor's dependency order, driven from this process:
-
-* a **training job** per run directory with pending cells, submitted at once — except a run that shares a cached
-  training with an earlier one (``Method.shared_trainings``), held back until that one is cached so that no worker
-  waits on its lock (the first run of each shared training goes first);
-* a **reference job** per reference model of an attack's pool, once the target's training finished;
-* a **cell job** per attack, samples and FID cell, once its training (and references) finished; a failed training
-  fails its cells without running them; an external model's cells start at once.
-
-Jobs run :func:`train_job` / :func:`reference_job` / :func:`cell_job` in a :class:`LocalPool` process or a Slurm
-job (:mod:`privbench.bench.slurm_executor`). Work is retried ``retries`` times, and a job that dies is resubmitted up
-to ``retries`` times; a cell that still fails is recorded as the local executor records it and ``privbench bench``
-exits 3. The driver keeps the progress bar and rewrites ``bench.json`` (with its ``trainings`` list) after each
-finished job.
+"""``privbench bench --jobs N`` and ``--executor slurm``: the grid's trainings, reference models and cells as jobs
+of a pool, driven from this process (the order and the held-back shared trainings: docs/benchmarks.md, "Many
+cores, one box"). Jobs run in a :class:`LocalPool` process or a Slurm job (:mod:`privbench.bench.slurm_executor`).
 """
 from __future__ import annotations
 
@@ -43,8 +31,7 @@ def train_job(cfg, runs: str, device: str, threads: int, retries: int, log_path:
 
 
 def reference_job(cfg, attack: str, runs: str, device: str, threads: int, retries: int, i: int) -> dict:
-    """Train (or find cached) reference model ``i`` of the pool ``attack`` uses in ``cfg``'s run (one pool for all
-    the run's targets)."""
+    """Train (or find cached) reference model ``i`` of the pool ``attack`` uses in ``cfg``'s run."""
     _in_task(threads)
     reason = None
     for attempt in range(1, retries + 2):
@@ -67,8 +54,7 @@ def cell_job(c, runs: str, device: str, n_samples: int, fcfg, log_path: str, thr
 
 
 def reference_pool(c) -> tuple[str, int, int] | None:
-    """(pool mode, population size, reference models) of the attack of cell ``c``; None when it uses none (or it
-    cannot be told without running it: the cell then trains its references itself)."""
+    """(pool mode, population size, reference models) of cell ``c``'s attack; None: none, or unknown until it runs."""
     if c.kind != "attack" or c.external is not None or c.cfg is None:
         return None
     try:
@@ -113,7 +99,7 @@ class PoolExecutor:
         self._cell_args = (runs, device, n_samples, fcfg, log_path, self.threads, self.retries)
         self._write, self._pb, self._report_failure = write, pb, report_failure
         self._train_args = (runs, device, self.threads, self.retries, log_path)
-        self._shared_owner: dict[str, str] = {}  # shared training -> the run dir whose job trains it (in flight)
+        self._shared_owner: dict[str, str] = {}  # shared training -> the run dir whose job trains it
         self._held: list[tuple[dict, object]] = []  # trainings waiting for a shared training's first run
         starts = []
         for c in pending:
@@ -127,7 +113,7 @@ class PoolExecutor:
                 starts.append((rec, c))
             else:
                 self._waiting[c.run_dir].append(c)
-        # the first run of each shared training first (everything that shares it waits for it), then the rest
+        # the first run of each shared training first (the others that share it wait), then the rest
         owners = []
         for rec, c in ((r, c) for r, c in starts if c.shared):
             new = [k for k in c.shared if k not in self._shared_owner]
@@ -157,8 +143,8 @@ class PoolExecutor:
         self._submit("train", rec, train_job, c.cfg, *self._train_args)
 
     def _release_held(self, run_dir: str) -> None:
-        """Training ``run_dir`` finished: the shared trainings it owned are cached (or it failed, and each held
-        run tries for itself); submit every held run none of whose shared trainings is still in flight."""
+        """Training ``run_dir`` finished (or failed: each held run then tries for itself): submit every held run
+        none of whose shared trainings is still in flight."""
         for k in [k for k, owner in self._shared_owner.items() if owner == run_dir]:
             del self._shared_owner[k]
         ready = [(rec, c) for rec, c in self._held if not any(k in self._shared_owner for k in c.shared)]
@@ -193,8 +179,7 @@ class PoolExecutor:
             self._finish_cell(payload, out)
 
     def _trained(self, run_dir: str, out: dict, runs: str, device: str) -> None:
-        """A training finished: fail its cells, or submit its reference models (one job per model of each pool
-        its attacks use; attacks share pools), else its cells."""
+        """A training finished: fail its cells, or submit its attacks' reference models, else its cells."""
         if out.get("status") == "failed":
             for c in self._waiting.pop(run_dir, []):
                 self._finish_cell(c, {"status": "failed", "attempts": out.get("attempts"),
@@ -228,9 +213,8 @@ class PoolExecutor:
 
 
 def _worker_init(jobs: int, threads: int, records: tuple[str, ...] = (), driver: int | None = None) -> None:
-    """Each pool worker: bound to the ``driver`` process's life (bench/worker_lifetime.py), one of ``jobs``
-    privbench workers on this machine, ``threads`` threads, and the user's records the suite names
-    (``datasets:`` paths) registered as in the driver."""
+    """Each pool worker: dies with ``driver``, counts as one of ``jobs`` privbench workers with ``threads`` threads,
+    and registers the suite's ``datasets:`` paths as the driver did."""
     if driver is not None:
         die_with_parent(driver)
     configure_worker_process(threads, workers=jobs)
@@ -246,7 +230,7 @@ class LocalPool(PoolExecutor):
     def __init__(self, jobs: int, retries: int, threads: int | None = None, records: tuple[str, ...] = ()):
         threads = threads or max(1, available_cores() // jobs)
         super().__init__(retries, threads)
-        self.jobs, self.records = jobs, records  # records: the user's records (paths) each worker registers
+        self.jobs, self.records = jobs, records
         self.pool = self._new_pool()
 
     def _new_pool(self) -> cf.ProcessPoolExecutor:

@@ -1,16 +1,6 @@
 """``privbench bench --executor ray``: every training and every cell of a bench grid as a Ray task
-(docs/benchmarks.md, "The Ray executor"). Ray is the optional ``[ray]`` extra, imported only here.
-
-* One **training task** per run directory that has pending cells (``runs.train.train``: cached by config hash).
-  Every attack, samples and FID cell of that run is a **cell task** that takes the training task's ``ObjectRef``
-  as an argument: Ray starts it once the training has finished; a failed training fails its cells unrun.
-* Resources: ``cpus_per_task`` CPUs per task (and as many torch threads in it); with ``--device cuda`` a training
-  task reserves one GPU and a cell task :data:`CELL_GPU` of one (several attacks share a GPU).
-* Retries: a task whose work raises tries again up to ``retries`` times in its worker (counted in the cell's
-  ``attempts``); a dead worker or node is retried by Ray (``max_retries``). A cell that still fails is recorded as
-  the local executor records it (``privbench bench`` exits 3).
-* The driver keeps the progress bar and rewrites ``bench.json`` as futures complete (``ray.wait``). The run store
-  and the bench directory must be on a file system every node sees.
+(tasks, resources, retries: docs/benchmarks.md, "The Ray executor"). Ray (the ``[ray]`` extra) is imported only
+here. A cell task takes its training task's ``ObjectRef`` as an argument, so Ray starts it once the training is done.
 """
 from __future__ import annotations
 
@@ -29,7 +19,7 @@ from .cell_run import cell_log, run_cell
 
 LOG = logging.getLogger(__name__)
 
-#: the GPU share a cell task (an attack, a sample grid, an FID) reserves with --device cuda; a training takes a GPU
+#: the GPU share a cell task reserves with --device cuda; a training takes a GPU
 CELL_GPU = 0.25
 
 
@@ -71,9 +61,8 @@ def train_task(cfg, runs: str, device: str, threads: int, retries: int, log_path
 
 def cell_task(c, runs: str, device: str, n_samples: int, fcfg: dict | None, log_path: str, threads: int,
               retries: int, trained: dict | None) -> dict:
-    """Run one cell (``trained``: the training task's result; Ray passes it once that task finished; None for an
-    external model's cell, which has nothing to train)."""
-    del trained  # read by Ray alone: the task's argument makes the cell wait for the training task
+    """Run one cell; ``trained`` (the training task's result, None for an external model) only makes Ray wait."""
+    del trained
     _in_task(threads)
 
     for attempt in range(1, retries + 2):
@@ -179,8 +168,8 @@ class RayExecutor:
             raise
 
     def _submit_trainings(self, train, pending, runs: str, device: str, log_path: str) -> tuple[dict, dict]:
-        """One training task per run folder of the pending cells (an outside model's cell loads its model and
-        trains nothing): (ObjectRef → its trainings record, run_dir → ObjectRef)."""
+        """One training task per run folder of the pending cells (an outside model's cell trains nothing):
+        (ObjectRef → its trainings record, run_dir → ObjectRef)."""
         trains: dict = {}
         by_run: dict = {}
         for c in pending:

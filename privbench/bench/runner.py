@@ -1,44 +1,7 @@
-"""``privbench bench --suite S``: a grid of methods × targets × attacks × datasets × seeds, side by side.
-
-A suite is a YAML file (``benchmarks/suites/<name>.yaml``, or any path)::
-
-    name: tiny
-    description: ...
-    preset: tiny                 # --preset overrides it
-    device: cpu                  # used when --device is auto
-    datasets: [digits]
-    seeds: [0]
-    set: {train.steps: 4000}     # --set overrides for every cell (the command line's --set comes last)
-    attacks: [loss, secmi, pia, pian, memorization]      # default attacks of every target
-    fid: {client: 0, n_per_class: 20, n_overall: 256, sampler: ddpm}    # or false; sampler: default sample.sampler
-    samples: {n: 32}                                     # or false: a sample grid per target for the report
-    methods:
-      pfdm:
-        role: private            # private | baseline (default: pfdm/dpdm/dpsad are private)
-        targets: [shared, "client:0", "pipeline:0"]
-        attacks: {shared: [loss, pia, reconstruction], "client:0": [loss, pia]}   # or a list for all targets
-        set: {pfdm.t0: 690}
-        datasets: [digits, {mnist: {data.resolution: 32}}]   # optional: per-method datasets (+ their --set)
-      centralized: {role: baseline}
-    claims:                      # the papers' claims: privbench report gives each a verdict (bench/paper_claims.py)
-      - {id: leak, source: "PFDM, Table N", text: ..., metric: auc, better: lower,
-         subject: {method: pfdm, target: shared, attack: pia}, baseline: {method: centralized, attack: pia}}
-
-Cells run in order (method, dataset, seed, then targets and attacks), so each target is trained once; every cell
-reuses cached runs (training is cached by config hash, attacks by their settings' hash). ``<out>/bench.json`` is
-rewritten after every cell: an interrupted bench resumes where it stopped, and a rerun skips finished cells.
-
-An unknown name, key or value is bad input, checked for the whole grid before anything runs. A cell that fails is
-tried again ``retries`` times, then recorded with its error and the bench continues; ``privbench bench`` then exits 3.
-
-Executors: ``local`` runs the cells here, in order (``jobs`` > 1: in a pool of worker processes on this machine,
-:mod:`privbench.bench.pool_executor`); ``ray`` runs each training and each cell as a Ray task
-(:mod:`privbench.bench.ray_executor`); ``slurm`` as Slurm jobs through submitit
-(:mod:`privbench.bench.slurm_executor`) — all with the same store, caching, ``bench.json`` and failure reporting.
-
-Outputs: ``bench.json`` (every cell, its status, result path and headline numbers) and ``bench.log`` (what the cells
-printed); ``privbench bench`` then writes ``side_by_side.csv`` and ``results.csv`` (privbench.reports), and
-``privbench report <out>`` renders the HTML.
+"""``privbench bench --suite S``: a grid of methods × targets × attacks × datasets × seeds, side by side
+(docs/benchmarks.md, "Suites"; docs/cli.md §8–§9). Cells run in order (method, dataset, seed, targets, attacks), so
+each target trains once; a failed cell is retried ``retries`` times, then recorded. Other executors: pool_executor
+(``jobs`` > 1), slurm_executor, ray_executor.
 """
 from __future__ import annotations
 
@@ -72,8 +35,7 @@ LOG = logging.getLogger(__name__)
 
 
 def _still_valid(c, result_path: Path) -> bool:
-    """A finished cell of an earlier run is kept only if its result can still be reused: an attack result must be
-    intact and computed from the run's current training artefacts (runs/attack.py ``cached_result``)."""
+    """Whether a cell finished earlier is still done: an attack result must pass runs/attack.py ``cached_result``."""
     if c.kind != "attack":
         return result_path.is_file()
     return result_path.resolve() == Path(c.result_path).resolve() and \
@@ -85,9 +47,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
               inception_weights: str | None = None, executor: ExecutorOptions | None = None) -> dict:
     """Run (or resume) a suite; returns the bench summary (also written to ``<out>/bench.json``).
 
-    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file. ``executor``: where the
-    trainings and cells run (:class:`~privbench.bench.executor_options.ExecutorOptions`: here, ``jobs`` worker
-    processes, Ray tasks or Slurm jobs; default: here, one cell after another)."""
+    ``inception_weights``: FIDs with torch-fidelity's Inception-v3 from this file; ``executor``: where the cells
+    run (default: here, one after another)."""
     executor = executor or ExecutorOptions()
     retries = executor.checked_retries()
     spec, path = load_suite(suite)
@@ -112,7 +73,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         "description": spec.get("description"), "preset": preset or spec.get("preset") or "tiny",
         "device": device, "runs_dir": str(runs), "overrides": [list(kv) for kv in cli_sets],
         "roles": {c.method: c.role for c in cells}, **_provenance(executor.name, retries, ray_exec, pool),
-        # the suite's paper claims, so a report reads them without the suite file (bench/paper_claims.py)
+        # so a report reads the claims without the suite file
         **({"paper_claims": claims_record(claims)} if claims else {}),
     }
     write = _BenchJson(bench_json, meta, cells, ray_exec or pool, started)
@@ -143,8 +104,7 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
 
 
 class _BenchJson:
-    """Writes ``bench.json``: the bench's metadata, the cells' counts and records, and the executor's trainings;
-    called after every cell (``final`` at the end). Returns what it wrote."""
+    """Writes ``bench.json`` (called after every cell, ``final`` at the end); returns what it wrote."""
 
     def __init__(self, path: Path, meta: dict, cells, workers, started: float):
         self.path, self.meta, self.cells, self.workers, self.started = path, meta, cells, workers, started
@@ -222,8 +182,7 @@ def _resume(cells, bench_json: Path) -> None:
 
 
 def _start_executor(executor: ExecutorOptions, retries: int, cells, device: str, out_dir: Path):
-    """(Ray executor or None, job pool or None, device). After planning: a bad suite exits 2 without starting or
-    joining a cluster; a rerun with nothing left to do starts none."""
+    """(Ray executor or None, job pool or None, device); after planning, so a bad suite starts no cluster."""
     pending = any(c.status == "pending" for c in cells)
     known = registered_paths()  # the user's records this suite names (datasets: PATH), as their workers load them
     records = tuple(sorted({known[c.dataset] for c in cells if c.dataset in known}))
@@ -235,7 +194,7 @@ def _start_executor(executor: ExecutorOptions, retries: int, cells, device: str,
         ray_exec = RayExecutor(address=executor.address, retries=retries, cpus_per_task=executor.cpus_per_task)
         if pending:
             device = ray_exec.connect(device)
-    elif pending and executor.name == "slurm":  # trainings and cells as jobs (bench/pool_executor.py)
+    elif pending and executor.name == "slurm":
         pool = SlurmPool(out_dir / "submitit", retries=retries, cpus_per_task=executor.cpus_per_task,
                          **(executor.slurm or {}))
     elif pending and executor.jobs > 1:

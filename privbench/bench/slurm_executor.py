@@ -1,12 +1,6 @@
-"""``privbench bench --executor slurm``: every training, reference model and cell of a grid as a Slurm job,
-submitted through submitit (``pip install 'privbench[slurm]'``; docs/benchmarks.md, "The Slurm executor").
-
-The dependency order, retries, the run store, caching and ``bench.json`` are those of
-:class:`privbench.bench.pool_executor.PoolExecutor`; this module only turns a job into ``submitit`` calls. The
-driver (this process) stays on the login node and polls the jobs; the run store (``--runs-dir``), the bench
-directory (``--out``, which holds submitit's job folder ``submitit/``) and privbench's installation must be on a
-file system every node sees. ``cluster="local"`` runs the jobs as processes on this machine through submitit's
-local executor (no Slurm: what the tests use).
+"""``privbench bench --executor slurm``: every training, reference model and cell of a grid as a Slurm job
+through submitit (docs/benchmarks.md, "The Slurm executor"). :class:`~privbench.bench.pool_executor.PoolExecutor`
+drives the grid; ``cluster="local"`` is submitit's local executor, no Slurm (what the tests use).
 """
 from __future__ import annotations
 

@@ -21,21 +21,19 @@ METHOD_KEYS = {"targets", "attacks", "set", "datasets", "role", "fid", "samples"
 EXTERNAL_KEYS = {"model", "members", "nonmembers", "split", "dataset", "data_root", "arch", "scheduler_config", "ema",
                  "attacks", "set", "claimed_epsilon", "claimed_delta", "claim_basis", "records_range", "lora",
                  "caption", "reference_recipe", "reference_data"}
-#: the user's privacy claim for an external model (privbench.privacy.claims.user_claim; attack --model's options)
+#: the user's privacy claim for an external model (privbench.privacy.claims.user_claim)
 CLAIM_KEYS = ("claimed_epsilon", "claimed_delta", "claim_basis")
-#: the keys of an external target that are paths: relative ones are resolved against the suite file's folder
+#: an external target's path keys: relative ones are resolved against the suite file's folder
 EXTERNAL_PATHS = ("model", "members", "nonmembers", "split", "scheduler_config", "data_root", "lora",
                   "reference_recipe", "reference_data")
 FID_KEYS = {"client", "n_per_class", "n_overall", "target", "sampler", "inception_weights", "kid", "heldout"}
-#: kid: the client's KID beside each FID (unbiased at small n); heldout: the same samples also against the
-#: held-out non-member records of those classes (rewards generalisation, where the own records reward memorising)
 DEFAULT_FID = {"client": 0, "n_per_class": 20, "n_overall": 256, "target": "auto", "sampler": None,
                "inception_weights": None, "kid": False, "heldout": False}
 
 
 # ---------------------------------------------------------------------------------------------- suite files
 
-SHIPPED = Path(__file__).resolve().parent  # privbench/bench/{suites,gates}/*.yaml: package data, in the wheel too
+SHIPPED = Path(__file__).resolve().parent  # {suites,gates}/*.yaml: package data
 
 
 def suite_dirs() -> list[Path]:
@@ -95,8 +93,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 def check_name(name, what: str) -> str:
-    """A name that becomes a file or folder name: letters, digits, ``_ . -``, not starting with a dot (so never
-    ``..``, never a path separator)."""
+    """A name that becomes a file or folder name: letters, digits, ``_ . -``, not starting with a dot."""
     if not isinstance(name, (str, int)) or isinstance(name, bool) or not NAME_RE.fullmatch(str(name)):
         raise BadInput(f"{what}: {name!r} is not a valid name (letters, digits, _ . -, starting with a letter or "
                        f"digit, at most 100 characters): it names a folder")
@@ -191,8 +188,7 @@ def _epsilons(v, where: str) -> list[float]:
 
 
 def _record_paths(datasets, path: Path):
-    """``datasets:`` entries that name the user's records (an .npz or an image folder, as ``--dataset PATH``) with
-    their paths resolved against the suite's folder; registered names are kept."""
+    """``datasets:`` entries, a path to the user's records resolved against the suite's folder."""
     from ..data.user_records import is_records_path  # lazy: data.user_records imports torch; bench.suite does not
 
     def resolve(name):
@@ -213,8 +209,7 @@ def _record_paths(datasets, path: Path):
 
 
 def external_targets(ext, path: Path) -> dict[str, dict]:
-    """The suite's ``external:`` entries, checked (names, keys, required paths) with their paths resolved against
-    the suite file's folder; ``{}`` when there are none."""
+    """The suite's ``external:`` entries, checked, their paths resolved against the suite file's folder."""
     if ext is None:
         return {}
     where = f"--suite {path}: external"
@@ -258,12 +253,9 @@ def external_targets(ext, path: Path) -> dict[str, dict]:
 
 
 def epsilon_axis(suite: dict, spec: dict, seeds: list[int], private: bool, where: str) -> list[tuple[float | None, list]]:
-    """[(ε, seeds)] of one method entry: a private method gets one cell per ε of ``epsilons`` (the entry's own
-    list, else the suite's), seeded by ``seeds_by_epsilon`` where it names the ε, else by ``seeds``; a
-    non-private method, or a suite without ``epsilons``, one (None, seeds) — ε = ∞ for a non-private one, whose
-    seeds are then every seed the axis uses (its horizontal reference gets the CI of all of them). The entry's
-    own ``seeds`` replace all of that: every ε of the entry (or its one ε = ∞ cell) runs exactly those seeds (a
-    costly reference at one seed)."""
+    """[(ε, seeds)] of one method entry, by the rules of ``epsilons``, ``seeds_by_epsilon`` and an entry's
+    ``seeds`` (docs/cli.md §9); ε None: no axis, or a non-private method (ε = ∞), which runs every seed the axis
+    uses so that its horizontal reference gets the CI of all of them."""
     eps = spec.get("epsilons", suite.get("epsilons"))
     own = None
     if "seeds" in spec:
@@ -290,7 +282,7 @@ def _epsilon(v, where: str) -> float:
 
 
 def _seed(v, where: str) -> int:
-    return check_seed(v, where)  # the one rule of every run's seed
+    return check_seed(v, where)
 
 
 def fid_settings(suite: dict) -> dict:
@@ -322,8 +314,7 @@ MAX_UTILITY_EPOCHS = 10_000
 
 
 def utility_settings(suite: dict) -> dict | None:
-    """The suite's ``utility:`` (None when absent or false): samples per private class, the downstream
-    classifier's epochs, the target ("auto" = the method's default target)."""
+    """The suite's ``utility:`` settings, checked (None when absent or false)."""
     u = suite.get("utility")
     if u in (None, False):
         return None

@@ -1,24 +1,7 @@
 """Reports: CSV, LaTeX and Markdown tables, ROC figures and one self-contained HTML page for a run or a bench
 (``privbench report``), the empirical-ε audit (``privbench audit``) and the CI gate (``privbench check``).
 
-``render_report(directory, out, formats)`` works for a single run directory (every attack result in it), a bench
-directory (the cells listed in its ``bench.json``) or any folder of runs. ``formats`` ⊆ html, csv, latex,
-markdown (default: all). It writes into ``out`` (docs/benchmarks.md):
-
-* csv — ``side_by_side.csv`` (one row per target: each membership attack's AUC/ASR/TPR@1%/TPR@0.1% with bootstrap
-  CIs — a TPR the non-member count cannot resolve is empty —, memorization, reconstruction re-identification, FID,
-  formal ε with its basis, the empirical ε lower bound), ``results.csv`` (one row per result), ``audit.csv``,
-  ``accountant.csv``, ``fid.csv`` (when FIDs were computed), ``provenance.csv``, and ``seeds.csv`` (mean, std
-  and every seed's value) when a target was run with several seeds;
-* latex — ``tex/<key>.tex`` (booktabs tables, ε bases and "n/a" reasons as footnotes; ``latex_style``
-  "single" or "twocolumn", reports.latex) and ``tables.tex`` (a standalone document inputting them);
-* markdown — ``tables.md`` (the same tables);
-* with html, latex or markdown: ``figures/`` — every ROC figure as PNG, SVG and PDF, per target, per attack
-  across targets (the grid and each panel alone; reports.figures);
-* a bench with an ε axis adds ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and its figures, the grid and
-  each panel alone (reports.privacy_utility, reports.privacy_utility_figure);
-* html — ``index.html``: all of the above on one page with a table of contents, an ε-axis bench's privacy–utility
-  section first; figures embedded as base64 SVG, other images PNG; no script, no external URL.
+The files each format writes: docs/benchmarks.md, "Reports".
 """
 from __future__ import annotations
 
@@ -31,8 +14,7 @@ FORMATS = ("html", "csv", "latex", "markdown")
 
 
 def report_title(d: Path, bench: dict | None, targets: list[dict]) -> str:
-    """What the report is about: the suite; the outside models with their attacks (their run folders are named by
-    a hash); else the folder of the run or runs."""
+    """What the report is about: the suite; the outside models with their attacks; else the runs' folder."""
     if bench and bench.get("suite"):
         return f"privbench report — suite {bench['suite']}"
     if targets and all(b.get("model") for b in targets):
@@ -49,10 +31,9 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                   attacks: list[str] | None = None, targets: list[str] | None = None) -> list[Path]:
     """Render ``directory`` (run, bench or folder of runs) into ``out``; returns the files written.
 
-    ``results_from``: the result.json files or run directories to read instead of ``directory``'s (the combined
-    report of ``privbench run --attack a,b,c`` on an outside model, whose runs live in separate folders).
-    ``latex_style``: "single" or "twocolumn" (reports.latex); ``attacks`` / ``targets``: only these attacks and
-    targets, by name (reports.layout) — in every table, figure and CSV of the report."""
+    ``results_from``: the result.json files or run directories to read instead of ``directory``'s (an outside
+    model's ``run --attack a,b,c``, whose runs live in separate folders); ``attacks`` / ``targets``: only these,
+    by name (reports.layout)."""
     # lazy: pandas only when a report is rendered; this __init__ runs for every reports module
     from .collect import load_results, read_bench
     from .layout import select_results
@@ -69,7 +50,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
-    from .present import paper_tables, test_preset_banner  # lazy: imports pandas (see render_report)
+    from .present import paper_tables, test_preset_banner
 
     tables = Tables.build(results, bench, base=d)
     targets = tables.targets()
@@ -80,23 +61,22 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
     pu_files, pu_section = write_privacy_utility(tables.results_frame(), bench, out, formats, latex_style)
     written += pu_files
-    from .paper_claims import write_paper_claims  # lazy: pandas and scipy (see render_report); a suite's claims
+    from .paper_claims import write_paper_claims  # a suite's claims
 
     pc_files, pc_section = write_paper_claims(bench, out, formats, latex_style, base=d)
     written += pc_files
     figures = None
     if {"html", "latex", "markdown"} & set(formats):
-        from .figures import write_roc_figures  # lazy: imports matplotlib (see render_report)
+        from .figures import write_roc_figures  # lazy: matplotlib
 
         figures = write_roc_figures(targets, out)
         written += [f for group in figures.values() for fig in group for f in fig["files"]]
     if "latex" in formats:
-        from .latex import write_latex  # lazy: imports pandas (see render_report)
+        from .latex import write_latex
 
         written += write_latex(paper_tables(tables, targets, by_family=latex_style == "twocolumn"), out,
                                title=title, banner=banner, style=latex_style)
     if "markdown" in formats:
-        # lazy: imports pandas (see render_report)
         from .layout import drop_empty_columns
         from .markdown import write_markdown
 
@@ -105,7 +85,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                 for f in figures[group]]
         written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
-        from .html import render_html  # lazy: imports pandas (see render_report)
+        from .html import render_html
 
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,
                                    targets=targets, figures=figures, banner=banner,
@@ -118,7 +98,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
 
 
 def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
-    from .latex import LATEX_STYLES  # lazy: imports pandas (see render_report)
+    from .latex import LATEX_STYLES  # lazy: pandas
 
     formats = list(formats or FORMATS)
     bad = [f for f in formats if f not in FORMATS]
@@ -131,7 +111,7 @@ def _check_options(formats: list[str] | None, latex_style: str) -> list[str]:
 
 def _write_csvs(tables, targets, out: Path) -> list[Path]:
     """side_by_side, results, audit, accountant, provenance (+ fid, seeds and split_check when they have rows)."""
-    from .present import seeds_frame, several_seeds  # lazy: imports pandas (see render_report)
+    from .present import seeds_frame, several_seeds  # lazy: pandas
 
     frames = {"side_by_side": tables.side_by_side_frame(), "results": tables.results_frame(),
               "audit": tables.audit_frame(), "accountant": tables.accountant_frame(),

@@ -1,36 +1,7 @@
-"""``privbench audit``: empirical ε lower bounds from attack scores, next to the formal ε (docs/accountants.md §3).
-
-For every membership result (its ``scores.npz``):
-
-* **Clopper–Pearson** (Jagielski et al. 2020): one-sided CP upper bounds on FPR and FNR (α/2 each), plugged into
-  the (ε, δ)-DP hypothesis-testing constraints; the threshold (and score direction) is chosen on a seeded
-  stratified half of the records and the bound is computed once on the other half — never on the records it was
-  chosen on. This is ``epsilon_lower_bound``.
-* **One-run** (Steinke, Nasr & Jagielski 2023): guesses on the top/bottom scores, bounded by the theorem's
-  binomial tail; reported with its ``ceiling`` (the bound if every guess were right) and the gap between
-  privbench's member split (exact counts from a random permutation) and the theorem's independent fair coins.
-
-Both are lower bounds at the stated confidence under the stated assumptions; a bound of 0 never shows privacy.
-Each model's headline (:mod:`privbench.reports.headline`, key ``headline``, the ``HEADLINE`` lines first in the text
-output) is the largest of its 2k bounds recomputed at 1 − α/(2k): the one number valid family-wise; the per-result
-bounds at 1 − α each are details.
-Next to them: the target's formal ε and its basis. A target whose lower bound EXCEEDS its formal ε is flagged: either
-the implementation or the claim is broken.
-
-Like with like (:mod:`privbench.privacy.compare`, key ``neighbouring_relation``): privbench's membership game is a
-replace-one game (fixed-size member split), so the formal ε is expressed in replace-one before the comparison —
-PFDM's LDP ε is replace-one already (factor 1); an add/remove ε (DP-SGD) becomes (2ε, (1+e^ε)δ) by group privacy.
-
-Family-wise flag: all the bounds whose excess would flag a target — Clopper–Pearson and one-run for each of its
-membership results audited together, plus the upload-mechanism audit's two for PFDM's shared model — form one
-family of k; for the flag each is recomputed at 1 − α/k (Bonferroni) at the comparison's δ, so the flag holds at
-``flag_confidence`` = 1 − α for the target. The per-bound numbers shown stay at 1 − α each.
-
-δ: by default each result is audited at its own formal δ (so the two ε are comparable), else at 1e-5; the flag's
-bounds use the δ of the comparable claim (or the audit's δ if larger).
-
-PFDM's shared model: its guarantee is per upload, so the upload mechanism itself is audited too
-(:func:`privbench.privacy.audit_uploads.audit_upload_mechanism`, key ``upload_mechanism``).
+"""``privbench audit``: empirical ε lower bounds from attack scores, next to the formal ε (docs/accountants.md §3):
+per result Clopper–Pearson (split) and one-run; per model the family-wise headline (:mod:`.headline`); per target
+the flag, one Bonferroni family compared with the claim in the game's relation (:mod:`privbench.privacy.compare`);
+for PFDM's shared model the upload-mechanism audit (§4).
 """
 from __future__ import annotations
 
@@ -75,10 +46,7 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
                  upload_audit: bool = True, n_attacks: int = 1) -> dict[str, Any]:
     """The audit of one membership result (docs/cli.md §4.6 keys first, then extras).
 
-    ``n_attacks``: how many membership results on the same target are audited together (their bounds share one
-    flag family; :func:`audit_results` passes it). The bounds are compared with the result's claim when it is
-    formal or claimed (by a paper or the user: ``exceeds_claim``); ``exceeds_formal`` is that flag for a formal ε
-    only (privbench.privacy.claims)."""
+    ``n_attacks``: how many membership results on the same target are audited together (one flag family)."""
     # lazy: privacy.audit loads scipy.optimize/stats; reports.audit does not
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
@@ -105,7 +73,7 @@ def audit_result(res: Result, *, delta: float | None = None, confidence: float =
         "preset": res.preset, "seed": res.seed, "result": str(res.path), "run": res.run_dir.name,
         "formal_delta": claim_delta if formal is not None else None,
         "formal_basis": claim["basis"] if formal is not None else None,
-        "claim": claim,  # {kind, epsilon, delta, basis}: one per result, whatever its kind
+        "claim": claim,
         "claimed_epsilon": claim["epsilon"] if compared and compared["kind"] != FORMAL else None,
         "conditional_epsilon": res.privacy and res.privacy.conditional_epsilon,  # no guarantee: never compared
         "ceiling": cp["ceiling"],
@@ -138,7 +106,7 @@ def _nothing_to_compare(res: Result, claim: dict | None) -> str:
 
 def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confidence: float, seed: int,
           upload_audit: bool, n_attacks: int) -> list[str]:
-    """The family-wise flag of ``claim`` (module doc): fills ``out``'s flag keys, returns the notes."""
+    """The family-wise flag of ``claim``: fills ``out``'s flag keys, returns the notes."""
     notes: list[str] = []
     formal = claim["kind"] == FORMAL
     ua_cfg = formal and upload_audit and upload_mechanism_of(res) is not None  # ε of an LDP upload
@@ -165,7 +133,7 @@ def _flag(res: Result, out: dict, claim: dict, scores, labels, d: float, confide
     })
     what = KIND_LABEL[claim["kind"]]
     if claim["delta"] is not None and float(claim["delta"]) < d - 1e-15:
-        # a guarantee at a smaller δ also holds at the audit's: a fair test, only worth saying
+        # a guarantee at a smaller δ also holds at the audit's: a fair test
         notes.append(f"the {what} is stated at delta={claim['delta']:g}, below the audit's delta={d:g}; it holds "
                      f"at delta={d:g} too, so the flag compares there")
     elif claim["delta"] is not None and abs(float(claim["delta"]) - d) > 1e-15:
@@ -211,7 +179,7 @@ def upload_audit_for(res: Result, *, delta: float, confidence: float, seed: int 
     key = (mech["clip"], mech["t0"], delta, confidence, seed, n_trials, shape, mech["num_timesteps"],
            mech["beta_start"], mech["beta_end"], mech["beta_schedule"], flag_bound_confidence)
     if key not in _UPLOAD_CACHE:
-        # lazy: the upload audit simulates uploads with torch; `audit` of other results stays torch-free
+        # lazy: torch, which `audit` of other results does not import
         from ..core.schedule import alphas_cumprod
         from ..privacy.audit_uploads import audit_upload_mechanism
 
@@ -226,8 +194,8 @@ def upload_mechanism_of(res: Result) -> dict | None:
     """The LDP upload mechanism behind a result's formal ε, as its method declares it (None: no such mechanism)."""
     if not res.config or not has_entry("METHODS", res.method):
         return None
-    if entry_owners("METHODS", res.method, ("upload_mechanism",)) == {"Method"}:  # the base's: none (read from
-        return None                                                                # the source, nothing imported)
+    if entry_owners("METHODS", res.method, ("upload_mechanism",)) == {"Method"}:  # read from source, no import
+        return None
     return METHODS.get(res.method).factory.upload_mechanism(res.config, res.target)
 
 
@@ -253,11 +221,7 @@ def _image_shape(res: Result) -> tuple[int, ...]:
 
 
 def audit_results(paths: list[str], delta: float | None = None, confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
-    """``privbench audit RESULTS...``: one audit per membership result.
-
-    A result.json named explicitly must have membership scores (else BadInput); inside directories, results of
-    non-membership attacks (memorization, reconstruction) are skipped. No auditable result at all → BadInput.
-    """
+    """``privbench audit RESULTS...``: one audit per membership result; BadInput when none can be audited."""
     d = _check_delta(delta)
     conf = check_confidence(confidence, "--confidence")
     explicit = {Path(p).resolve() for p in paths if Path(p).is_file()}
@@ -310,8 +274,7 @@ def _claim_cell(a: dict) -> str:
 
 
 def format_headlines(audits: list[dict]) -> str:
-    """One line per model: its headline bound (:mod:`privbench.reports.headline`) and the sentence saying what it
-    bounds."""
+    """One line per model: its headline bound and the sentence saying what it bounds."""
     out = io.StringIO()
     seen: set = set()
     for a in audits:
@@ -367,8 +330,7 @@ def format_audit(audits: list[dict]) -> str:
 
 
 def _bases(audits: list[dict]) -> str:
-    """One line per run (its result's run directory and target): the ε it carries, of which kind, on what basis.
-    Runs of one method/target may differ (DP-SAD paper mode next to a sound run), so a basis is never shared."""
+    """One line per (run, target): the ε it carries, its kind and basis; runs of one method/target may differ."""
     out = io.StringIO()
     seen: set = set()
     for a in audits:

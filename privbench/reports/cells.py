@@ -1,14 +1,6 @@
-"""The one rule every table cell follows — text (``attack``, ``run``, ``bench``, ``audit``), CSV, HTML, LaTeX and
-Markdown all format numbers here, so no two outputs disagree about the same result:
-
-* a missing value (None, NaN, an undefined template variable) is ``–`` (in CSV: an empty field);
-* an infinite value is ``∞``;
-* a TPR at a fixed FPR that the non-member count cannot resolve (FPR < 1/n: with n non-members the smallest
-  non-zero FPR is 1/n, so "TPR at FPR ≤ x" is the TPR at zero false positives whatever x < 1/n is) is ``n/a``
-  (in CSV: empty, and its CI ends too); result.json keeps the computed number;
-* a bootstrap interval is ``[lo, hi]`` after its value, its ends rounded outward (lo down, hi up) to the
-  interval's decimals, so that the printed interval contains what the exact one contains: a value of 0.998 with
-  the interval [0.995, 1.0] reads ``0.998 [0.99, 1.00]``, never ``[1.00, 1.00]``.
+"""The one rule every table cell follows — text, CSV, HTML, LaTeX and Markdown all format numbers here, so no two
+outputs disagree: ``–``, ``∞``, ``n/a`` (docs/benchmarks.md, "Reports") and intervals rounded
+outward (docs/cli.md §3, "Intervals"). An undefined template variable counts as missing.
 """
 from __future__ import annotations
 
@@ -70,7 +62,7 @@ def _outward(v: float, nd: int, up: bool) -> float:
 
 
 def ci(c: Any, nd: int = 2) -> str:
-    """``[lo, hi]`` of a bootstrap interval (ends rounded outward: the module doc), or "" when there is none."""
+    """``[lo, hi]`` of a bootstrap interval (ends rounded outward), or "" when there is none."""
     if _missing(c) or not c or _missing(c[0]) or _missing(c[1]):
         return ""
     lo, hi = float(c[0]), float(c[1])

@@ -1,18 +1,5 @@
 """The verdict rule of a paper claim (docs/conventions.md §9), as pure functions of the numbers: no file is read.
-
-Each side of a claim (the subject the paper says wins, the baseline it says it beats) is summarized by
-:func:`summarize` — the mean over seeds with a 95 % t-interval over seeds; one seed keeps the result's own
-bootstrap CI where it has one, else has no interval — and :func:`verdict` compares the two sides:
-
-* ``reproduced`` — the subject beats the baseline in the paper's direction, the two intervals do not overlap, and
-  the paper gives both numbers and privbench's relative gap (subject − baseline)/baseline is within a factor
-  :data:`MAGNITUDE_FACTOR` of the paper's;
-* ``direction reproduced`` — the direction holds with intervals apart, but the magnitude is outside that factor or
-  cannot be compared (no paper numbers for both sides, a baseline of 0);
-* ``not reproduced`` — the intervals do not overlap and the baseline beats the subject;
-* ``inconclusive at this n`` — the intervals overlap (touching counts), or a side is missing or has no interval.
-
-So a claim is never ``reproduced`` while its interval overlaps the baseline it claims to beat.
+:func:`summarize` makes each side's mean and interval, :func:`verdict` compares the two sides.
 """
 from __future__ import annotations
 
@@ -38,7 +25,7 @@ OWN_CI = "the result's bootstrap CI (one seed)"
 @dataclass(frozen=True)
 class Side:
     """One side of a claim: mean, interval (None: none), the seeds with a value, how the interval was made, and
-    why there is no value (when there is none)."""
+    why there is no value."""
     mean: float | None
     lo: float | None
     hi: float | None
@@ -65,11 +52,9 @@ def _finite(v) -> bool:
 
 def summarize(values: list, own_ci=None, why: str | None = None,
               bounds: tuple[float, float] = (-math.inf, math.inf)) -> Side:
-    """The side of one claim from its values, one per seed (None and NaN are dropped: e.g. a TPR the non-members
-    cannot resolve). Two or more: the mean and its t-interval over seeds at :data:`CONFIDENCE`, clipped to the
-    metric's range ``bounds`` (the mean of an AUC lies in [0, 1] whatever the t-interval's width). One: ``own_ci``
-    (the result's bootstrap ``[lo, hi]``) when it has one, else no interval. ``why``: the reason given when no
-    value is left."""
+    """The side of one claim from its values, one per seed (None and NaN dropped); ``own_ci``: the result's
+    bootstrap ``[lo, hi]``, used with one seed; ``bounds``: the metric's range the interval is clipped to; ``why``:
+    the reason given when no value is left."""
     vals = [float(v) for v in values if _finite(v)]
     n = len(vals)
     if n == 0:
@@ -86,8 +71,7 @@ def summarize(values: list, own_ci=None, why: str | None = None,
 
 @dataclass(frozen=True)
 class Paired:
-    """The per-seed difference subject − baseline over the seeds both sides share (each seed's subject and baseline
-    are trained on the same split, so their difference varies less than either side): mean and t-interval."""
+    """The per-seed difference subject − baseline over the seeds both sides share: mean and t-interval."""
     mean: float
     lo: float
     hi: float
@@ -105,8 +89,7 @@ class Paired:
 
 def paired(subject: dict, baseline: dict) -> Paired | None:
     """:class:`Paired` of two ``{seed: value}`` maps over the seeds with a finite value on both sides; None with
-    fewer than two such seeds. Informative beside the verdict, never part of it: the rule compares the two sides'
-    own intervals (a claim beating its baseline only in the paired difference stays inconclusive)."""
+    fewer than two such seeds. Never part of the verdict."""
     diffs = [float(subject[k]) - float(baseline[k]) for k in sorted(set(subject) & set(baseline))
              if _finite(subject[k]) and _finite(baseline[k])]
     s = summarize(diffs)
@@ -130,8 +113,8 @@ def _interval(s: Side) -> str:
 
 def verdict(subject: Side, baseline: Side, better: str, paper_subject: float | None = None,
             paper_baseline: float | None = None) -> Verdict:
-    """The verdict of a claim that ``subject`` is ``better`` ("lower" or "higher") than ``baseline`` (module
-    docstring); ``paper_*``: the paper's numbers, when it gives them."""
+    """The verdict of a claim that ``subject`` is ``better`` ("lower" or "higher") than ``baseline``;
+    ``paper_*``: the paper's numbers, when it gives them."""
     if better not in ("lower", "higher"):
         raise ValueError(f"better: {better!r}; lower or higher")
     gap, paper_gap = relative_gap(subject.mean, baseline.mean), relative_gap(paper_subject, paper_baseline)

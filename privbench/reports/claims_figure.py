@@ -1,11 +1,6 @@
-"""The paper-claims figure: one panel per claim of ``paper_claims.csv``, its subject and baseline drawn as their
-means with the 95 % interval over seeds (the x-axis names the metric; ↓: lower is better), and below it — where the seeds pair — the paired per-seed difference
-(subject − baseline) with its interval and a zero line, so a reader sees at a glance which intervals overlap and
-whether the paired difference excludes 0.
-
-``figures/paper_claims.{png,svg,pdf}``, 7 in wide (a two-column paper's ``\\textwidth``), type at least 7 pt. Each
-panel has its own axis: claims measure different quantities (FID, AUC) on different scales. The title carries
-the claim's id and the verdict of the rule that decided it (``reports.claim_rule``).
+"""The paper-claims figure ``figures/paper_claims.*``: one panel per claim of ``paper_claims.csv``, each on its own
+axis (docs/benchmarks.md, "Reports"), so a reader sees which intervals overlap and whether the paired difference
+excludes 0.
 """
 from __future__ import annotations
 
@@ -62,12 +57,10 @@ def _panel(ax, diff_ax, r) -> None:
 
 
 def write_claims_figure(df: pd.DataFrame, out: Path, formats=FIGURE_FORMATS) -> list[Path]:
-    """Draw ``df`` (:func:`reports.paper_claims.paper_claims_frame`) to ``out/figures/paper_claims.*``; returns
-    the files written (none for a frame without a measured claim)."""
+    """Draw ``paper_claims_frame``'s ``df`` to ``out/figures/paper_claims.*``; returns the files written."""
     rows = [r for r in df.to_dict("records") if _interval(r, "subject") or _interval(r, "baseline")]
     if not rows:
         return []
-    # lazy: matplotlib only when a figure is drawn
     from matplotlib.figure import Figure
 
     cols = min(grid_columns(len(rows)), 2)  # the subject and baseline names beside each panel need the width

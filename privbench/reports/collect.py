@@ -1,13 +1,5 @@
-"""Loading attack results for ``audit``, ``check``, ``report`` and ``bench``.
-
-RESULTS arguments are run directories, bench directories or ``result.json`` files (docs/cli.md §1). A run directory holds
-a top-level ``result.json`` that duplicates the latest ``attacks/<...>/result.json`` (it carries ``copy_of``);
-results are de-duplicated by their content key (method, target, attack, dataset, preset, seed, run directory,
-attack configuration), keeping the attack folder's own copy.
-
-Paths stored inside a result (``run_dir``, ``scores_path``) may be relative to the directory the attack ran
-from; :class:`Result` resolves them from the result file's own location first, so a run store can be moved or
-read from another working directory.
+"""Loading attack results (run, bench or ``result.json`` paths) for ``audit``, ``check``, ``report`` and ``bench``.
+Paths in a result may be relative to where the attack ran: :class:`Result` resolves them from the result file first.
 """
 from __future__ import annotations
 
@@ -36,12 +28,10 @@ from .order import is_private
 @dataclass
 class Result:
     path: Path                     # the result.json file
-    res: AttackResult              # its content, parsed once (privbench.runs.result_schema)
-    #: the suite's name of the method entry the result's run belongs to, when it is not the method's own
-    #: (``dpdm-lora: {method: dpdm}``): set from the bench's cells (bench/plan.py), None for results read alone
+    res: AttackResult              # its content, parsed once
+    #: from the bench's cells (None for results read alone): the suite entry's name when it is not the method's
     variant: str | None = None
-    #: the cell's ε on the suite's ``epsilons`` axis (what the run was calibrated to; its accounted ε is at most
-    #: this), set from the bench's cells like :attr:`variant`; None off the axis and for results read alone
+    #: likewise: the cell's ε on the suite's ``epsilons`` axis (the run's accounted ε is at most this)
     axis_epsilon: float | None = None
 
     def __getattr__(self, name: str):
@@ -52,20 +42,17 @@ class Result:
 
     @property
     def method_label(self) -> str:
-        """The method as reports name it: the suite's entry (``dpdm-lora``) for a variant, so the variants of one
-        registered method are told apart in every table; else the registered method. Registry lookups (role, row
-        order, settings) use :attr:`method`."""
+        """The method as reports name it: a variant's suite entry (``dpdm-lora``), else :attr:`method`."""
         return self.variant or self.res.method
 
     @property
     def attack(self) -> str:
-        """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``), so the
-        variants of one attack are reported side by side."""
+        """The attack's label: its name, with ``@variant`` for a non-default variant (``lira@online``)."""
         return self.res.label
 
     @property
     def formal_epsilon(self) -> float | None:
-        """The formal ε (a guarantee) only: a conditional or claimed ε is not one (privbench.privacy.claims)."""
+        """The formal ε only: a conditional or claimed ε is not a guarantee."""
         return formal_epsilon(self.res.privacy)
 
     @property
@@ -79,15 +66,13 @@ class Result:
 
     def key(self) -> tuple:
         r = self.res
-        # by settings, not by attack_hash: a result re-run after a records-version bump (same settings, new hash)
-        # replaces the stale one instead of appearing twice
+        # by settings, not attack_hash: a rerun with the same settings and a new hash replaces the stale result
         cfg = json.dumps(r.attack_config, sort_keys=True, default=str) if r.attack_config else r.attack_hash
         return (r.method, r.target, r.attack, r.dataset, r.preset, r.seed, str(self.run_dir.resolve()), cfg)
 
     def target_key(self) -> tuple:
-        """(dataset, seed, model under test, target): what one row of the side-by-side table and one Bonferroni
-        family of the audit are about. A privbench target lives in its run directory; an external model's attacks
-        each have their own ``external-<hash>`` directory, so there it is the weights' and the records' hashes."""
+        """(dataset, seed, model under test, target): one side-by-side row, one audit family. The model is the run
+        directory, or for an external model (one directory per attack) its weights' and records' hashes."""
         prov = self.res.provenance
         if self.res.is_outside and prov is not None and prov.weights_sha256:
             return (self.dataset, self.seed, f"external:{prov.weights_sha256}:{prov.records_sha256}", self.target)
@@ -193,8 +178,7 @@ class Result:
 
     @cached_property
     def config_hash(self) -> str | None:
-        """The run's training hash: the one its folder is named by (``METHOD-DATASET-HASH``, as the run store names
-        a run when it trains it), else recomputed from config.yaml."""
+        """The run's training hash: the one its folder is named by (``METHOD-DATASET-HASH``), else recomputed."""
         cfg = self.config
         if not cfg:
             return None
@@ -202,16 +186,14 @@ class Result:
         if named is not None:
             return named
         try:
-            # recomputing builds the whole Config, whose sections the built-in methods and attacks declare: this
-            # imports them (and torch); only a run folder that is not named by its hash gets here
+            # imports the methods and attacks (and torch): only for a folder not named by its hash
             return config_from_dict(cfg).training_hash()
         except Exception:  # noqa: BLE001 - provenance only
             return None
 
 
 def cell_file(p: str | None, base: Path | None) -> Path | None:
-    """A bench cell's result file: as recorded, else relative to the bench directory ``base`` (a moved bench);
-    None when there is none."""
+    """A bench cell's result file: as recorded, else relative to the bench directory ``base``; None if absent."""
     if not p:
         return None
     path = Path(p)
@@ -221,8 +203,7 @@ def cell_file(p: str | None, base: Path | None) -> Path | None:
 
 
 def hash_in_name(folder: str, cfg: dict) -> str | None:
-    """The training hash in a run folder's name when it is ``<method>-<dataset>-<12 hex digits>`` for the config's
-    method and dataset (:func:`privbench.runs.store.run_dir_for`), else None."""
+    """The training hash in a run folder named ``<method>-<dataset>-<12 hex digits>`` for the config, else None."""
     head = f"{cfg.get('method')}-{cfg.get('dataset')}-"
     tail = folder[len(head):] if folder.startswith(head) else ""
     return tail if len(tail) == HASH_DIGITS and all(c in "0123456789abcdef" for c in tail) else None
@@ -244,9 +225,8 @@ def _target_checkpoints(target: str) -> list[str]:
 
 
 def released_start_weight(run_dir: Path, target: str | None = None) -> float | None:
-    """The largest weight a network keeps on the network it started from (its checkpoints' manifests, written by
-    the training loop: ``ema_decay ** steps``): of ``target``'s networks where their checkpoints exist, else of
-    every network of the run; None when no manifest records it."""
+    """The largest ``ema_start_weight`` (``ema_decay ** steps``) in the checkpoint manifests of ``target``'s
+    networks, else of every network of the run; None when none records it."""
     weights = []
     paths = sorted((Path(run_dir) / "checkpoints").glob("*.state.json"))
     if target is not None:
@@ -263,12 +243,7 @@ def released_start_weight(run_dir: Path, target: str | None = None) -> float | N
 
 
 def verify_result(r: Result) -> None:
-    """Believe a result only once its files agree with it (``check``, ``report`` and ``audit`` call this).
-
-    A result privbench wrote records the SHA-256 of its ``scores.npz`` (``sha256``): the file must exist and hash
-    to it. A membership result's AUC, ASR and TPRs (and their bootstrap CIs, with the recorded ``attack.bootstrap``
-    and seed) are recomputed from the scores and must equal the recorded ones. BadInput names the file that
-    disagrees. A result with no recorded hashes (a hand-made one) is not verified."""
+    """Believe a result only once its files agree with it (the rule: docs/cli.md §3, "What is verified")."""
     recorded = r.res.sha256
     if recorded is None:
         return
@@ -296,7 +271,7 @@ def _check_metrics(r: Result) -> None:
     boot = r.res.attack_config.get("bootstrap")
     boot = boot if isinstance(boot, int) and not isinstance(boot, bool) and 0 < boot <= 100_000 else 0
     keys = list(_VERIFIED_METRICS)
-    rule = r.res.tpr_rule or "le"  # metrics.tpr_rule=lt results record it (runs.attack); recomputed with it
+    rule = r.res.tpr_rule or "le"
     if rule not in ("le", "lt"):
         raise BadInput(f"{r.path}: tpr_rule {rule!r} is not one privbench writes (le, lt)")
     try:
@@ -342,8 +317,7 @@ def read_result(path: str | Path) -> Result:
 
 
 def read_cell_result(cell: BenchCell, path: str | Path) -> Result:
-    """The result of a bench cell (``path``: its ``result_path``, resolved by the caller), named by the cell's
-    suite entry when it is a variant (:attr:`Result.method_label`)."""
+    """The result of a bench cell at ``path``, with the cell's variant and axis ε."""
     r = read_result(path)
     r.variant = cell.variant or None
     r.axis_epsilon = cell.epsilon
@@ -380,12 +354,8 @@ def dedupe(results: Iterable[Result]) -> list[Result]:
 
 
 def load_results(paths: list[str | Path]) -> list[Result]:
-    """RESULTS arguments → de-duplicated, verified (:func:`verify_result`) results, sorted by (dataset, seed, method,
-    target, attack).
-
-    Files ending in ``.json`` that are not results (e.g. ``bench.json``) are skipped when found inside a
-    directory; a file named on the command line must be a result.
-    """
+    """RESULTS arguments → de-duplicated, verified results, sorted by (dataset, seed, method, target, attack).
+    Other ``.json`` files inside a directory are skipped; a file named on the command line must be a result."""
     if not paths:
         raise BadInput("no RESULTS given: pass run directories, bench directories or result.json files")
     out: list[Result] = []
@@ -420,7 +390,7 @@ def _bench_results(bench_dir: Path) -> list[Result]:
         out.append(read_result(f))
     if not out and not any(c.status == "done" for c in cells):
         raise BadInput(f"{bench_dir}: the bench has no finished results yet")
-    return out  # empty for a bench of FID cells only: its report is the FID table and the claims
+    return out  # empty for a bench of FID cells only
 
 
 def read_bench(bench_dir: str | Path) -> dict:
@@ -434,18 +404,17 @@ def read_bench(bench_dir: str | Path) -> dict:
     if not isinstance(d, dict):
         raise BadInput(f"{p}: not a bench file")
     try:
-        cells_of(d)  # every cell readable, before a report reads any (bench.cell_schema)
+        cells_of(d)  # every cell readable before a report reads any
     except BadInput as e:
         raise BadInput(f"{p}: {e}") from None
     return d
 
 
 def role_of(r: Result, bench: dict | None = None) -> str:
-    """'private' or 'baseline' (non-private), from the suite when it says so; an outside model's is
-    :data:`~privbench.runs.result_schema.OUTSIDE`."""
+    """'private', 'baseline' (the suite's word first) or, for an outside model, :data:`OUTSIDE`."""
     roles = (bench or {}).get("roles") or {}
     if r.method in roles:
         return roles[r.method]
-    if r.res.is_outside:  # a model privbench did not train (privbench attack/run --model)
+    if r.res.is_outside:
         return OUTSIDE
     return "private" if is_private(r.method) else "baseline"

@@ -1,12 +1,5 @@
-"""What tells one result apart from the others in the same figure: the shortest label that names every curve once.
-
-A figure first names a result by its method and target (``dpdm/model``). Results that share that name — an ε
-sweep of one method, the same method at several seeds, several outside models (all ``external/model``) — get the
-fewest extra parts that separate them, taken in the order :data:`KEYS` lists: ε (the suite's axis value, else the
-result's own ε claim), seed, the outside model's folder, its members' file, its weights' hash, the run directory.
-A part is added only inside a group of equal labels and only when it differs there, so ``centralized/model``
-beside four ``dpdm/model ε=…`` stays bare. Results that no part separates are numbered (``#2``): a figure never
-drops one of two curves because their names coincide.
+"""What tells one result apart from the others in the same figure: the shortest label that names every curve once
+(the rule: docs/benchmarks.md, "Reports"; the parts are tried in the order of :data:`KEYS`).
 """
 from __future__ import annotations
 
@@ -26,7 +19,7 @@ class Part:
 
 
 def _ascii(text: str) -> str:
-    # a "." would be read as a suffix by Path.with_suffix; other characters are not portable in file names
+    # "." would read as a suffix to Path.with_suffix; other characters are not portable in file names
     out = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "-") else "p" if ch == "." else "-" for ch in text)
     return "-".join(p for p in out.split("-") if p)
 

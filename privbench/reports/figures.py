@@ -1,22 +1,6 @@
-"""The report's ROC figures, written under ``<out>/figures/`` as PNG (embedded in the HTML), SVG and PDF:
-
-* ``roc-<dataset>-seed<S>-<method>-<target>[-<parts>].*`` — one per target, every membership attack overlaid;
-  ``<parts>`` (``eps4``, an outside model's folder, …) is what tells the target apart from others of the same
-  method and target in the (dataset, seed) — an ε sweep's runs — and its title says the same (``, ε=4``);
-* ``roc-by-attack-<dataset>-seed<S>.*`` — one panel per membership attack with every target's curve (the figure
-  a paper shows: how each attack fares across private methods and baselines), one legend for all panels;
-* ``roc-<attack>-<dataset>-seed<S>.*`` — each of those panels alone (a paper's single-column figure), its legend
-  with every curve's AUC.
-
-An attack whose AUC is inverted on a target (its 95 % CI lies below 0.5: the attack's premise fails there, the
-tables mark it the same way) is marked "inverted" in the legend of the per-target and per-attack figures and
-named under "inverted:" in its panel's title of the by-attack figure.
-
-Every result that belongs in a figure is one curve in it, named by method/target plus the fewest parts that tell
-it apart from the others there (reports.curve_labels: ``dpdm/model ε=4``; never one curve for several results).
-A target keeps its colour, line style and marker in every figure of a (dataset, seed); the results of one
-method/target share a colour and differ in line style and marker; equal curves stay visible (markers at
-different offsets). ``report --attacks/--targets`` chooses which attacks and targets are drawn (reports.layout).
+"""The report's ROC figures under ``<out>/figures/`` (PNG, SVG, PDF): per target, by attack and each panel alone
+(names and styles: docs/benchmarks.md, "Reports"). An inverted AUC is marked in a legend, and under "inverted:" in
+a by-attack panel's title.
 """
 from __future__ import annotations
 
@@ -52,8 +36,7 @@ def _scores(r: Result, cache: dict) -> tuple | None:
 
 def _curves(targets: list[dict], cache: dict) -> list[dict]:
     """The targets that have a membership curve, each with its scores per attack, its name in every figure of its
-    (dataset, seed) (reports.curve_labels: method/target plus what tells it apart there) and the parts of that name
-    that its per-target figure adds to the method/target of its title and file."""
+    (dataset, seed) and the parts of that name added to the method/target (reports.curve_labels)."""
     drawn = []
     for b in targets:
         scores = {a["attack"]: sy for a in b["attacks"] if (sy := _scores(a["result"], cache)) is not None}

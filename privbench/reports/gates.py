@@ -1,33 +1,5 @@
-"""``privbench check``: the CI privacy gate (docs/cli.md §10).
-
-Gates file::
-
-    gates:
-      - {method: pfdm, target: shared, attack: pia, metric: auc, max: 0.6}
-      - {method: pfdm, target: shared, attack: pia, metric: tpr_at_1pct_fpr_ci95_high, max: 0.05, dataset: digits}
-      - {method: dpdm, target: model, attack: loss, metric: privacy.epsilon, max: 10, optional: true}
-
-Every gate names ``method``, ``target``, ``attack``, ``metric`` and exactly one or both of ``max`` / ``min``
-(inclusive: ``value <= max`` and ``value >= min`` hold). Optional filters: ``dataset``, ``preset``, ``seed``.
-``attack`` is the result's label (``secmi@paper``; a plain name is the attack's default variant only).
-A gate checks every result it matches (e.g. every seed); each (gate, result) pair is one check.
-
-``metric`` is any key of the result's ``metrics`` (``auc``, ``asr``, ``tpr_at_1pct_fpr``, ``tpr_at_0_1pct_fpr``,
-``memorized_fraction``, ``reid_rate``, ``psnr``, …), ``privacy.epsilon`` (the formal ε; a target without one — a
-non-private target, an outside model, DP-SAD's paper mode whose ε is claimed by the paper — counts as ε = ∞ and so
-breaches a ``max`` gate, and the breach says why), ``audit.exceeds_claim`` (1 when ``audit`` flags the result: a
-lower bound above its formal or claimed ε — gate it with ``max: 0``), or ``<key>_ci95_low`` / ``<key>_ci95_high`` for the
-bootstrap CI ends of ``metrics.ci95[<key>]`` (gate on the upper end so that CI does not flake on noise).
-
-Decisions (documented in docs/cli.md §10):
-
-* exit 1: at least one check breached; every breach is listed (a value that is NaN or missing from a matched
-  result of the right attack is a breach: it cannot be shown to hold);
-* exit 2 (bad input): missing or unreadable gates file or results, malformed YAML, unknown gate keys, a
-  threshold that is not a number, an unknown metric (not a key the matched results have), a gate on a TPR at an
-  FPR a matched result's non-member count cannot resolve (every report shows it as n/a), and **a gate that
-  matches no result** — a gate that checks nothing would let CI pass silently when a target was renamed or a
-  bench cell was skipped. Mark a gate ``optional: true`` to allow it to match nothing (reported, not checked).
+"""``privbench check``: the CI privacy gate (docs/cli.md §10). Each (gate, matched result) pair is one check; a
+non-optional gate that matches nothing is bad input, so a renamed target or a skipped cell cannot keep CI green.
 """
 from __future__ import annotations
 
@@ -92,12 +64,11 @@ def describe(g: dict) -> str:
 
 
 def _matches(g: dict, r: Result) -> bool:
-    """``attack`` is compared with the result's label (``secmi@paper``), so a gate names exactly the variant it
-    checks: ``attack: secmi`` is the default SecMI, never ``secmi@paper``."""
+    """Whether gate ``g`` selects result ``r``; ``attack`` is compared with the result's label (``secmi@paper``)."""
     for k in MATCH_KEYS:
         have = getattr(r, k)
         if k == "method" and r.variant is not None and str(g.get(k)) == r.variant:
-            continue  # a suite's variant by its entry name (``dpdm-lora``); the registered name matches them all
+            continue  # a variant by its entry name; the registered name matches every variant
         if k in g and str(g[k]) != str(have):
             return False
     return True
@@ -113,8 +84,7 @@ def _tpr_metric(metric: str) -> str | None:
 
 
 def _check_resolvable(g: dict, r: Result) -> None:
-    """A gate on a TPR at an FPR the result's non-member count cannot resolve checks a number every report shows
-    as n/a (the TPR at zero false positives, whatever the FPR): bad input, naming the smallest resolvable FPR."""
+    """BadInput for a gate on a TPR at an FPR the result's non-member count cannot resolve (reports show n/a)."""
     base = _tpr_metric(g["metric"])
     n = r.n_nonmembers
     if base is None or resolvable(base, n):
@@ -133,10 +103,8 @@ AUDIT_EXCEEDS = "audit.exceeds_claim"
 
 
 def audit_exceeds(g: dict, r: Result, results: list[Result]) -> tuple[float, str]:
-    """``audit.exceeds_claim``: 1 when ``privbench audit`` flags the result (an empirical lower bound, family-wise
-    over the target's membership results given, exceeds its formal or claimed ε), else 0; with the audit's reason.
-    A result with nothing to compare with (no ε, or only a conditional one) is bad input: the gate could never
-    breach."""
+    """``audit.exceeds_claim``: (1 when ``privbench audit`` flags the result else 0, the audit's reason). A result
+    with no formal or claimed ε is bad input: the gate could never breach."""
     from .audit import audit_result  # lazy: reports.audit loads scipy; reports.gates does not
 
     claim = compared_claim(r.privacy)

@@ -1,14 +1,6 @@
-"""The headline empirical ε lower bound of each model: one number per model, the same in ``audit``, the report and
-the Python API (docs/accountants.md §3.4).
-
-A model (a target: one trained network, :meth:`Result.target_key`) attacked by k membership attacks has 2k
-empirical lower bounds — Clopper–Pearson (split threshold) and one-run for each attack. Each is valid at its own
-confidence only, so their maximum at 95 % each is not a 95 % statement. The headline is the largest of the 2k
-bounds recomputed at 1 − α/(2k) (Bonferroni; :func:`privbench.privacy.compare.headline_bounds`): valid family-wise
-at the stated confidence 1 − α, whichever attack and bound it came from. The bounds at 1 − α each are details.
-
-δ: ``delta`` when given, else the model's formal or claimed δ, else 1e-5 (the rule of ``audit``); when a model's
-results state different δ, the largest is used (a bound at a larger δ is also a bound at every smaller one).
+"""The headline empirical ε lower bound of each model (:meth:`Result.target_key`): one number, the same in
+``audit``, the report and the Python API (docs/accountants.md §3.4). δ: as ``audit`` chooses it; when a model's
+results state different δ, the largest (a bound at a larger δ is also one at every smaller δ).
 """
 from __future__ import annotations
 
@@ -43,8 +35,8 @@ def relation_of(res: Result) -> str:
 
 def headlines(results: list[Result], *, delta: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
               seed: int = 0) -> dict[tuple, dict[str, Any]]:
-    """target key → the model's headline (:func:`headline_bounds` plus ``model``, ``dataset``, ``seed``,
-    ``run``, ``relation``, ``rule`` and ``statement``; each of ``bounds`` names its ``result`` file), for every model with membership results whose scores load."""
+    """target key → the model's headline (:func:`headline_bounds` plus ``model``, ``dataset``, ``seed``, ``run``,
+    ``relation``, ``rule``, ``statement``; each bound names its ``result``), for every model with loadable scores."""
     groups: dict[tuple, list[tuple[Result, Any, Any]]] = {}
     for r in results:
         if r.kind != "membership" or r.scores_file is None:

@@ -1,8 +1,5 @@
-"""One self-contained HTML page (jinja2, autoescaped): every ROC figure is an embedded base64 SVG (it scales
-without blur or distortion; other images are PNG), the CSS is inline,
-there is no script and no external URL, so the file can be mailed, committed or opened offline. A table of
-contents leads to every section; every ε shows its basis and every "n/a" its reason as a footnote under its table
-(visible in print, not hover text)."""
+"""One self-contained HTML page (jinja2, autoescaped; inline CSS, embedded figures, no script, no external URL),
+so the file can be mailed, committed or opened offline; its sections: docs/benchmarks.md, "Reports"."""
 from __future__ import annotations
 
 import base64
@@ -44,8 +41,7 @@ from .present import (
 from .tables import Tables, fmt, fmt_ci, rel
 
 TEMPLATES = Path(__file__).parent / "templates"
-#: what a target is, in the side-by-side table's pill (collect.role_of): a model privbench did not train is never
-#: called a baseline
+#: what a target is, in the side-by-side table's pill: a model privbench did not train is never a baseline
 ROLE_LABELS = {"private": "private", "baseline": "non-private baseline",
                OUTSIDE: "external model (trained outside privbench)"}
 
@@ -63,8 +59,7 @@ def figure_data_uri(files: list[Path]) -> str:
 
 
 def _roc_entries(figures: dict | None) -> tuple[list[dict], list[dict], list[dict]]:
-    """The per-target ROC figures, the by-attack grids and each attack's single panel (written by
-    reports.figures) as embeddable entries."""
+    """The per-target ROC figures, the by-attack grids and each attack's single panel as embeddable entries."""
     if not figures:
         return [], [], []
     per = [{"title": f["title"], "role": f["role"], "src": figure_data_uri(f["files"]),
@@ -161,8 +156,7 @@ def _upload_audits(tables: Tables) -> list[dict]:
 def render_html(tables: Tables, out_path: Path, *, title: str, source: str, bench: dict | None = None,
                 targets: list[dict] | None = None, figures: dict | None = None, banner: str | None = None,
                 files: list[str] = (), lead_sections=()) -> Path:
-    """The page; ``lead_sections`` ((id, title, HTML) each) come first, before the side-by-side table: what the
-    bench was run for (its paper claims, an ε-axis bench's privacy–utility section) leads the page."""
+    """The page; ``lead_sections`` ((id, title, HTML) each: paper claims, privacy–utility) come first."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = fmt
@@ -185,7 +179,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
     fids = tables.fid_frame()
     extractors = sorted({str(x) for x in fids["extractor"].dropna()}) if len(fids) else []
     git = git_info()
-    flags = [b for b in targets if b["exceeds_claim"]]  # a formal or claimed ε exceeded (privbench.privacy.claims)
+    flags = [b for b in targets if b["exceeds_claim"]]
     ups = _upload_audits(tables)
     flags_up = [u for u in ups if u["exceeds_analytic"]]
     cp_example = next((a["audit"]["cp"] for b in targets for a in b["attacks"] if a["audit"]), None)
@@ -218,7 +212,7 @@ def render_html(tables: Tables, out_path: Path, *, title: str, source: str, benc
         "sbs_notes": sbs_notes.items(), "tpr_headers": [tpr_header(targets, "1%"), tpr_header(targets, "0.1%")],
         "seeds": seeds, "banner": banner, "files": list(files),
         "samples": _sample_grids(tables),
-        MEMORIZATION: _attack_grids(tables, MEMORIZATION),  # the template's names for these sections
+        MEMORIZATION: _attack_grids(tables, MEMORIZATION),
         RECONSTRUCTION: recon,
         "accountant": _records(tables.accountant_frame()),
         "fids": _records(fids), "extractors": extractors,
@@ -238,8 +232,7 @@ _ABSOLUTE = re.compile(r"(?<![\w.])/[^\s:;,()'\"]+")
 
 
 def portable(text, base) -> str:
-    """A note or warning with every absolute path that exists on this machine rewritten relative to ``base`` (an
-    outside model's notes name its weights and scheduler files): a report holds no absolute path."""
+    """A note or warning with every absolute path that exists on this machine rewritten relative to ``base``."""
     def sub(m):
         return rel(m.group(0), base) if Path(m.group(0)).exists() else m.group(0)
 

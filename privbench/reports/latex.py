@@ -1,16 +1,5 @@
-"""LaTeX tables of a report: one booktabs float per table (``tex/<key>.tex``, ready to ``\\input``) and
-``tables.tex``, a standalone document that inputs them all (what the compile test builds). Two styles
-(``report --latex-style``, docs/cli.md §1, §4.8):
-
-* ``single`` — for a one-column page: ``table`` floats in ``\\small``; a table longer than
-  :data:`LONGTABLE_ROWS` rows is a ``longtable`` that breaks across pages. ``tables.tex`` is a landscape A4 page.
-* ``twocolumn`` — for a two-column paper: ``table*`` floats (the full text width) in ``\\footnotesize``; the
-  membership table is one table per attack family, and any table longer than :data:`TWOCOLUMN_MAX_ROWS` rows is cut
-  between targets into parts ("… (continued)") that each fit a page. ``tables.tex`` is a ``twocolumn`` article.
-
-The output is plain ASCII: every character LaTeX treats specially is escaped (``_ % & # $ { } ~ ^ \\``) and the
-Greek letters and symbols of privbench's texts (ε, δ, Δ, ≤, ±, –, …) become their math-mode commands, so the
-files compile with pdflatex and no package beyond booktabs (and longtable, for the single style).
+"""LaTeX tables of a report: one booktabs float per table (``tex/<key>.tex``) and ``tables.tex``, a standalone
+document that inputs them all. The two ``--latex-style``s and the ASCII output: docs/benchmarks.md, "Reports".
 """
 from __future__ import annotations
 
@@ -68,9 +57,8 @@ def _cell(c: Cell) -> str:
 
 
 LATEX_STYLES = ("single", "twocolumn")
-#: lines of \footnotesize (9.5 pt) a table* may fill in the twocolumn style: rows, rules, caption and footnotes of
-#: each part stay below the 550-pt text height of a 10-pt two-column article, with a margin (the compile test,
-#: tests/reports/test_latex_fits.py, fails on any "Float too large")
+#: lines of \footnotesize a table* part may fill in the twocolumn style: below a 10-pt two-column article's 550-pt
+#: text height, with a margin (tests/reports/test_latex_fits.py)
 TWOCOLUMN_LINES = 48
 #: characters of a \footnotesize line across the 469-pt text width (a caption or footnote longer wraps)
 _CHARS_PER_LINE = 100
@@ -165,9 +153,8 @@ def _row_budget(t: PaperTable) -> int:
 
 def write_latex(tables: list[PaperTable], out: Path, *, title: str, banner: str | None,
                 style: str = "single") -> list[Path]:
-    """``out/tex/<key>.tex`` per table and ``out/tables.tex``; returns the paths written. Files of an earlier
-    rendering that this one no longer writes (``tex/membership-2.tex`` of a longer report) are removed, so
-    ``tex/`` holds exactly the tables ``tables.tex`` inputs."""
+    """``out/tex/<key>.tex`` per table and ``out/tables.tex``; returns the paths written. ``tex/`` files of an
+    earlier rendering that this one does not write are removed."""
     if style not in LATEX_STYLES:
         raise BadInput(f"--latex-style {style}: choose from {', '.join(LATEX_STYLES)}")
     tables = layout_tables(tables, style)

@@ -1,10 +1,6 @@
 """The structure of a report's tables and figures, apart from their numbers: which results a report shows
 (``report --attacks/--targets``), which columns carry nothing (dropped), and how a table too long for a page is
-cut into parts (``report --latex-style``; docs/cli.md §1, §4.8).
-
-Selection is by name: an attack matches its label (``secmi@paper``) or its base name (``secmi`` selects every
-``secmi@…`` variant); a target matches ``method/target`` (``pfdm/pipeline:0``), its method (``pfdm``: every
-target of the method) or its bare target name (``model``).
+cut into parts (docs/benchmarks.md, "Reports").
 """
 from __future__ import annotations
 
@@ -115,9 +111,9 @@ class _FixedNotes(Footnotes):
 
 
 def split_rows(t: PaperTable, max_rows: int) -> list[PaperTable]:
-    """``t`` cut into parts of at most ``max_rows`` rows, between target blocks where possible. The first part
-    keeps the key, title and caption; the others are ``<key>-2``, … titled "… (continued)". Each part lists the
-    footnotes its rows use; a block cut in two repeats its leading cells so no row is orphaned."""
+    """``t`` cut into parts of at most ``max_rows`` rows, between target blocks where possible: ``<key>``,
+    ``<key>-2``, … ("… (continued)"), each with the footnotes its rows use; a block cut in two repeats its leading
+    cells."""
     if len(t.rows) <= max_rows:
         return [t]
     parts = []

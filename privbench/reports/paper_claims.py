@@ -1,12 +1,6 @@
-"""The paper-claims table of a bench whose suite declares ``claims:`` (bench/paper_claims.py): for each claim the
-privbench numbers of both sides, read from the bench's cells, and the verdict of the rule in
-:mod:`privbench.reports.claim_rule` (docs/conventions.md §9).
-
-Written as ``paper_claims.csv`` (one row per claim), ``tex/paper_claims.tex`` (a booktabs float whose caption states
-the rule) and an HTML section near the top of ``index.html``. Values come from each selected cell's own file: an
-attack's ``result.json`` (its metric with the bootstrap CI, resolvable TPRs only; n = members / non-members), the
-FID record (the chosen classes' FID; n = generated / real images) or the utility record (downstream accuracy and
-class fidelity with their bootstrap CIs, precision and recall without; n = test records or samples).
+"""The paper-claims table of a bench whose suite declares ``claims:``: each claim's numbers on both sides, read
+from the selected cells' own files, and the verdict of :mod:`privbench.reports.claim_rule`. The files and their
+columns: docs/benchmarks.md, "Reports".
 """
 from __future__ import annotations
 
@@ -69,8 +63,7 @@ def _attack(claim: PaperClaim, c: BenchCell, base) -> dict:
 
 
 def _fid_value(rec: dict, classes: str, metric: str = "fid") -> dict:
-    """The FID (or KID, or either against held-out records) of ``classes`` with its image counts (bench/cells.py
-    ``run_fid_cell``'s record)."""
+    """The FID (or KID, or either against held-out records) of ``classes`` with its image counts."""
     gen = rec.get("n_generated")
     if metric.endswith("_heldout"):
         rec = {**(rec.get("heldout") or {}), "n_generated": gen}
@@ -166,8 +159,7 @@ def paper_claims_frame(bench: dict | None, base: Path | None = None) -> pd.DataF
 
 
 def _decimals(metric: str, value) -> int:
-    """A metric's decimals; a KID's follow its magnitude (4 significant digits), which the extractor sets: about
-    0.01 with Inception's features, thousands with a small CNN's."""
+    """A metric's decimals; a KID's follow its magnitude (4 significant digits), which depends on the extractor."""
     if metric.startswith("kid") and isinstance(value, (int, float)) and math.isfinite(value) and value != 0:
         return max(0, 3 - math.floor(math.log10(abs(value))))
     return DECIMALS.get(metric, 3)
@@ -192,11 +184,9 @@ def _arrow(better: str) -> str:
 
 
 def latex_float(df: pd.DataFrame, style: str = "single") -> str:
-    """``tex/paper_claims.tex``: a booktabs float (``table*`` in the twocolumn style) with its label and a caption
-    that states the rule."""
+    """``tex/paper_claims.tex``: a booktabs float (``table*`` in the twocolumn style) whose caption states the rule."""
     env = "table*" if style == "twocolumn" else "table"
-    # a two-column page holds a table* of a paper's worth of claims only in \scriptsize and without each claim's
-    # scale (the scale stays in paper_claims.csv and the HTML)
+    # a table* of claims fits a two-column page only in \scriptsize, without the scale (kept in the CSV and HTML)
     size = r"\scriptsize" if style == "twocolumn" else r"\small"
     head = ["claim", "metric", "paper (subject / baseline)", "privbench subject", "privbench baseline", "seeds",
             "verdict"]
@@ -247,8 +237,7 @@ def html_section(df: pd.DataFrame, figure: str | None = None) -> str:
 
 def write_paper_claims(bench: dict | None, out: Path, formats: list[str], latex_style: str = "single",
                        base: Path | None = None) -> tuple[list[Path], str | None]:
-    """Write ``paper_claims.csv`` / ``tex/paper_claims.tex`` of a bench with claims; returns (files, the HTML
-    section or None). ``base``: the bench directory (relative result paths are read from it)."""
+    """Write a bench's claims table and figure; returns (files, HTML section or None). ``base``: the bench dir."""
     df = paper_claims_frame(bench, base)
     if df is None:
         return [], None

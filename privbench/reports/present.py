@@ -1,11 +1,6 @@
-"""What every rendering of a report shares (HTML, LaTeX, Markdown): which TPRs the non-member count can resolve,
-footnotes (every ε's basis, every "n/a"), the test-preset banner, the across-seed aggregate, and the report's
-tables as plain rows of cells that :mod:`.latex` and :mod:`.markdown` typeset.
-
-A TPR at a fixed FPR x needs at least 1/x non-members: with n non-members the smallest non-zero FPR is 1/n, so
-for x < 1/n the "TPR at FPR ≤ x" is the TPR at zero false positives, whatever x is (with 256 non-members,
-TPR@0.1% equals the TPR at 0 FPR and says nothing about 0.1 %). Such a cell reads "n/a", and its footnote says
-why; every CSV leaves it empty and only ``result.json`` keeps the computed value (one rule: :mod:`.cells`).
+"""What every rendering of a report shares (HTML, LaTeX, Markdown): footnotes (every ε's basis, every "n/a" with
+its reason; the rule is :mod:`.cells`), the test-preset banner, the across-seed aggregate, and the report's tables
+as plain rows of cells that :mod:`.latex` and :mod:`.markdown` typeset.
 """
 from __future__ import annotations
 
@@ -146,9 +141,8 @@ def tpr_cell(a: dict, metric: str, notes: Footnotes, nd: int = 3) -> Cell:
 
 
 def _where_columns(targets: list[dict]) -> list[str]:
-    """"dataset" and/or "seed" columns, when the report spans several of them; "model" and/or "records" when it
-    spans several outside models or record sets and the method/target names do not already tell its rows apart
-    (the columns are wide: a paper's table has no room for them where they add nothing)."""
+    """"dataset" and/or "seed" columns, when the report spans several of them; "model" and/or "records" only where
+    the method/target names do not already tell the rows apart (they are wide)."""
     keys = [k for k in ("dataset", "seed") if len({b.get(k) for b in targets}) > 1]
     named = {tuple(b.get(k) for k in (*keys, "method", "target", "attack")) for b in targets}
     if len(named) < len(targets):
@@ -162,8 +156,7 @@ def _frame_where(df) -> list[str]:
 
 
 def membership_table(targets: list[dict], family: str | None = None) -> PaperTable:
-    """Every target's membership attacks; with ``family`` (reports.order.FAMILIES) only that family's attacks
-    (the empirical ε column stays the target's bound over all its attacks)."""
+    """Every target's membership attacks, or one ``family``'s (the ε lower bound stays over all its attacks)."""
     where = _where_columns(targets)
     t = PaperTable(
         "membership" if family is None else "membership-" + family.split()[0],
@@ -226,8 +219,7 @@ def target_table(targets: list[dict]) -> PaperTable | None:
 
 
 def _lb_cell(b: dict) -> Cell:
-    """A target's headline ε lower bound (reports.headline); where it came from is in audit.csv and the HTML page
-    (a paper table keeps the cell one number wide)."""
+    """A target's headline ε lower bound, one number wide (its source is in audit.csv and the HTML page)."""
     return Cell(_f(b["eps_lb"], 2) if b.get("eps_lb") is not None else "–")
 
 
@@ -265,8 +257,7 @@ def _who(kind) -> str:
 
 
 def audit_verdict(r: dict) -> str:
-    """An audit row's verdict: only a formal ε is ever "consistent"; a claim that is not exceeded is "not refuted"
-    (the bounds cannot confirm a claim, and a claim is no guarantee)."""
+    """An audit row's verdict: only a formal ε is ever "consistent"; a claim not exceeded is "not refuted"."""
     hit = r.get("exceeds_claim")
     if hit is None or (isinstance(hit, float) and math.isnan(hit)):
         return "nothing to compare"
@@ -428,8 +419,7 @@ def seeds_table(targets: list[dict]) -> PaperTable | None:
 
 
 def paper_tables(tables: Tables, targets: list[dict] | None = None, by_family: bool = False) -> list[PaperTable]:
-    """The report's tables in page order (those with no rows are left out); ``by_family``: one membership table
-    per attack family (reports.order.FAMILIES) instead of one for all attacks."""
+    """The report's non-empty tables in page order; ``by_family``: one membership table per attack family."""
     targets = tables.targets() if targets is None else targets
     membership = ([membership_table(targets, f) for f in FAMILIES] if by_family
                   else [membership_table(targets)])

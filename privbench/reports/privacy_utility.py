@@ -1,12 +1,5 @@
-"""What privacy costs: utility and leakage against ε, per method, beside the non-private baselines.
-
-From a bench whose suite has an ``epsilons`` axis (bench/plan.py: each cell carries its ``variant`` and
-``epsilon``), one row per run (method entry × ε × seed) with: formal ε, its kind and basis; FID (the fid cell's
-overall FID); downstream accuracy with its bootstrap CI and chance, class fidelity, precision and recall (the utility
-cell, runs/utility.py); the best membership attack by AUC with its AUC and TPR@1%FPR and their bootstrap CIs (a TPR
-the non-member count cannot resolve stays empty); the run's headline empirical ε lower bound (reports.headline; the largest over its targets' headlines when it has several). Written
-as ``privacy_utility.csv``, ``tex/privacy_utility.tex`` (one row per method × ε, means over seeds, the ε basis of
-each kind of row as a footnote) and the figures of reports.privacy_utility_figure (a grid and each panel alone).
+"""What privacy costs: utility and leakage against ε, per method, beside the non-private baselines: an ε-axis
+bench's ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and figures (docs/benchmarks.md, "Reports").
 """
 from __future__ import annotations
 
@@ -79,8 +72,7 @@ def _first(frame: pd.DataFrame, col: str):
 
 
 def _claim(mem: pd.DataFrame, formal) -> tuple[str | None, str | None]:
-    """(kind, basis) of a run's ε claim as its results state it (privbench.privacy.claims; results.csv carries the
-    basis, and the kind of a claim that is not formal)."""
+    """(kind, basis) of a run's ε claim as its rows of results.csv state it."""
     if formal is not None and pd.notna(formal):
         kind = FORMAL
     elif _first(mem, "claim_kind") is not None:
@@ -99,8 +91,7 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
         return None
     rows = []
     for run_dir, r in _runs(bench).items():
-        # results.csv holds run directories relative to the report's source (reports.tables.rel); a run
-        # directory's name (method-dataset-<config hash>) is unique in a store
+        # results.csv holds relative run directories; a run directory's name is unique in a store
         same = results["run_dir"].map(lambda p: Path(str(p)).name) == Path(str(run_dir)).name if len(results) else None
         mem = results[same & (results["kind"] == "membership")] if len(results) else results
         u = r.get("utility") or {}
@@ -129,8 +120,8 @@ def privacy_utility_frame(results: pd.DataFrame, bench: dict | None) -> pd.DataF
 
 
 def _band(g: pd.DataFrame, col: str, ci: str | None) -> tuple[float, float, float]:
-    """(mean, lo, hi): over seeds (the t-interval mean ± t(0.975; n-1)·sd/√n, clipped to the panel's range: with
-    few seeds the normal 1.96 is far too narrow) where there are several, else the run's own CI."""
+    """(mean, lo, hi): the t-interval over seeds, clipped to the panel's range, where there are several (with few
+    seeds the normal 1.96 is far too narrow), else the run's own CI."""
     if col not in g:  # no run of the group has this panel (e.g. no membership attack)
         return (math.nan,) * 3
     v = pd.to_numeric(g[col], errors="coerce").dropna()
@@ -181,8 +172,7 @@ def _fmt(m, lo, hi, nd=3) -> str:
 
 
 def _fmt_fid(m, lo, hi) -> str:
-    """An FID cell: one decimal below 100, none above (a four-digit FID's decimal carries nothing and would push
-    a two-column paper's table past the text width), its interval to the same precision."""
+    """An FID cell: one decimal below 100, none above (to fit a two-column page), its interval likewise."""
     if m is None or not np.isfinite(m) or abs(m) < 100:
         return _fmt(m, lo, hi, 1)
     return num(m, 0) if lo == hi or not np.isfinite(lo) else f"{num(m, 0)} [{num(lo, 0)}, {num(hi, 0)}]"
@@ -219,9 +209,8 @@ def _marks(summary: pd.DataFrame) -> tuple[list[str], Footnotes]:
 
 
 def latex_float(summary: pd.DataFrame, style: str = "single") -> str:
-    """The table as ``report --latex-style`` sets tables: ``single`` a ``table`` float, ``twocolumn`` a ``table*``
-    (the full text width) in ``\\footnotesize``; with the style marker the layout test reads, its label
-    (:data:`LABEL`) and the ε basis of each kind of row as a footnote under it."""
+    """The table as ``report --latex-style`` sets tables (``twocolumn``: a ``table*`` in ``\\footnotesize``), with
+    the style marker the layout test reads and the ε basis of each kind of row as a footnote."""
     star, size = ("table*", "\\footnotesize\n\\setlength{\\tabcolsep}{2.5pt}\n") if style == "twocolumn" else ("table", "")
     marks, notes = _marks(summary)
     foot = ["\\par\\smallskip", "\\noindent\\parbox{\\linewidth}{\\footnotesize"]
@@ -245,8 +234,7 @@ def latex_table(summary: pd.DataFrame, marks: list[str] | None = None) -> str:
 
 
 def html_section(summary: pd.DataFrame, figures: list[Path]) -> str:
-    """The figure (the grid, as SVG where written) with its caption and files, then the table with each row's ε
-    basis as a footnote."""
+    """The grid figure with its caption and files, then the table with each row's ε basis as a footnote."""
     grid = [f for f in figures if f.stem == "privacy_utility"]
     panels = sorted({f.stem for f in figures if f.stem != "privacy_utility"})
     marks, notes = _marks(summary)

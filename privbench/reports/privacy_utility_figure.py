@@ -1,20 +1,6 @@
-"""The privacy–utility figure (reports.privacy_utility's summary drawn against ε), sized for a paper:
-
-* ``figures/privacy_utility-<quantity>.{png,svg,pdf}`` — one panel per quantity (``fid``, ``downstream_accuracy``,
-  ``best_auc``, ``best_tpr_1pct``, ``eps_lower_bound``: the columns of ``privacy_utility.csv``), 3.3 in wide for
-  a two-column paper's ``\\columnwidth``, each with its own legend;
-* ``figures/privacy_utility.{png,svg,pdf}`` — every panel in a grid 7 in wide for ``\\textwidth``, the legend in
-  the grid's free slot (or below it).
-
-All type is at least 7 pt at those widths (the size the figure is printed at). ε is on a log axis, one line per
-private method (its mean over seeds at each ε), every run off the ε axis (non-private ε = ∞, ``public-only``
-ε = 0) a dashed horizontal line; FID is on a log axis; the accuracy panel has a dotted chance line (1/k of the k
-classes the downstream classifier is tested on, as each utility record states it).
-
-An interval is drawn as one kind per band: a line whose every point is a single run is a solid band (the run's
-bootstrap CI), a line with several seeds at every point a hatched band (the CI over seeds); a line whose points
-differ (several seeds at one ε only) has error bars instead — capped over seeds, plain for a single run's
-bootstrap CI — so no band joins two kinds. :func:`caption` says which of these a figure holds.
+"""The privacy–utility figure (reports.privacy_utility's summary drawn against ε), sized for a paper: a grid at
+\\textwidth and each panel alone at \\columnwidth. Sizes, axes, lines and interval kinds: docs/benchmarks.md,
+"Reports"; a band shows one interval kind only, mixed kinds become error bars (:func:`caption` names them).
 """
 from __future__ import annotations
 
@@ -78,8 +64,7 @@ def _split(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _colours(summary: pd.DataFrame) -> dict[str, int]:
-    """Each method's colour (and marker) index, the same in every panel and file: private methods, then the
-    reference lines."""
+    """Each method's colour and marker index, the same in every panel and file (private methods first)."""
     private, base = _split(summary)
     names = list(dict.fromkeys(list(private["method"]) + list(base["method"])))
     return {m: i for i, m in enumerate(names)}
@@ -163,7 +148,7 @@ def _no_ticks():
 def _legend_entries(fig, summary: pd.DataFrame) -> tuple[list, list[str]]:
     """Every line of every panel once (a panel may lack some: no FID, no baseline value), then a patch per band
     kind drawn."""
-    from matplotlib.patches import Patch  # lazy: matplotlib only when the figure is drawn
+    from matplotlib.patches import Patch
 
     labelled: dict = {}
     for ax in fig.axes:
@@ -193,7 +178,7 @@ def _has_bars(summary: pd.DataFrame) -> bool:
 
 def panel_figure(summary: pd.DataFrame, col: str):
     """One panel, :data:`COLUMN_WIDTH` wide, its legend below the axes."""
-    from matplotlib.figure import Figure  # lazy: matplotlib only when the figure is drawn
+    from matplotlib.figure import Figure
 
     fig = Figure(layout="constrained")
     _panel(fig.add_subplot(), summary, col, dict(PANELS)[col], _colours(summary))
@@ -205,7 +190,7 @@ def panel_figure(summary: pd.DataFrame, col: str):
 
 def grid_figure(summary: pd.DataFrame):
     """Every panel, :data:`TEXT_WIDTH` wide; the legend in the last row's free slot, else below the grid."""
-    from matplotlib.figure import Figure  # lazy: matplotlib only when the figure is drawn
+    from matplotlib.figure import Figure
 
     ncols = grid_columns(len(PANELS))
     nrows = math.ceil(len(PANELS) / ncols)
@@ -244,8 +229,7 @@ def caption(summary: pd.DataFrame) -> str:
 
 
 def write_figures(summary: pd.DataFrame, out: Path, formats=FIGURE_FORMATS) -> list[Path]:
-    """The grid, then each panel alone, under ``out/figures/`` in every format; returns the paths (the grid's
-    first)."""
+    """The grid, then each panel alone, under ``out/figures/`` in every format; returns the paths, grid first."""
     fig_dir = out / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = save_figure(grid_figure(summary), fig_dir / "privacy_utility.png", formats)

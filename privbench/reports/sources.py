@@ -1,11 +1,5 @@
 """RESULTS for ``audit``, ``report`` and ``check`` from Python: paths, or the objects ``privbench.attack`` returns.
-
-The commands read results from disk (reports.collect). An in-memory result (``privbench.attack``'s object: an
-:class:`~privbench.runs.result_schema.AttackResult` with its ``scores`` and ``labels``) is written as an ordinary
-result — ``result.json`` and ``scores.npz`` with its SHA-256, so it is verified like any other — and then read
-by the same code as a result folder. All in-memory results of one call share one run folder (``in-memory``), so
-results that name the same target are one model (one row, one family of ε bounds): give models that differ
-different names (``privbench.wrap(..., name=...)``).
+An in-memory result is written as an ordinary one and read back; all of one call's share a run folder (docs/api.md §8).
 """
 from __future__ import annotations
 
@@ -73,8 +67,7 @@ def write_in_memory(items: list, into: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def as_paths(results: Any) -> Iterator[tuple[list[Path], Path | None]]:
-    """(paths, the temporary folder in-memory results were written to, else None); the folder is removed on
-    exit."""
+    """(paths, the temporary folder in-memory results were written to, else None), removed on exit."""
     items = check_sources(results)
     if not any(is_in_memory(x) for x in items):
         yield [Path(x) for x in items], None

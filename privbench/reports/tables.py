@@ -1,22 +1,6 @@
 """The report's tables (pandas): side by side per target, every result, audits, the accountant, provenance.
-
-Ordering everywhere: dataset, seed, then private methods (pfdm, dpdm, dpsad) before the non-private baselines
-(centralized, feddm, local), so each private method's rows sit next to the baselines they are compared with.
-
-Empirical ε in the side-by-side table: the target's headline (:mod:`privbench.reports.headline`): for a target with
-k membership attacks, each attack's Clopper–Pearson (split) and one-run bounds are computed at confidence 1 − α/(2k)
-(Bonferroni over the 2k bounds), and the largest of them — the number shown, ``eps_lb`` — holds at 1 − α (95 %)
-family-wise; ``eps_lb_cp`` / ``eps_lb_one_run`` are the largest corrected bound of each kind. ``results.csv`` and
-``audit.csv`` give every attack's own bounds at 1 − α (details, not family-wise).
-
-The "exceeds formal ε" flag (``eps_lb_exceeds_formal``, ``exceeds_formal`` in ``audit.csv``) is one decision per
-target over 2k bounds (Clopper–Pearson and one-run of each of its k attacks): each is recomputed at 1 − α/(2k) and
-compared with the formal ε expressed in the membership game's neighbouring relation (replace-one; an add/remove ε
-becomes (2ε, (1+e^ε)δ) by group privacy — :mod:`privbench.privacy.compare`), so the flag holds at 95 % family-wise.
-Formal ε is a target's guarantee (``privacy.epsilon``); only it is compared with the empirical bounds. A conditional ε
-(``privacy.conditional_epsilon``, e.g. DP-SAD with a teacher trained on the members) holds only under assumptions the
-run does not meet: it has its own column and never a flag. ``noise_source`` labels seeded privacy noise as
-reproducible benchmark noise, not a deployable release.
+Columns and order: docs/benchmarks.md, "The side-by-side table"; ``eps_lb`` and the flag: docs/accountants.md §3.4.
+``noise_source`` labels seeded privacy noise as reproducible benchmark noise, not a deployable release.
 """
 from __future__ import annotations
 
@@ -53,9 +37,8 @@ _CI_KEYS = {"auc": "auc", "asr": "asr", "tpr_at_1pct_fpr": "tpr_1pct", "tpr_at_0
 
 
 def rel(p, base=None) -> str:
-    """``p`` relative to ``base`` (the directory the report was made from: a bench, a run or a runs folder; else
-    the working directory), with ``..`` where it lies beside it: a report never holds an absolute path, so a
-    committed report does not carry a developer's home directory and stays valid when the folders move together."""
+    """``p`` relative to ``base`` (the report's source directory, else the working directory), with ``..`` where
+    needed: a report never holds an absolute path."""
     p = Path(p).resolve()
     b = Path(base).resolve() if base is not None else Path.cwd().resolve()
     try:
@@ -69,9 +52,7 @@ def rel(p, base=None) -> str:
 
 
 def conditional_columns(p: PrivacyClaim | None) -> dict:
-    """The columns a conditional or claimed ε and the noise source get (never ``formal_epsilon``: neither is a
-    guarantee; a claimed ε is compared with the bounds as a claim, ``exceeds_claim``, a conditional one never). ``noise_source`` carries the label of seeded noise; a privbench
-    method's claim that names no noise source is shown as seeded (public-only's ε = 0 draws none)."""
+    """The columns of a conditional or claimed ε (never ``formal_epsilon``: no guarantee) and the noise source."""
     claim = claim_of(p)
     p = p or PrivacyClaim()
     cond = p.conditional_on
@@ -120,10 +101,9 @@ def load_fids(files: list[Path]) -> dict[tuple, dict]:
 # ------------------------------------------------------------------------------------------ audits
 
 def _audits(results: list[Result]) -> dict[int, dict]:
-    """Per membership result: CP and one-run bounds at 95 %, the same at its target's headline level 1 − α/(2k) with
-    the target's headline (reports.headline), and the flag's bounds (2k per target at 1 − α/(2k), at the δ of the
-    comparable claim)."""
-    # lazy: privacy.audit loads scipy.optimize/stats; only for audits
+    """Per membership result: CP and one-run bounds at 95 %, its bounds in the target's headline family, the
+    headline, and the flag's bounds (2k per target at 1 − α/(2k), at the δ of the comparable claim)."""
+    # lazy: privacy.audit loads scipy.optimize/stats
     from ..privacy.audit import clopper_pearson_epsilon, one_run_epsilon
 
     groups: dict[tuple, list[Result]] = {}
@@ -146,7 +126,7 @@ def _audits(results: list[Result]) -> dict[int, dict]:
             one = one_run_epsilon(s, y, delta=d, confidence=CONFIDENCE)
             cpb, oneb = corrected.get((str(r.path), "clopper_pearson")), corrected.get((str(r.path), "one_run"))
             claim, flag_bounds, conf_f, d_flag = None, {}, bound_confidence(CONFIDENCE, 2 * k), None
-            stated = compared_claim(r.privacy)  # formal, or claimed by a paper or the user (privbench.privacy.claims)
+            stated = compared_claim(r.privacy)  # formal, or claimed by a paper or the user
             if stated is not None:
                 claim = comparable_claim(stated["epsilon"], d, formal_relation(r.privacy))
                 claim["kind"] = stated["kind"]
@@ -161,7 +141,7 @@ def _audits(results: list[Result]) -> dict[int, dict]:
 
 
 def _exceeds(audit: dict) -> bool:
-    """The family-wise flag's part for one result: any of its flag bounds above the comparable formal ε."""
+    """Any of one result's flag bounds above the comparable ε."""
     return bool(audit["claim"] is not None and exceeds(audit["flag_bounds"], audit["claim"]))
 
 
@@ -189,8 +169,7 @@ def _tkey(r: Result) -> tuple:
 
 # ------------------------------------------------------------------------------------------ tables
 
-#: the accountant table's basis of a target with no privacy claim, by its role (collect.role_of; any other role: a
-#: non-private target)
+#: the accountant table's basis of a target with no privacy claim, by its role (other roles: non-private)
 NO_CLAIM_BASIS = {OUTSIDE: "none claimed: external model (trained outside privbench)"}
 
 
@@ -208,8 +187,7 @@ class Tables:
         base = Path(base) if base is not None else None
         fid_runs = _fid_cell_runs(bench, base)
         if bench and bench.get("cells") is not None:
-            # a bench's FIDs are its own FID cells' records: a run folder shared with other benches may hold
-            # FIDs of other settings, or of targets this bench did not measure
+            # a bench's own FID cells only: a run folder shared with other benches may hold other FIDs
             files = [f for c in cells_of(bench) if c.kind == "fid" and c.status == "done"
                      for f in [cell_file(c.result_path, base)] if f is not None]
         else:
@@ -233,7 +211,7 @@ class Tables:
             }
             n_non = r.n_nonmembers
             for k, short in _CI_KEYS.items():
-                # one rule for every table (reports.cells): a TPR the non-member count cannot resolve is empty
+                # a TPR the non-member count cannot resolve is empty (reports.cells)
                 row[short] = cell_value(m, k, n_non)
                 c = ci.get(k) if resolvable(k, n_non) else None
                 row[f"{short}_ci_lo"] = as_number(c[0]) if c else None
@@ -283,8 +261,7 @@ class Tables:
                 }
             if r.privacy and not b["privacy"]:
                 b["privacy"] = r.privacy
-            # one entry per (target, attack): with several settings of one attack in a run directory (e.g. an
-            # older attack version), the newest result is shown here; results.csv lists them all
+            # one entry per (target, attack): the newest of several settings; results.csv lists them all
             if r.kind == MEMBERSHIP:
                 m = r.metrics
                 entry = {"attack": r.attack, "metrics": m, "ci": m.get("ci95") or {},
@@ -319,9 +296,9 @@ class Tables:
             b["attacks"].sort(key=lambda a: (attack_rank(a["attack"]), a["attack"]))
             self._headline(b)
             b["noise_source"] = conditional_columns(b["privacy"])["noise_source"]
-            b["claim"] = claim_of(b["privacy"])  # {kind, epsilon, delta, basis} (privbench.privacy.claims)
+            b["claim"] = claim_of(b["privacy"])
             b["formal_epsilon"] = formal_epsilon(b["privacy"])
-            claim = compared_claim(b["privacy"])  # formal or claimed; a conditional ε is never flagged
+            claim = compared_claim(b["privacy"])
             hit = (None if claim is None or b["eps_lb"] is None
                    else any(_exceeds(a["audit"]) for a in b["attacks"] if a["audit"]))
             b["exceeds_claim"] = hit
@@ -333,9 +310,7 @@ class Tables:
 
     @staticmethod
     def _headline(b: dict) -> None:
-        """The target's headline ε lower bound (reports.headline) into its block: ``eps_lb`` (the headline),
-        ``eps_lb_attack`` / ``eps_lb_bound`` (where it came from), ``headline`` (the whole record), and
-        ``eps_lb_cp`` / ``eps_lb_one_run`` (the largest corrected bound of each kind, details)."""
+        """The target's headline ε lower bound into its block: ``headline`` (the record) and its ``eps_lb*`` keys."""
         head = next((a["audit"]["headline"] for a in b["attacks"] if a["audit"] and a["audit"]["headline"]), None)
         b["headline"] = head
         b["eps_lb"] = head["epsilon_lower_bound"] if head else None
@@ -365,7 +340,6 @@ class Tables:
                 m = a["metrics"] if a else {}
                 ci = a["ci"] if a else {}
                 for k, short in _CI_KEYS.items():
-                    # a TPR at an FPR below 1/n_nonmembers is left empty (reports.cells; result.json keeps it)
                     hide = a is not None and not resolvable(k, a["result"].n_nonmembers)
                     row[f"{att}_{short}"] = None if hide else as_number(m.get(k))
                     if k != "asr":
@@ -421,7 +395,7 @@ class Tables:
                 "confidence": cp["confidence"], "delta": cp["delta"], "threshold_selection": cp["threshold_selection"],
                 "one_run_epsilon_lower_bound": one["epsilon_lower_bound"], "one_run_ceiling": one["ceiling"],
                 "one_run_guesses": one["n_guesses"], "one_run_correct": one["n_correct"],
-                # the target's headline (reports.headline) and this result's two bounds in its family
+                # the target's headline and this result's two bounds in its family
                 "headline_eps_lb": a["headline"]["epsilon_lower_bound"] if a["headline"] else None,
                 "headline_confidence": a["headline"]["confidence"] if a["headline"] else None,
                 "headline_from": _headline_source(a["headline"]),
@@ -445,8 +419,7 @@ class Tables:
         return pd.DataFrame(rows)
 
     def split_check_frame(self) -> pd.DataFrame:
-        """One row per target whose results carry the member/non-member shift check (``attack --model``'s
-        ``split_check``; docs/external-models.md); the attacks of one target share it."""
+        """One row per target whose results carry ``attack --model``'s member/non-member shift check."""
         rows, seen = [], set()
         for r in self.sorted_results():
             sc = r.split_check
@@ -507,7 +480,7 @@ class Tables:
 
     def fid_frame(self) -> pd.DataFrame:
         rows = []
-        # a suite's variant names its runs (a row with FID cells and no attack: its FID cells name it)
+        # a variant names its runs (a run with FID cells and no attack: by its FID cells)
         labels = self.fid_labels | {str(r.run_dir): r.method_label for r in self.results}
         def order(kv):  # a method's rows together, its suite rows (variants) apart, then by dataset and seed
             (rd, tname), rec = kv
@@ -524,8 +497,7 @@ class Tables:
 
 
 def _fid_cell_runs(bench: dict | None, base: Path | None) -> dict[Path, str]:
-    """{run dir: suite row} of a bench's finished FID cells: a row that trains for its FID only (``attacks: []``)
-    has no attack result to lead the report to its run."""
+    """{run dir: suite row} of a bench's finished FID cells (a row with ``attacks: []`` has no result naming it)."""
     out = {}
     for c in cells_of(bench) if bench and bench.get("cells") else []:
         p = cell_file(c.result_path, base) if c.kind == "fid" and c.status == "done" else None
@@ -535,8 +507,7 @@ def _fid_cell_runs(bench: dict | None, base: Path | None) -> dict[Path, str]:
 
 
 def _fid_extras(rec: dict) -> dict:
-    """The KID and held-out columns of an FID record that has them (a suite's ``fid: {kid, heldout}``); none
-    otherwise, so the FID table of a bench without them keeps its columns."""
+    """The KID and held-out columns of an FID record that has them (none otherwise)."""
     out = {f"{g}_kid": rec[f"{g}_kid"] for g in ("majority", "minority", "average") if f"{g}_kid" in rec}
     held = rec.get("heldout") or {}
     for k in ("majority", "minority", "average", "majority_kid", "minority_kid", "average_kid"):

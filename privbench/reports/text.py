@@ -21,9 +21,8 @@ ORACLE = "oracle (chosen on evaluation labels)"
 
 
 def write_run_report(result: dict) -> dict:
-    """``privbench run``'s per-run report: report.md beside the result and in the run directory, and the full
-    HTML/CSV report of the run under ``<run_dir>/report``. Returns the paths written (and a rendering error, if
-    any: the attack result stands either way)."""
+    """``privbench run``'s per-run report: report.md beside the result and in the run directory, and the HTML/CSV
+    report under ``<run_dir>/report``. Returns the paths written (and a rendering error, if any)."""
     run_dir = Path(result["run_dir"])
     out_dir = Path(result["scores_path"]).parent
     text = report_markdown(result)
@@ -92,8 +91,7 @@ def _privacy(r: dict) -> PrivacyClaim | None:
 
 
 def _tpr(m: dict, key: str, n_nonmembers) -> str:
-    """A TPR at a fixed FPR, or "n/a" when the non-member count cannot resolve that FPR (FPR < 1/n; the report
-    and docs/conventions.md say why; result.json keeps the number)."""
+    """A TPR at a fixed FPR, or "n/a" when the non-member count cannot resolve that FPR (FPR < 1/n)."""
     return metric_text(m, key, n_nonmembers)
 
 
@@ -144,8 +142,7 @@ def _membership_rows(mem: list[dict], out: io.StringIO) -> None:
 
 
 def _notes(results: list[dict]) -> list[str]:
-    """The lines under the table: claims, records' ranges, TPR rules, inverted AUCs, then each warning once with
-    every attack that raised it (the same records give several attacks the same warning)."""
+    """The lines under the table: claims, ranges, TPR rules, inverted AUCs, each warning once with its attacks."""
     lines = []
     for r in results:
         c = claim_of(_privacy(r))
@@ -295,7 +292,7 @@ def write_bench_tables(res: dict) -> dict:
     """The bench's ``side_by_side.csv`` and ``results.csv`` from its finished attack cells; their paths are added
     to ``bench.json`` (key ``tables``) and to ``res``; ``res["_rows"]`` gets the side-by-side rows for
     :func:`format_bench`."""
-    from .tables import Tables  # lazy: reports.tables loads pandas; reports.text (privbench attack) does not
+    from .tables import Tables
 
     out_dir = Path(res["out"])
     results = [read_cell_result(c, c.result_path) for c in cells_of(res) if c.kind == "attack" and c.status == "done"]
@@ -318,8 +315,7 @@ def write_bench_tables(res: dict) -> dict:
 
 
 def result_summary(res: dict | list[dict]) -> str:
-    """One table of an outside model's results (one per attack of ``attack --attack a,b``), then the model and
-    its schedule once, and the run each attack wrote."""
+    """One table of an outside model's results, then the model and its schedule once, and each attack's run."""
     results = res if isinstance(res, list) else [res]
     lines = [format_table(results).rstrip("\n")]
     shown: set[str] = set()
