@@ -8,14 +8,13 @@ from .core.registry import install_builtins as _install_builtins
 from .core.version import __version__
 
 _install_builtins(_load_builtins, _BUILTIN_MODULES)  # the registries' built-ins (privbench/builtins.py)
-# `privbench.bench` is both the subpackage (its modules import as ever) and the function of `privbench bench`:
-# calling it runs privbench.api.bench (a subpackage's name on its parent is the module, so the module is made callable)
+# `privbench.bench` is both the subpackage and the function of `privbench bench`: the module is made callable.
+# The functions below import what they run when called: `import privbench` stays light (docs/scaling.md §5).
 bench.__class__ = _BenchPackage
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
     """(images N×C×H×W float in [−1, 1], labels N long) in the dataset's fixed order."""
-    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_dataset as _ld
 
     return _ld(name, data_root, download)
@@ -23,7 +22,6 @@ def load_dataset(name: str, data_root: str | None = None, download: bool = False
 
 def load_target(run_dir, target: str | None = None, device: str = "auto"):
     """A trained run's Target: ``predict_noise(x_t, t, y=None)``, ``alphas_cumprod``, ``num_classes``."""
-    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_target as _lt
 
     return _lt(run_dir, target, device)
@@ -33,18 +31,15 @@ def wrap(unet_or_pipeline, scheduler=None, *, device=None, name: str = "model"):
     """A Target from a diffusers pipeline / ``UNet2DModel`` (or a pytorch-ddpm UNet) already in memory;
     ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM);
     ``device``: where the attacks run it (default: the model's own); ``name``: the target's name in results."""
-    # lazy: models.external imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .models.external import wrap as _wrap
 
     return _wrap(unet_or_pipeline, scheduler, device=device, name=name)
 
 
 def attack(target, members, nonmembers, attack: str = "pia", **settings):
-    """Run a registered attack → an object with ``metrics`` and ``scores`` (higher = member, members first).
-
-    ``members`` / ``nonmembers``: images N×C×H×W in [−1, 1], (images, labels), or a SPEC path; ``settings``:
-    attack settings such as ``t=200``, ``bootstrap=1000``, ``seed=0``. Writes nothing."""
-    # lazy: runs.external imports torch; `import privbench` stays light (docs/scaling.md §5)
+    """Run a registered attack → an object with ``metrics`` and ``scores`` (higher = member, members first) on
+    ``members`` / ``nonmembers`` (images N×C×H×W in [−1, 1], (images, labels), or a SPEC path); writes nothing
+    (docs/api.md §6)."""
     from .runs.external import attack_in_memory
 
     return attack_in_memory(target, members, nonmembers, attack, **settings)

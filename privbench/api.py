@@ -1,12 +1,7 @@
 """privbench's workflow as Python functions (docs/api.md §8): ``audit``, ``report``, ``check``, ``bench`` and
-``account``.
+``account``, each the function its command calls (cli.py only parses options and prints).
 
-Each is the function its command calls (cli.py only parses options and prints), so a notebook and the command line
-give the same numbers. ``results`` is a list of result folders (run, bench or runs folders), ``result.json`` files,
-or the objects ``privbench.attack`` returns (reports.sources writes those as ordinary results first). Bad input
-raises :class:`~privbench.core.errors.BadInput` (a ``ValueError``) with one line naming it.
-
-This module imports nothing heavy at the top: ``import privbench`` stays light (docs/scaling.md §5).
+Heavy modules are imported inside the functions: ``import privbench`` stays light (docs/scaling.md §5).
 """
 from __future__ import annotations
 
@@ -35,12 +30,8 @@ IN_MEMORY_TEXT = "<in memory>"
 class Audit:
     """What ``privbench.audit`` returns (and ``privbench audit`` prints).
 
-    ``headlines``: one per model — its headline ε lower bound (``epsilon_lower_bound``, valid family-wise at
-    ``confidence``), where it came from (``attack``, ``bound``), its family (``family_size``, ``bound_confidence``,
-    ``bounds``), ``delta``, ``relation`` and ``statement`` (one sentence: which model, which relation, which
-    confidence). ``audits``: one per membership result, the command's ``--json`` objects (each bound at
-    ``confidence`` on its own, the formal ε and the flag; each carries its model's ``headline``). ``text``: the
-    command's output."""
+    ``headlines``: one headline ε lower bound per model; ``audits``: the command's ``--json`` object of each
+    membership result; ``text``: the command's output (docs/api.md §8, docs/cli.md §4.6)."""
     headlines: list[dict[str, Any]]
     audits: list[dict[str, Any]]
     text: str
@@ -106,11 +97,8 @@ def _scrub(obj: Any, tmp: Path | None) -> Any:
 
 def audit(results: Iterable[ResultLike] | ResultLike, *, delta: float | None = None,
           confidence: float = DEFAULT_CONFIDENCE) -> Audit:
-    """Empirical ε lower bounds of every membership result, with one headline per model (docs/accountants.md
-    §3.4): the largest of the model's Clopper–Pearson and one-run bounds over all its attacks, each at
-    1 − α/(2k) for k attacks, so the headline holds at ``confidence`` family-wise. ``delta``: δ of the bounds
-    (default: each model's formal or claimed δ, else 1e-5). ``privbench audit`` calls this."""
-    # lazy: reports.audit loads numpy and safetensors; `import privbench` stays light
+    """Empirical ε lower bounds of every membership result, with one headline per model, family-wise at
+    ``confidence`` (docs/accountants.md §3.4). ``delta``: default each model's formal or claimed δ, else 1e-5."""
     from .reports.audit import audit_results, format_audit
     from .reports.sources import as_paths
 
@@ -129,10 +117,8 @@ def audit(results: Iterable[ResultLike] | ResultLike, *, delta: float | None = N
 def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, formats: list[str] | None = None, *,
            latex_style: str = "single", attacks: list[str] | None = None,
            targets: list[str] | None = None) -> list[Path]:
-    """Render a report of ``results`` into the folder ``out`` (HTML, CSV, LaTeX, Markdown; ``formats`` ⊆ those)
-    and return the files written. In-memory results are written under ``out``/results first, so the report's
-    paths stay valid. ``privbench report DIRECTORY`` calls this with ``[DIRECTORY]``."""
-    # lazy: reports.render_report imports pandas (and torch for figures); `import privbench` stays light
+    """Render a report of ``results`` into the folder ``out`` (``formats`` ⊆ html, csv, latex, markdown) and return
+    the files written; in-memory results are written under ``out``/results first."""
     from .reports import render_report
     from .reports.sources import check_sources, is_in_memory, write_in_memory
 
@@ -153,10 +139,8 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
 
 
 def check(results: Iterable[ResultLike] | ResultLike, gates: str | os.PathLike) -> CheckResult:
-    """The CI gate: every gate of ``gates`` (a YAML path or a shipped name) against every result it matches;
-    returns the breaches (``ok`` is False when there is one). A bad gates file, an unknown metric or a gate that
-    matches no result (unless ``optional: true``) raises BadInput. ``privbench check`` calls this."""
-    # lazy: reports.gates loads the results (numpy); `import privbench` stays light
+    """The CI gate: every gate of ``gates`` (a YAML path or a shipped name) against every result it matches
+    (docs/cli.md §10); returns the breaches."""
     from .reports.gates import check_gates, skipped_optional
     from .reports.sources import as_paths
 
@@ -172,10 +156,7 @@ def bench(suite: str, *, out: str | None = None, device: str = "auto", runs_dir:
           preset: str | None = None, sets: Iterable[str] = (), inception_weights: str | None = None,
           executor: str | ExecutorOptions = "local") -> BenchResult:
     """Run (or resume) a suite (a shipped name or a YAML path) and write its bench folder and tables; the options
-    are ``privbench bench``'s (docs/cli.md). ``executor``: ``"local"``, ``"ray"``, ``"slurm"``, or an
-    :class:`ExecutorOptions` with its settings (``jobs``, ``retries``, ``cpus_per_task``, ``address``, ``slurm``).
-    ``privbench bench`` calls this."""
-    # lazy: bench.runner imports torch; `import privbench` stays light
+    are ``privbench bench``'s; ``executor``: a name or an :class:`ExecutorOptions` (docs/api.md §8)."""
     from .bench.runner import run_suite
     from .reports.text import format_bench, write_bench_tables
 
@@ -198,7 +179,6 @@ class BenchPackage(types.ModuleType):
 
 def _accountants() -> dict[str, Any]:
     """mechanism → the accountant function of ``privbench account <mechanism>``."""
-    # lazy: privacy.dpsgd / privacy.ldp load scipy; `import privbench` stays light
     from .privacy.dpsgd import account_dpsgd
     from .privacy.ldp import account_ldp
 
@@ -206,10 +186,8 @@ def _accountants() -> dict[str, Any]:
 
 
 def account(mechanism: str, **settings: Any) -> dict[str, Any]:
-    """The formal ε of a mechanism from privbench's accountants — the ``privbench account <mechanism> --json``
-    object. ``mechanism``: ``"dpsgd"`` (``noise_multiplier`` or ``epsilon`` to calibrate one, ``sample_rate``,
-    ``steps``, ``delta``, ``accountant``: a registered DP-SGD accountant, default prv) or ``"ldp"`` (one PFDM
-    upload: ``clip``, ``t0``, ``delta``, ``epsilon``, ``steps``, ``beta_start``, ``beta_end``)."""
+    """The formal ε of a mechanism (``"dpsgd"`` or ``"ldp"``) — the ``privbench account <mechanism> --json``
+    object; ``settings`` as docs/api.md §8."""
     funcs = _accountants()
     if mechanism not in funcs:
         raise BadInput(f"account: mechanism {mechanism!r}; choose from {', '.join(funcs)}")

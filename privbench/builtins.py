@@ -1,12 +1,8 @@
 """The built-in entries of privbench's registries: which packages hold them, and the loader that imports them.
 
-A built-in entry is one file that registers itself when imported; :func:`load` imports every module of the
-packages in :data:`MODULES` (so adding a file adds an entry, nothing else is edited). This module sits above every
-layer (pyproject.toml's import-linter contract), so the dependency of the registries' contents on the upper layers
-is part of the checked import graph; ``privbench/__init__.py`` hands :func:`load` and :data:`MODULES` to
-:mod:`privbench.core.registry`, which calls it on the first lookup and names no upper layer itself. Importing this
-module imports nothing else (``privbench list`` reads the entries from :data:`MODULES`' sources without importing
-them: :mod:`privbench.core.registry_source`).
+This module sits above every layer, so the registries' dependency on the upper layers is part of the import graph
+import-linter checks (docs/architecture.md §2). Importing it imports nothing else
+(:mod:`privbench.core.registry_source` reads :data:`MODULES`' sources without importing them).
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The ``privbench`` command line: a thin click shell; every command calls one library function.
 
-Exit codes (docs/cli.md §3): 0 done, 1 a ``check`` gate breached and nothing else, 2 bad input, 3 the work itself
-failed, 130 interrupted (Ctrl-C). Every failure is one line on stderr, never a traceback (set PRIVBENCH_DEBUG=1 to
-see the traceback of an unexpected error); :class:`_Group` does the final mapping. The option groups the commands
-share, and :func:`~privbench.cli_options.lib` (the library, imported when a command runs), are in cli_options.py.
+:class:`_Group` maps every ending to one exit code and one stderr line (docs/cli.md §3). The shared option groups
+and :func:`~privbench.cli_options.lib` (the library, imported when a command runs) are in cli_options.py.
 """
 from __future__ import annotations
 
@@ -42,9 +40,7 @@ from .core.threads import configure_threads, passive_wait_by_default
 from .core.version import __version__
 from .runs.outside_spec import OutsideSpec
 
-#: an OSError for these reasons is about what the user pointed privbench at (a missing file, a directory where a
-#: file belongs, a read-only or forbidden place): bad input, exit 2. Any other (a full disk, an I/O error) is the
-#: work failing, exit 3.
+#: an OSError for these reasons is about the path the user gave: exit 2; any other is the work failing, exit 3
 BAD_INPUT_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS,
                     errno.ENAMETOOLONG, errno.EEXIST, errno.ELOOP}
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 3, 130

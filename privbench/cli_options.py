@@ -1,7 +1,6 @@
 """The option groups of the ``privbench`` commands, each declared once and handed to a command as one frozen object
 (:func:`option_group`): :class:`RunOptions`, the ``--model`` group's ``OutsideSpec`` and the bench's
-``ExecutorOptions``; the checks
-that read them before torch loads; and :func:`lib`, through which the commands import the library."""
+``ExecutorOptions``; the checks that read them before torch loads; and :func:`lib`, which imports the library."""
 from __future__ import annotations
 
 import functools
@@ -116,9 +115,8 @@ def common(f):
 
 
 def precheck_inputs(options: dict) -> None:
-    """Refuse bad input files before anything imports torch (one line, exit 2, in the time it takes to read their
-    headers): records (--members, --nonmembers, --reference-data, --dataset PATH), --set syntax and a --config
-    YAML. The full checks follow when the command loads them."""
+    """Refuse bad input files from their headers before anything imports torch (docs/cli.md §3, "Fast feedback");
+    the full checks follow when the command loads them."""
     records_check = lib("data.records_check")
     for key in ("members", "nonmembers", "reference_data"):
         records_check.precheck_records(options.get(key))

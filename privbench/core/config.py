@@ -1,8 +1,6 @@
 """A run's config: method, dataset, preset, seed and one object per registered section (``cfg.train.steps``),
 resolved as defaults → preset → YAML file → ``--set`` overrides, and its training hash, which names the run.
-
-The settings machinery is :mod:`.settings`, the base sections and presets :mod:`.sections`, the overrides
-:mod:`.overrides`; this module re-exports what the rest of privbench imports from it.
+Re-exports what the rest of privbench imports from :mod:`.settings`, :mod:`.sections` and :mod:`.overrides`.
 """
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class Config:
         raise AttributeError(name)
 
     def __reduce__(self):
-        # the section classes are made at run time (not importable by name): a config travels as its values, e.g. to
-        # another process (the bench's Ray tasks), and is rebuilt and checked there as a run's config.yaml is
+        # the section classes are made at run time (not importable): a config travels as its values (Ray tasks)
         return _config_from_state, (self.to_dict(), sorted(self.explicit))
 
     def section_names(self) -> list[str]:
@@ -163,10 +160,8 @@ def check_config(cfg: Config) -> None:
 
 def build_config(method: str, dataset: str | None = None, preset: str = "tiny", seed: int = 0,
                  overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
-    """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins).
-
-    ``dataset``: the dataset the user named (``--dataset``); None lets the preset pick. A named dataset is never
-    replaced: a config file or ``--set`` naming another one is BadInput."""
+    """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins). ``dataset``: the one the
+    user named (None: the preset's); a config file or ``--set`` naming another one is BadInput."""
     METHODS.get(method)
     PRESETS.get(preset)
     seed = check_seed(seed, "--seed")

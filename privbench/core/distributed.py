@@ -1,11 +1,5 @@
-"""One model trained by several processes: torch.distributed set up from torchrun's environment.
-
-``torchrun --nproc-per-node N -m privbench train …`` starts N processes; :func:`init_from_env` joins them into one
-process group (NCCL on CUDA, gloo on CPU) and the loops use DistributedDataParallel (plain loop) or one all-reduce
-of the clipped per-record gradient sums (DP-SGD loop). Every rank draws the same seeded global batch and takes its
-own slice (:func:`shard`); rank 0 alone writes (:func:`is_main`, ``core/io.is_writer``) and :func:`barrier`
-follows a checkpoint; :func:`broadcast_from_main` shares rank 0's secure draws. Without torchrun (``WORLD_SIZE``
-unset or 1) everything here is a no-op: rank 0 of a world of 1.
+"""One model trained by several processes: torch.distributed set up from torchrun's environment (docs/scaling.md
+§2). Without torchrun (``WORLD_SIZE`` unset or 1) everything here is a no-op: rank 0 of a world of 1.
 """
 from __future__ import annotations
 
@@ -22,11 +16,8 @@ from .threads import env_world_size
 
 
 def init_from_env(device="auto") -> bool:
-    """Join the process group torchrun describes in the environment; True when running distributed.
-
-    ``device``: the training device asked for (auto/cpu/cuda). On CUDA each process uses the GPU
-    ``LOCAL_RANK`` (so ``cuda`` means that GPU for the rest of the run).
-    """
+    """Join the process group torchrun describes (NCCL on CUDA, each process on GPU ``LOCAL_RANK``; gloo on CPU);
+    True when running distributed. ``device``: the training device asked for (auto/cpu/cuda)."""
     if env_world_size() <= 1:
         return False
     if dist.is_initialized():
@@ -89,8 +80,7 @@ def shard(n: int, rank_: int | None = None, world: int | None = None) -> tuple[i
 
 def rank_seed(seed: int, step: int) -> int:
     """Seed of this rank's default RNG from ``step`` on (dropout masks): distinct per rank, fixed by the run's
-    seed. Every draw that must agree across ranks (batch, t, noise, DP noise) comes from the step generator,
-    never from the default RNG."""
+    seed (draws that must agree across ranks come from the step generator)."""
     return (seed * 1_000_003 + (rank() + 1) * 104_729 + step * 7_919) % (2 ** 63)
 
 
@@ -116,8 +106,7 @@ def _collective_device() -> torch.device:
 
 
 def agree(flag: bool) -> bool:
-    """Rank 0's ``flag`` on every rank (e.g. "the run is already trained": all ranks must take the same branch,
-    or the ones that train wait forever in a collective)."""
+    """Rank 0's ``flag`` on every rank, so all ranks take the same branch (else some wait forever in a collective)."""
     if not is_distributed():
         return bool(flag)
     t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=_collective_device())
@@ -143,9 +132,8 @@ def broadcast_from_main(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def secure_generator_from_main(device) -> torch.Generator:
-    """A generator seeded from OS entropy on rank 0 (63 bits from ``secrets``), the same on every rank: the
-    step's draws other than the privacy noise (timesteps, diffusion draws) under ``dp.noise_source=secure``, so
-    that every rank draws them for the same records. Never stored."""
+    """:func:`~privbench.core.mechanisms.secure_generator` seeded on rank 0 and the same on every rank, so that
+    every rank draws the step's other draws for the same records."""
     seed = torch.tensor([secrets.randbits(63) if is_main() else 0], dtype=torch.int64)
     (seed,) = broadcast_from_main([seed])
     g = torch.Generator(device=device)
@@ -154,8 +142,8 @@ def secure_generator_from_main(device) -> torch.Generator:
 
 
 def poisson_sample_from_main(n: int, rate: float, device=None) -> torch.Tensor:
-    """The Poisson sample of ``dp.noise_source=secure`` (each of n records joins with probability ``rate``, from
-    OS entropy), drawn on rank 0 and broadcast: every rank agrees on who was sampled."""
+    """The secure Poisson sample (:func:`~privbench.core.mechanisms.poisson_sample`), drawn on rank 0 and broadcast:
+    every rank agrees on who was sampled."""
     mask = torch.zeros(n, dtype=torch.uint8)
     if is_main():
         mask[poisson_sample(n, rate, SECURE)] = 1

@@ -3,9 +3,7 @@
 
 class BadInput(ValueError):
     """The user asked for something invalid: unknown name, out-of-range value, unreadable file.
-
-    The message is one line that names the input and what is allowed.
-    """
+    The message is one line that names the input and what is allowed."""
 
 
 class WorkFailed(RuntimeError):

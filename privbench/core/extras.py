@@ -24,10 +24,8 @@ EXTRAS = {
 }
 
 
-#: extras whose import configures the process's logging: submitit calls ``logging.config.dictConfig`` when imported,
-#: which closes every handler the process has (a user's log files; a handler another library bound to the stderr
-#: of that moment, such as absl's, then closes that stream — under pytest, its capture file). Imported with
-#: ``dictConfig`` held back: their records reach the process's own handlers through the root logger instead.
+#: extras whose import calls ``logging.config.dictConfig`` (submitit), which closes every handler the process has:
+#: imported with ``dictConfig`` held back, so their records reach the process's handlers through the root logger.
 CONFIGURE_LOGGING_ON_IMPORT = ("submitit",)
 
 

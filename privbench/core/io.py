@@ -1,8 +1,7 @@
 """Files: atomic writes that fsync, a lock per path (``filelock``), JSON helpers and safe file-name parts.
 
-Every file privbench writes goes through :func:`atomic_path` (or the helpers built on it): the data is written
-to a temporary file beside the target, flushed to disk, and renamed into place, so a reader (or a resumed run)
-never sees a half-written file. The temporary file is removed when the write fails or is interrupted.
+Every file privbench writes goes through :func:`atomic_path`, so no reader sees a half-written file. Third-party
+modules (numpy, safetensors, torch) are imported only inside the functions that use them.
 """
 from __future__ import annotations
 
@@ -65,7 +64,7 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    if not is_writer():  # under torchrun rank 0 alone writes the run
+    if not is_writer():
         return
     with atomic_path(path) as tmp:
         Path(tmp).write_bytes(data)
@@ -174,7 +173,6 @@ def append_log(folder: Path, msg: str) -> None:
 
 def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
     """Tensors to a safetensors file (atomically), with string metadata."""
-    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
@@ -191,7 +189,6 @@ def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
 
 def load_weights(path: Path, device="cpu") -> dict:
     """A safetensors file's tensors (never runs code); a damaged file is BadInput naming it."""
-    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -1,10 +1,6 @@
 """The one reader of JSON files privbench did not write: a model's ``config.json``, ``model_index.json``, a
-scheduler config.
-
-Such a file may be anything: a FIFO that never ends (``open`` would block), a document of hundreds of MB, a dangling
-link (a Hugging Face cache snapshot with a missing blob), ``[[[[…]]]]`` nested deeper than
-Python's recursion limit. Each is :class:`BadInput` with one line naming the file, before anything is read beyond
-:data:`MAX_BYTES` (the same bound as YAML inputs, :data:`privbench.core.yamlio.MAX_BYTES`).
+scheduler config. A FIFO, a dangling link, a file over :data:`MAX_BYTES` or nested too deeply is :class:`BadInput`
+naming the file, before anything beyond :data:`MAX_BYTES` is read (docs/cli.md §3).
 """
 from __future__ import annotations
 

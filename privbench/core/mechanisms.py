@@ -1,16 +1,7 @@
-"""The privacy mechanisms, one copy each (methods apply them, attacks simulate them, audits test them).
-
-* **PFDM's upload** (local DP per record): x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z, z ~ N(0, I), with
-  CLIP(x, C) = x·min(1, C/‖x‖₂) over the whole image — a Gaussian mechanism with sensitivity 2C (replace-one) and
-  noise σ = √((1−ᾱ)/ᾱ) on the scale of CLIP(x, C) (docs/accountants.md §1).
-* **DP-SGD's Gaussian mechanism**: per-record gradients clipped to C as one flat vector, summed, N(0, σ²C²I)
-  added, divided by the expected batch size q·N (docs/methods.md §5).
-* **Per-record output sanitization** of DP-SAD's paper mode: each record's output gradient clipped to C plus its
-  own N(0, σ²C²I) (not a sound DP guarantee for the parameters; docs/methods.md §6).
-
-**Noise source** (``dp.noise_source``): ``seeded`` draws from the caller's generator, seeded from the run's seed
-(reproducible benchmark noise, not a deployable release); ``secure`` (:data:`SECURE`) draws from ``os.urandom``
-(Box–Muller in float64): nothing seeds it, nothing stores it.
+"""The privacy mechanisms, one copy each (methods apply them, attacks simulate them, audits test them): PFDM's
+upload (docs/accountants.md §1), DP-SGD's Gaussian mechanism (docs/methods.md §5) and DP-SAD paper mode's
+per-record output sanitization (docs/methods.md §6), with their noise drawn from a seeded generator or from
+OS entropy (:data:`SECURE`; ``dp.noise_source``, docs/methods.md §0).
 """
 from __future__ import annotations
 
@@ -31,8 +22,8 @@ NOISE_SOURCES = ("seeded", "secure")
 # ------------------------------------------------------------------ noise source
 
 class SecureNoise:
-    """Passed where a ``torch.Generator`` is expected: the draw comes from OS entropy (``os.urandom``), so it can
-    neither be regenerated from the run's seed nor from any stored state."""
+    """Passed where a ``torch.Generator`` is expected: the draw comes from OS entropy (``os.urandom``), never seeded
+    or stored."""
 
     def __repr__(self) -> str:
         return "SECURE"
@@ -62,9 +53,8 @@ def noise_source_basis(source: str) -> str:
 
 
 def secure_generator(device) -> torch.Generator:
-    """A torch generator seeded with 63 bits from ``secrets`` (OS entropy), never stored: for the draws of a
-    private step other than the Gaussian noise (DP-SGD's timesteps and diffusion draws). Which record gets which
-    draw depends on who was sampled, so with a public seed these would reveal more than the analysis allows."""
+    """A torch generator seeded with 63 bits from ``secrets``, never stored: for a private step's other draws
+    (DP-SGD's timesteps and diffusion noise), which with a public seed would reveal who was sampled."""
     g = torch.Generator(device=device)
     g.manual_seed(secrets.randbits(63))
     return g
@@ -113,9 +103,8 @@ def gaussian(shape, generator: Source, *, device=None, dtype=torch.float32) -> t
 # ------------------------------------------------------------------ clipping
 
 def clip_l2(x: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """CLIP(x, C) = x·min(1, C/‖x‖₂) per record, L2 over the whole image (all channels and pixels).
-
-    Returns (clipped records, bool mask of the records whose norm exceeded C)."""
+    """CLIP(x, C) = x·min(1, C/‖x‖₂) per record, L2 over the whole image (all channels and pixels); returns
+    (clipped records, bool mask of the records whose norm exceeded C)."""
     if not clip > 0:
         raise BadInput(f"clip={clip}: must be > 0")
     norms = x.flatten(1).norm(dim=1)
@@ -126,9 +115,8 @@ def clip_l2(x: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
 # ------------------------------------------------------------------ PFDM's upload
 
 def ldp_upload(x: torch.Tensor, clip: float, alpha_bar, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·noise, computed in the dtype of ``x`` (``alpha_bar``: a float or a 0-d tensor).
-
-    Returns (uploads, mask of the records that were clipped)."""
+    """x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·noise, computed in the dtype of ``x`` (``alpha_bar``: a float or a 0-d tensor);
+    returns (uploads, mask of the records that were clipped)."""
     xc, was_clipped = clip_l2(x, clip)
     if torch.is_tensor(alpha_bar):
         a = alpha_bar.to(x.device)
@@ -177,10 +165,9 @@ def noisy_mean(summed: Sequence[torch.Tensor], noise_std: float, expected_batch:
                combine: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
     """(Σᵢ clip_C(gᵢ) + N(0, noise_std² I)) / E[B]: the released DP-SGD gradient from the clipped sum.
 
-    ``combine`` runs on the noised sums before the division: under torchrun (models/dp_sgd.py) it is the all-reduce
-    over the ranks' shares, and the ranks other than 0 pass ``noise_std=0`` so that the noise is drawn once. The
-    division is one ``_foreach_div`` because on CUDA ``tensor / python_float`` multiplies by the reciprocal
-    (up to one bit off a true division) while the foreach kernel divides: one kernel on every device."""
+    ``combine`` runs on the noised sums before the division (torchrun: the all-reduce; ranks other than 0 pass
+    ``noise_std=0``). ``_foreach_div`` divides on every device (CUDA's ``tensor / float`` multiplies by the
+    reciprocal, up to one bit off)."""
     noised = add_noise(summed, noise_std, generator)
     if combine is not None:
         noised = combine(noised)

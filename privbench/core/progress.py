@@ -1,9 +1,7 @@
 """Progress on stderr: tqdm bars on a terminal; elsewhere (CI logs, a pipe, a file) one plain line per interval,
 ``train dpdm: step 1200/4000, loss 0.043, 41 s``, instead of tqdm's carriage-return frames.
 
-``PRIVBENCH_PROGRESS``: unset or ``1`` = that choice by whether the stream is a terminal; ``tqdm`` or ``lines``
-forces one; ``0`` turns progress off. ``PRIVBENCH_PROGRESS_INTERVAL``: seconds between plain lines (default 10).
-:func:`outer_only` turns off every bar but the caller's own (bench: the grid's bar, not each cell's)."""
+``PRIVBENCH_PROGRESS`` and ``PRIVBENCH_PROGRESS_INTERVAL``: docs/cli.md §2."""
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +19,7 @@ _nested = 0  # depth of outer_only(nest=True) blocks: bars created inside are dr
 @contextlib.contextmanager
 def outer_only(nest: bool = False) -> Iterator[None]:
     """Inside the block the caller's bar (created before entering) stays on top: other bars are off, or with
-    ``nest`` drawn on the line below it and removed when done (bench: the grid's bar, and under it the bar of
-    the cell that runs in this process — a training's steps, an attack's batches)."""
+    ``nest`` drawn on the line below it and removed when done (bench: the grid's bar over a cell's)."""
     global _quiet, _nested
     if nest:
         _nested += 1
@@ -129,7 +126,6 @@ def bar(**kw):
 
 
 def silence_process() -> None:
-    """No bars for the rest of this process (a bench worker: the grid's bar is drawn by the process that started
-    it)."""
+    """No bars for the rest of this process (a bench worker: its parent draws the grid's bar)."""
     global _quiet
     _quiet += 1

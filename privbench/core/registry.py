@@ -1,14 +1,8 @@
 """Registries: the only place where the names of methods, attacks, datasets, accountants, presets, feature
 extractors and config sections live.
 
-A built-in entry is one file that registers itself when imported; :func:`load_builtins` imports every module of
-the built-in packages through the loader :mod:`privbench.builtins` installs (so adding a file adds an entry,
-nothing else is edited; core names no upper layer), then the modules named by the
-entry points of installed plug-ins (groups ``privbench.attacks``, ``privbench.methods``, ``privbench.datasets``,
-``privbench.accountants``) and by the environment variable ``PRIVBENCH_PLUGINS`` (comma-separated module names).
-
-Classes register with :meth:`Registry.register_class` (name and description are class attributes); functions with
-``@REGISTRY.register(name, description)``.
+:func:`load_builtins` imports the built-in entries through the loader :mod:`privbench.builtins` installs (core names
+no upper layer), then the plug-ins (docs/architecture.md §2).
 """
 from __future__ import annotations
 
@@ -122,8 +116,7 @@ PLUGIN_GROUPS = {"privbench.attacks": ATTACKS, "privbench.methods": METHODS, "pr
 _loaded = False
 _source_listing: dict | None = None  # registry_source's reading, once per process
 _source_reader: Any = None  # registry_source's reader of the built-ins (class attributes), once per process
-#: the built-ins' loader and the modules it imports, handed over by privbench/__init__.py (privbench/builtins.py):
-#: core names no upper layer
+#: the built-ins' loader and the modules it imports, handed over by privbench/__init__.py
 _builtin_loader: Callable[[], None] | None = None
 BUILTIN_MODULES: tuple[str, ...] = ()
 
@@ -156,11 +149,9 @@ def plugins_declared() -> bool:
 
 
 def listing(var: str) -> list[tuple[str, str]]:
-    """(name, description) of every entry of the registry named ``var`` (``"ATTACKS"``, …), in registration order.
-
-    Without plug-ins and before anything imported the built-ins, they are read from their source
-    (:mod:`.registry_source`: no torch import, a fraction of a second); otherwise, or when a registration cannot be
-    read that way, from the imported registry."""
+    """(name, description) of every entry of the registry named ``var`` (``"ATTACKS"``, …), in registration order:
+    read from the source (:mod:`.registry_source`) without plug-ins and before the built-ins are imported, where it
+    can be; otherwise from the imported registry."""
     global _source_listing
     reg = globals()[var]
     if not _loaded and (_source_listing is not None or not plugins_declared()):
@@ -206,13 +197,11 @@ def has_entry(var: str, name: str) -> bool:
 
 
 def entry_attribute(var: str, name: str, attr: str, default: Any = None) -> Any:
-    """``getattr(REGISTRY.get(name).factory, attr, default)`` for the registry named ``var``; a built-in class's
-    literal attribute is read from its source while nothing imported the built-ins (reports, audit and gates
-    order rows without importing the attacks and methods, and so torch); otherwise imported."""
+    """``getattr(REGISTRY.get(name).factory, attr, default)`` for the registry named ``var``; read from the source
+    while nothing imported the built-ins (so reports, audit and gates do not import torch)."""
     reg = globals()[var]
     reader = _static_reader() if name not in reg._entries else None
     if reader is not None:
-        # lazy: registry_source is read only by the light commands
         from .registry_source import Unresolvable, class_attribute
 
         try:
@@ -228,7 +217,6 @@ def entry_owners(var: str, name: str, attrs: tuple[str, ...]) -> set[str] | None
     reader = _static_reader() if name not in globals()[var]._entries else None
     if reader is None:
         return None
-    # lazy: registry_source is read only by the light commands
     from .registry_source import Unresolvable, attribute_owner
 
     try:

@@ -1,14 +1,10 @@
 """The built-in registry entries' names and descriptions, read from their source files without importing them.
 
-``privbench list`` only prints names and one-line descriptions, but importing the modules that register them loads
-torch, diffusers and scikit-learn (seconds). The registrations are literal by convention — ``@REG.register_class``
-on a class with string ``name`` / ``description`` attributes (or a docstring), ``@REG.register("name", "desc")``,
-``REG.add("name", factory, "desc")`` and ``@register_dataset("name", c, size, k, "desc")`` — so they can be read
-with :mod:`ast`. Modules are visited in the order Python would import them (a module's top-level privbench imports
-first, packages before their modules, then :data:`privbench.builtins.MODULES` in order), so each registry lists its entries
-in its runtime order. Anything else that touches a registry at import time raises :class:`Unresolvable` and the
-caller imports the real modules instead; ``tests/core/test_registry_source.py`` checks that this listing equals
-the imported registries.
+Importing the registering modules loads torch, diffusers and scikit-learn; their registrations are literal by
+convention (docs/architecture.md §2), so :mod:`ast` reads them, visiting modules in Python's import order (a module's
+top-level privbench imports first, packages before their modules, then :data:`privbench.builtins.MODULES`). Anything
+else that touches a registry at import time raises :class:`Unresolvable`, and the caller imports the real modules;
+``tests/core/test_registry_source.py`` checks that this listing equals the imported registries.
 """
 from __future__ import annotations
 
@@ -66,8 +62,7 @@ def _top_level_imports(text: str) -> list:
 
 
 def _import_time_nodes(tree):
-    """Every node that runs when the module is imported: not the bodies of functions (they run when called, as
-    register_dataset's own DATASETS.add does), but their decorators and defaults."""
+    """Every node that runs when the module is imported: not function bodies, but their decorators and defaults."""
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -91,8 +86,7 @@ class _Reader:
         self.classes: dict[str, list[tuple[dict, list]]] = {}
         #: registry variable → entry name → the name of the class registered under it
         self.class_of: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
-        #: class name → the modules read for their imports only that define it at column 0 (a registered class's
-        #: base, such as a federated or DP-SGD method's): parsed when :func:`_find` asks for the class
+        #: class name → the modules read for their imports only that define it (parsed when :func:`_find` asks)
         self.deferred: dict[str, list[str]] = {}
         self.parsed: set[str] = set()
 
@@ -230,8 +224,7 @@ def _class_attributes(node: ast.ClassDef) -> tuple[dict, list]:
 
 def _find(reader: _Reader, cls: str, attr: str, depth: int = 0) -> tuple[str, object]:
     """(the class that sets ``attr``, its value) for class ``cls``: its body, then its bases' (depth first, left to
-    right); KeyError when none sets it, :class:`Unresolvable` when the source does not say (a base class defined
-    outside the modules read, a class name defined twice)."""
+    right); KeyError when none sets it, :class:`Unresolvable` when the source does not say."""
     defs = reader.class_defs(cls)
     if not defs or len(defs) > 1 or depth > 20:
         raise Unresolvable(f"class {cls}")
@@ -257,8 +250,7 @@ def _registered_class(reader: _Reader, var: str, name: str) -> str:
 
 def class_attribute(reader: _Reader, var: str, name: str, attr: str):
     """The literal value of ``attr`` on the class registered as ``name`` in registry ``var`` (set in its body or
-    a base's); :class:`Unresolvable` when the source does not say it (a non-literal value, a base outside the
-    modules read)."""
+    a base's); :class:`Unresolvable` when the source does not say it."""
     cls = _registered_class(reader, var, name)
     try:
         where, value = _find(reader, cls, attr)
@@ -300,6 +292,6 @@ def read_builtins(builtins: tuple[str, ...]) -> _Reader:
 
 
 def builtin_listing(builtins: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
-    """{registry variable name: [(name, description)] in registration order} of the built-in modules; raises
-    :class:`Unresolvable` (or SyntaxError/OSError) when the source cannot be read statically."""
+    """{registry variable name: [(name, description)] in registration order} of the built-in modules; raises as
+    :func:`read_builtins`."""
     return {reg: list(entries.items()) for reg, entries in read_builtins(builtins).entries.items()}

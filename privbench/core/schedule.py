@@ -1,10 +1,6 @@
-"""Noise schedule (via diffusers) and the one t0 indexing convention.
-
-Conventions (docs/conventions.md §4):
-- model timesteps are 0-indexed, t ∈ {0, …, T−1}, and ``alphas_cumprod[t] = ∏_{k=0..t} (1 − β_k)``
-  exactly as in diffusers and the official PIA/SecMI code;
-- PFDM's upload level ``t0`` is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0} (1 − β_s), which is
-  ``alphas_cumprod[t0 - 1]``. ``t0_to_model_t`` is the only place this shift happens.
+"""Noise schedule (via diffusers) and the one t0 indexing convention: model timesteps are 0-indexed; PFDM's ``t0``
+is 1-indexed as in the paper, ᾱ_{t0} = ``alphas_cumprod[t0 - 1]`` (docs/conventions.md §4); ``t0_to_model_t`` is
+the only place this shift happens.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""JSON objects declared once, as dataclasses (the way a config is derived from ``__init__``): the fields are the
-keys in their order, the type hints their JSON types, :func:`optional` marks a key a file may lack. The schema of
-``result.json`` (:mod:`privbench.runs.result_schema`, its ``privacy`` object :class:`privbench.privacy.claims.PrivacyClaim`)
-is built on it."""
+"""JSON objects declared once, as dataclasses: the fields are the keys in their order, the type hints their JSON
+types, :func:`optional` marks a key a file may lack (:mod:`privbench.runs.result_schema` is built on it)."""
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
@@ -38,13 +36,10 @@ def optional(with_key: str | None = None):
 
 class Schema:
     """Base of the schema classes, whose dataclass fields are the JSON keys in their order. Each key's JSON type is
-    its field's type hint (a schema class: an object; ``| None``: also null; ``float``: any number); a field made
-    with :func:`optional` may be absent, every other one is required and always written. A class with a
-    ``details`` field keeps the keys it does not declare there (a plug-in's object), any other refuses them. A class
-    with a ``key_order`` field writes its keys in the order they were given (its producer's: a report's columns
-    follow it, e.g. accountant.csv), nulls included, then those set since. A class with ``absent_reads_default``
-    reads a key a file lacks as its field's default (a file without a version: bench.json's cells); ``doc`` is the
-    page an error about an undeclared key points to."""
+    its field's type hint (a schema class: an object; ``| None``: also null; ``float``: any number); only a field made
+    with :func:`optional` may be absent. A ``details`` field keeps undeclared keys (else they are refused); a
+    ``key_order`` field writes the keys in the order given (a report's columns follow it), then those set since;
+    ``absent_reads_default`` reads a missing key as its default; ``doc``: the page an undeclared-key error names."""
 
     absent_reads_default: ClassVar[bool] = False
     doc: ClassVar[str] = "docs/cli.md §5"

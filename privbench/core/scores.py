@@ -1,8 +1,6 @@
 """Score helpers shared by the metrics and the audits: validation of (scores, labels), exact threshold counts,
-stratified halves and the Clopper–Pearson upper bound.
-
-Convention (docs/conventions.md §1): label 1 = member, and a higher score means "more likely a member"; a threshold τ
-flags a record as a member when ``score >= τ``.
+stratified halves and the Clopper–Pearson upper bound. Label 1 = member, higher score = member, and a threshold τ
+flags ``score >= τ`` (docs/conventions.md §1).
 """
 from __future__ import annotations
 
@@ -75,11 +73,8 @@ def sorted_groups(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def cumulative_counts(wpos: np.ndarray, wneg: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cumulative TP and FP counts (including the leading (0, 0) point) for each row of weights.
-
-    ``wpos``/``wneg`` have shape (B, n) in score-descending order: how often each record counts as a positive /
-    negative. Returns integer arrays of shape (B, G + 1).
-    """
+    """Cumulative TP and FP counts (including the leading (0, 0) point) for each row of weights: ``wpos``/``wneg``
+    (B, n) in score-descending order count each record as a positive / negative; returns integer arrays (B, G + 1)."""
     tp = np.cumsum(wpos, axis=1, dtype=np.int64)[:, ends]
     fp = np.cumsum(wneg, axis=1, dtype=np.int64)[:, ends]
     zeros = np.zeros((tp.shape[0], 1), dtype=tp.dtype)

@@ -84,9 +84,8 @@ class TrainConfig:
     warmup: int = setting(100, lo=0, help="linear LR warm-up steps")
     grad_clip: float = setting(1.0, lo=0.0, help="global grad-norm clip (0 = off)")
     ema_decay: float = setting(0.999, lo=0.0, hi=1.0, hi_open=True)
-    # a fine-tune or a DP-SGD run is short (hundreds of steps): at decay 0.999 its released EMA would still be
-    # mostly the network it started from. The methods that cap their EMA (models/loop.ema_capped) name this key in
-    # their config_keys, so it is in their hash at every value; for the others only when set off the default
+    # a short run's EMA at decay 0.999 would still be mostly its start: the methods that cap it (models/loop.ema_capped)
+    # name this key in their config_keys (hashed at every value); for the others only when set off the default
     ema_start_weight: float = setting(0.01, lo=0.0, hi=1.0, lo_open=True, hashed_at_default=False,
                                       help="largest weight the released EMA keeps on the network a capped run "
                                            "starts from (DP-SGD runs, fine-tunes, federated clients): decay <= "

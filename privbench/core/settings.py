@@ -1,9 +1,6 @@
 """Config sections and their typed settings: declaring a field (:func:`setting`), adding fields to a section
-(:func:`register_section`), and parsing a value against a field's type and range (:func:`parse_value`).
-
-A method or an attack declares its own settings in its own file; several files may contribute fields to one
-section (e.g. an attack setting two attacks share). ``training=False`` on a field or a section: it changes what is
-sampled or attacked, never what is trained, so it stays out of the config hash that names the run.
+(:func:`register_section`: several files may contribute to one), and parsing a value against a field's type and
+range (:func:`parse_value`).
 """
 from __future__ import annotations
 
@@ -76,9 +73,9 @@ def register_section(name: str, part: type, *, presets: dict[str, dict] | None =
                      hashed_under: str | None = None) -> type:
     """Add the fields of dataclass ``part`` to config section ``name`` (created on first use).
 
-    ``presets``: preset name → values of ``part``'s fields under that preset. A field declared by several parts
-    must have the same type and default in each. ``training=False``: nothing in this section changes what is
-    trained. ``hashed_under``: the config hash holds this section's fields inside that section's mapping."""
+    ``presets``: preset name → values of ``part``'s fields. A field declared by several parts must have the same
+    type and default in each. ``training=False``: as :func:`setting`'s, for the whole section. ``hashed_under``: the
+    config hash holds this section's fields inside that section's mapping."""
     sec = SECTIONS.get(name)
     if sec is None:
         sec = SECTIONS[name] = Section(name, [], {}, training, hashed_under=hashed_under)

@@ -1,13 +1,7 @@
 """CPU threads of this process: one setting for torch's intra-op pool (and OpenMP/MKL under it).
 
-Processes whose OpenMP threads outnumber the cores spin and preempt each other, so the default divides the cores
-this process may run on (``os.sched_getaffinity``: honours ``taskset`` and cgroup cpusets) among the privbench
-workers running at once (``PRIVBENCH_WORKERS``, set by a bench executor; ``LOCAL_WORLD_SIZE``, set by torchrun).
-``--threads N`` wins; a user's ``OMP_NUM_THREADS`` is the default. On a busy machine (docs/scaling.md §1) the
-command line makes OpenMP wait passively (:func:`passive_wait_by_default`), and a model below
-:data:`SMALL_MODEL_PARAMS` gets one thread unless a count was given (:func:`fit_threads_to_model`).
-
-torch is imported inside the functions that need it, so that ``import privbench`` stays light.
+The default count, the busy-machine wait policy and one thread for small models: docs/scaling.md §1. torch is
+imported inside the functions that need it, so that ``import privbench`` stays light.
 """
 from __future__ import annotations
 
@@ -20,8 +14,7 @@ from .errors import BadInput
 _configured: int | None = None
 _explicit = False  # the count was given (--threads, OMP_NUM_THREADS), not chosen by default_threads
 
-#: models with fewer parameters train, sample and are attacked with one thread by default: their operations are
-#: too small for a second thread to pay for its wake-ups (the test and tiny presets' UNets; not the paper UNet)
+#: models with fewer parameters get one thread by default (too small for a second to pay for its wake-ups)
 SMALL_MODEL_PARAMS = 2_000_000
 
 
@@ -49,11 +42,9 @@ def cpu_share_in_use(window: float = _LOOK_S) -> float | None:
 
 
 def wait_policy_for(environ, torch_loaded: bool, share_in_use) -> str | None:
-    """The OpenMP wait policy privbench sets (None: leave it): PASSIVE on a busy machine (others used
-    ≥ :data:`BUSY_SHARE` of the cores: ``share_in_use()``, asked only when the rest allows a choice), unless the
-    user chose a policy or spin count, or torch's OpenMP runtime has already read the environment. An idle machine
-    keeps OpenMP's own wait (a brief spin between parallel regions, faster there). The thread count, which decides
-    the numbers, never depends on the load; the wait policy does not change a number."""
+    """The OpenMP wait policy privbench sets (None: leave it): PASSIVE when others used ≥ :data:`BUSY_SHARE` of the
+    cores (``share_in_use()``, asked last), unless the user chose a policy or spin count or torch has loaded. The
+    wait policy never changes a number; the thread count, which does, never depends on the load."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ or torch_loaded:
         return None
     share = share_in_use()
@@ -63,8 +54,8 @@ def wait_policy_for(environ, torch_loaded: bool, share_in_use) -> str | None:
 
 
 def passive_wait_by_default() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`, from a look at ``/proc/stat``);
-    True if set. Child processes inherit it. The command line calls it first; a library import never does."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` on a busy machine (:func:`wait_policy_for`); True if set. The command line
+    calls it first; a library import never does."""
     policy = wait_policy_for(os.environ, "torch" in sys.modules, cpu_share_in_use)
     if policy is None:
         return False
@@ -119,13 +110,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
 def retain_freed_memory() -> bool:
-    """Keep freed heap memory in this process instead of returning it to the OS (glibc only; True if set).
-
-    A DP-SGD step on CPU allocates and frees tens of MB of per-record gradients; with glibc's defaults the
-    freed top of the heap is trimmed and the next step faults the same pages in again. Large blocks (up to
-    256 MB) then come from the heap and up to 1 GiB of freed heap is kept for reuse — the usual allocator tuning
-    for training on CPU (what jemalloc/tcmalloc would otherwise provide)."""
-    # lazy: ctypes only when threads are configured (`import privbench` stays light)
+    """Keep freed heap memory in this process instead of returning it to the OS (glibc only; True if set): blocks
+    up to 256 MB from the heap, up to 1 GiB kept, so a DP-SGD step on CPU does not fault its per-record gradient
+    buffers in again every step."""
     import ctypes
     import ctypes.util
     import platform
@@ -141,15 +128,10 @@ def retain_freed_memory() -> bool:
 
 
 def configure_threads(n: int | None = None) -> int:
-    """Set torch's intra-op threads to ``n`` (None: :func:`default_threads`) and return the count used
-    (and keep freed memory for reuse: :func:`retain_freed_memory`).
-
-    torch.set_num_threads also sizes the OpenMP and MKL pools of this process, which is what
-    ``OMP_NUM_THREADS`` would do at start-up. The inter-op pool can be sized only before its first use;
-    when that has happened it is left as it is (privbench runs no inter-op parallel work).
-    """
+    """Set torch's intra-op threads (and so the OpenMP and MKL pools) to ``n`` (None: :func:`default_threads`),
+    keep freed memory (:func:`retain_freed_memory`) and return the count. The inter-op pool, sized only before its
+    first use, is otherwise left as it is (privbench runs no inter-op parallel work)."""
     global _configured, _explicit
-    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     explicit = n is not None or _user_omp_threads() is not None
@@ -168,11 +150,9 @@ def configure_threads(n: int | None = None) -> int:
 
 
 def fit_threads_to_model(model) -> int:
-    """One intra-op thread for a model below :data:`SMALL_MODEL_PARAMS` parameters when the count was chosen by
-    :func:`configure_threads`'s default (not given); returns the count in use. A no-op elsewhere (a library user
-    who never called configure_threads keeps torch's own setting)."""
+    """One intra-op thread for a model below :data:`SMALL_MODEL_PARAMS` parameters when :func:`configure_threads`
+    chose the count by default; returns the count in use (a no-op if configure_threads never ran)."""
     global _configured
-    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     if _configured is None or _explicit or _configured == 1:
@@ -184,11 +164,9 @@ def fit_threads_to_model(model) -> int:
 
 
 def parallel_processes(n_units: int, n_params: int) -> int:
-    """Processes for ``n_units`` independent trainings of a model with ``n_params`` parameters: one per core (at
-    most one per unit) when each would train on one thread anyway — a small model and the count chosen by
-    :func:`configure_threads`'s default, as in :func:`fit_threads_to_model` — so the numbers are those of the
-    one-thread run; else 1. Never inside another privbench worker (``PRIVBENCH_WORKERS``) or before
-    :func:`configure_threads` ran (a library user keeps one process)."""
+    """Processes for ``n_units`` independent trainings of an ``n_params`` model: one per core (at most one per
+    unit) when each would train on one thread anyway (:func:`fit_threads_to_model`), so the numbers are the
+    one-thread run's; else 1, and 1 inside another privbench worker or before :func:`configure_threads` ran."""
     if n_units < 2 or _configured is None or _explicit or n_params >= SMALL_MODEL_PARAMS or concurrent_workers() > 1:
         return 1
     return max(1, min(n_units, available_cores()))
@@ -196,11 +174,8 @@ def parallel_processes(n_units: int, n_params: int) -> int:
 
 def configure_worker_process(threads: int, workers: int | None = None) -> None:
     """First call of a worker process a bench executor started (a pool worker, a Ray task): ``threads`` OpenMP/MKL
-    threads, ``workers`` privbench workers sharing the machine, no progress bars of its own.
-
-    It writes the process environment (as :func:`passive_wait_by_default` does): the OpenMP runtime reads
-    ``OMP_NUM_THREADS`` when torch loads (and the processes this worker starts inherit it), so a variable, not a
-    call, is what reaches it."""
+    threads, ``workers`` privbench workers sharing the machine, no progress bars of its own. It sets environment
+    variables: OpenMP reads ``OMP_NUM_THREADS`` when torch loads, and child processes inherit it."""
     from . import progress  # lazy: tqdm stays out of `import privbench`
 
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)

@@ -10,8 +10,7 @@ __version__ = "0.1.0"
 
 #: the version of the files privbench writes with a ``schema_version`` (result.json, bench.json's ``paper_claims``)
 STORE_VERSION = 1
-#: stored version → the function turning an object of that version into one of the next: the migrations a release
-#: adds for the files of the releases before it (none: every privbench wrote version 1)
+#: stored version → the function turning an object of that version into one of the next (none yet)
 MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
 
 

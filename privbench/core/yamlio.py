@@ -1,11 +1,9 @@
 """The one YAML reader and writer for files privbench reads from users: ``--config``, suites, gates, a run's
 ``config.yaml`` and ``--set`` list values.
 
-Refused, each as :class:`BadInput` with one line: anchors and aliases (``&a`` / ``*a``: a few hundred bytes can
-expand to gigabytes, and no privbench file needs them), a document over :data:`MAX_BYTES` or nested deeper than
-:data:`MAX_DEPTH`, tags other than YAML's own (safe loading), a key written twice in one mapping and merge keys
-(``<<``; YAML keeps the last value silently), and an integer beyond :data:`MAX_INT` in magnitude (every integer
-privbench reads is an int64 in numpy or torch).
+Refused, each as :class:`BadInput` with one line (docs/external-models.md, "Bounds"): anchors and aliases (they can
+expand to gigabytes), documents over :data:`MAX_BYTES` or deeper than :data:`MAX_DEPTH`, non-YAML tags, duplicate
+and merge keys (YAML keeps the last value silently), and integers beyond :data:`MAX_INT`.
 """
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
-"""Run an attack on a (trained or newly trained) target and write its results (docs/cli.md §5).
+"""Run an attack on a (trained or newly trained) target and write its results (docs/cli.md §5–§7).
 
-``run_attack`` validates everything that can be bad input (attack name, target name, timesteps, settings)
-BEFORE anything is trained or written, trains the method if needed (cached by config hash), loads the target,
-builds the records under test (members = ``ctx.split.members``, non-members = ``ctx.split.nonmembers``, in that
-order, with their dataset index), runs the attack and writes under
-``<run_dir>/attacks/<attack>-<target>-<hash of the attack's settings>/``:
-
-* ``result.json`` — an :class:`~privbench.runs.result_schema.AttackResult` (docs/cli.md §5: identity, metrics,
-  privacy, calibration, sweep, figures, warnings, notes, timing, artifacts, sha256 of scores.npz, trained_from —
-  which training artefacts it used — and schema_version);
-* ``scores.npz`` — membership attacks: ``scores`` (higher = member), ``labels`` (1 = member), ``index`` (dataset
-  order), aligned, plus ``y`` and one ``sweep_t<T>`` array per swept timestep; memorization/reconstruction: their
-  own per-sample arrays (no ``labels``: they are not membership tests);
-* ``roc.png`` (log-log, membership attacks), and the attack's image grids.
-
-The latest result.json and scores.npz are also copied to the run directory's top level (docs/cli.md §7: the run directory
-holds them); the copy carries ``copy_of`` so tools that collect result.json files recursively can skip it.
-An existing result with the same attack hash is reused only when it was computed from the run's current, intact
-training artefacts and its scores.npz still has the recorded content hash; otherwise the attack runs again.
-
-The runner itself (:func:`execute`) serves every target: a source — :class:`NativeSource` here, an outside model's
-:class:`~privbench.runs.external.OutsideSource` — names the run directory and the attack's folder and stages the
-target, records, environment and privacy claim; one list of refusals (:func:`refuse`), one attack step
-(:func:`attack_once`) and one writer (:func:`write_result`) follow.
+The runner (:func:`execute`) serves every target: a source — :class:`NativeSource` here, an outside model's
+:class:`~privbench.runs.external.OutsideSource` — names the folders and stages target, records, environment and
+privacy claim; one list of refusals (:func:`refuse`), one attack step (:func:`attack_once`), one writer
+(:func:`write_result`) and the cache check (:func:`cached_result`) follow.
 """
 from __future__ import annotations
 
@@ -58,9 +39,7 @@ ORACLE = "oracle (chosen on evaluation labels)"
 
 def make_attack(cfg, attack_name: str, *, strict: bool = True) -> Attack:
     """The attack object for ``attack_name`` with the config's settings, validated (BadInput otherwise).
-
-    ``strict``: an ``attack.*`` key set explicitly in the config (``--set``, ``--config``) that this attack does
-    not use is refused, naming the attack's settings (a bench applies suite-wide settings non-strictly)."""
+    ``strict``: an explicitly set ``attack.*`` key this attack does not use is refused."""
     name, values = split_label(attack_name)
     entry = ATTACKS.get(name)
     cls = entry.factory
@@ -77,9 +56,7 @@ def make_attack(cfg, attack_name: str, *, strict: bool = True) -> Attack:
 
 
 def build_records(method, target_name: str | None = None) -> Records:
-    """The target's members then its non-members (``method.attack_split``: by default every member and non-member
-    of the split; client K's records vs class-matched non-members for a model trained on client K alone), in
-    order, with their dataset index."""
+    """The target's members then non-members (``method.attack_split``; docs/conventions.md §5), with dataset index."""
     ctx = method.ctx
     mem, non = (list(v) for v in method.attack_split(method.check_target(target_name)))
     idx = torch.as_tensor(mem + non, dtype=torch.long)
@@ -89,8 +66,6 @@ def build_records(method, target_name: str | None = None) -> Records:
 
 
 # Bumped when the records an attack is evaluated on change for the same settings (cached results re-run).
-# 2: a client's model (client:K, pipeline:K) is attacked on that client's records vs class-matched non-members.
-# 3: ... and memorization compares its samples with that client's records (the model's training set).
 RECORDS_VERSION = 3
 
 
@@ -100,8 +75,7 @@ def attack_hash(attack: Attack, cfg, target_name: str) -> str:
 
 
 def metrics_hash_dict(cfg) -> dict:
-    """The ``metrics.*`` settings off their defaults (at the defaults: nothing, so a result at the defaults is
-    named by its attack alone): they change the reported numbers, not the scores."""
+    """The ``metrics.*`` settings off their defaults: they change the reported numbers, not the scores."""
     rule = getattr(getattr(cfg, "metrics", None), "tpr_rule", "le")
     return {"tpr_rule": rule} if rule != "le" else {}
 
@@ -128,14 +102,12 @@ def _load_cached(path: Path) -> AttackResult | str:
 
 
 def cached_result(run_dir: Path, out_dir: Path, *, say: bool = True) -> AttackResult | None:
-    """The stored result of ``out_dir`` when it may be reused: the run's training finished and its artefacts are
-    intact, the result was computed from exactly those artefacts (``trained_from``) and its own files still have
-    the content hashes it recorded (``sha256``). Otherwise None, saying why on stderr when a result exists."""
+    """The stored result of ``out_dir`` when its ``trained_from`` matches the run's intact training artefacts and
+    its files their ``sha256``; otherwise None, saying why on stderr when a result exists."""
     res_path = Path(out_dir) / "result.json"
     if not res_path.exists():
         return None
-    # an outside model's run (runs/external.py) is its own attack folder and has no training artefacts; a
-    # method's attack folders lie under its run directory's attacks/
+    # an outside model's run is its own attack folder and has no training artefacts
     external = Path(out_dir) == Path(run_dir)
     done = None if external else verified_done(Path(run_dir))
     if done is None and not external:
@@ -195,9 +167,8 @@ def membership_section(scores: np.ndarray, labels: np.ndarray, sweep: dict[int, 
 @dataclass
 class Staged:
     """What a source hands the attack step: the loaded target (named ``name`` in results), the records under test,
-    the attack's environment and the privacy the result reports; and what a written run records about its source:
-    ``timing`` so far (training, references), ``notes`` shown before the attack's own, ``warnings`` after its own,
-    result ``fields`` the source sets and JSON ``files`` written beside result.json (before it)."""
+    the attack's environment and the privacy the result reports; and for a written run ``timing`` so far, ``notes``
+    (before the attack's), ``warnings`` (after), result ``fields`` and JSON ``files`` written beside result.json."""
     target: Any
     name: str
     records: Records
@@ -211,8 +182,7 @@ class Staged:
 
 
 def refuse(attack: Attack, source, capabilities=None) -> None:
-    """Bad input (one line, exit 2) when ``attack`` cannot run on ``source``'s target: the one list of refusals of
-    every source (``capabilities``: the loaded target's, once known)."""
+    """BadInput when ``attack`` cannot run on ``source``'s target (``capabilities``: the loaded target's, if known)."""
     why = None
     if not source.outside and not attack.applies(source.name):
         why = f"does not apply to target {source.name!r} (it attacks: {', '.join(attack.applies_to)})"
@@ -243,12 +213,12 @@ class NativeSource:
     def of(cls, cfg, target: str | None = None, runs_dir=None, device="auto") -> NativeSource:
         run_dir = run_dir_for(cfg, runs_dir)
         method = make_method(cfg, run_dir, device)
-        return cls(cfg, method, method.check_target(target), run_dir)  # unknown target → BadInput
+        return cls(cfg, method, method.check_target(target), run_dir)
 
     def reference_gap(self, attack: Attack) -> str | None:
         if not self.method.reference_models:
             return f"trains reference models, which method {self.method.name} does not support (docs/methods.md)"
-        check_pool(self.cfg, self.method, attack.reference_pool, attack.population_size())  # too small → BadInput
+        check_pool(self.cfg, self.method, attack.reference_pool, attack.population_size())
         return None
 
     def out_dir(self, attack: Attack) -> Path:
@@ -296,18 +266,14 @@ class NativeSource:
 
 def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, device="auto", *,
                strict: bool = True) -> AttackResult:
-    """Validate, train if needed, attack, write the results; returns the result (docs/cli.md §5).
-
-    ``strict=False`` (a bench cell): ``attack.*`` keys of other attacks in the config are ignored (see
-    :func:`make_attack`)."""
-    attack = make_attack(cfg, attack_name, strict=strict)  # unknown attack / bad settings → BadInput
+    """Validate, train if needed, attack, write the results; returns the result. ``strict``: :func:`make_attack`."""
+    attack = make_attack(cfg, attack_name, strict=strict)
     return execute(attack, NativeSource.of(cfg, target, runs_dir, device))
 
 
 def execute(attack: Attack, source) -> AttackResult:
-    """Run ``attack`` on the target ``source`` gives (:class:`NativeSource`, or an outside model's
-    :class:`~privbench.runs.external.OutsideSource`) and write its result; an intact earlier result of the same
-    request is reused. Everything that can be bad input is refused before anything is trained or written."""
+    """Run ``attack`` on the target ``source`` gives and write its result; an intact earlier result of the same
+    request is reused. Bad input is refused before anything is trained or written."""
     refuse(attack, source, source.capabilities)
     out_dir = source.out_dir(attack)
     cached = cached_result(source.run_dir, out_dir)
@@ -351,9 +317,8 @@ def attack_once(cfg, attack: Attack, staged: Staged, *, out_dir: Path | None = N
 def new_result(cfg, attack: Attack, target_name: str, records: Records, out: AttackOutput, *, privacy, timing: dict,
                run_dir: Path | None = None, scores_path: str | None = None,
                attack_hash: str | None = None) -> AttackResult:
-    """The typed result of one attack's output, its scores summarised (:func:`summarise`): what the runner's writer
-    (:func:`write_result`) completes and writes, and what ``privbench.attack`` returns in memory (nothing
-    written: no run directory, scores path or attack hash)."""
+    """The typed result of one attack's output, its scores summarised: what :func:`write_result` completes and
+    writes, and what ``privbench.attack`` returns in memory."""
     if out.nfe_per_record is not None and attack.kind == MEMBERSHIP:
         timing["nfe_per_record"] = out.nfe_per_record
         timing["records_per_s"] = round(len(records) / max(timing["attack_s"], 1e-9), 1)
@@ -416,7 +381,7 @@ def write_result(cfg, attack: Attack, staged: Staged, out: AttackOutput, out_dir
         setattr(result, k, v)
     for name, obj in staged.files.items():
         atomic_write_json(out_dir / name, obj)
-    atomic_write_json(out_dir / "result.json", result.to_json())  # written last: marks the attack complete
+    atomic_write_json(out_dir / "result.json", result.to_json())
     return result
 
 

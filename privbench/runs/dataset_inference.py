@@ -1,16 +1,9 @@
 """``privbench infer-dataset --model M --suspect S --reference R``: was the suspect set used to train M?
 
-Loads the model and the two record sets as ``attack --model`` does (the suspect set in the members' place, the
-reference set — records the model is known not to have seen — in the non-members'), computes per-record features
-with reference-free membership statistics (``--statistics``, default loss, pia, sima; each the attack's distance,
-:mod:`privbench.attacks.statistics`) and runs the CDI-style set test of :mod:`privbench.metrics.set_inference`.
-
-Precondition: the member/non-member shift check that ``attack --model`` runs
-(:func:`privbench.metrics.split_shift.split_shift`: a model-free classifier's cross-fitted AUC, its
-label-permutation p-value against 0.5, the smallest AUC detectable at 80 % power) must NOT tell the suspect from the
-reference set. If it does (p ≤ 0.05, or the AUC's CI lower bound above 0.6), the sets differ in distribution and a
-small p-value of the model's test is not evidence of training: the result says ``valid: false`` with the check.
-Nothing is written to disk.
+Loads the model and the two record sets as ``attack --model`` does (suspect set as members, reference set as
+non-members), computes per-record statistics (:mod:`privbench.attacks.statistics`) and runs the CDI-style set test
+of :mod:`privbench.metrics.set_inference`; ``valid: false`` when the shift check flags the two sets (docs/attacks.md
+§12). Nothing is written to disk.
 """
 from __future__ import annotations
 

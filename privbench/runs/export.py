@@ -1,24 +1,7 @@
-"""``privbench export``: privbench's own targets as diffusers folders that any diffusers code loads.
-
-* an unconditional target → a ``DDPMPipeline`` folder (``model_index.json``, ``unet/``, ``scheduler/``):
-  ``DDPMPipeline.from_pretrained(out)``;
-* a class-conditional target → a ``UNet2DModel`` folder with its ``scheduler_config.json`` beside it
-  (``UNet2DModel.from_pretrained(out)``, ``DDPMScheduler.from_pretrained(out)``; call the UNet with
-  ``class_labels=y``). ``DDPMPipeline`` cannot pass labels, so no pipeline is written for these.
-
-privbench's :class:`~privbench.models.unet.Denoiser` wraps a ``UNet2DModel`` built with
-``class_embed_type="identity"`` and adds its own label embedding ``label_emb(y)`` to the time embedding. diffusers'
-own class path (``num_class_embeds=K``, ``class_embed_type=None``) computes ``emb + class_embedding(y)`` with an
-``nn.Embedding(K, time_dim)`` — the same sum — so the export copies ``label_emb.weight`` into
-``class_embedding.weight`` and the predictions are equal (checked on export to 1e-6, else WorkFailed).
-
-Weights are written as safetensors. ``privbench_export.json`` records the source run, the target, its formal
-guarantee (if any, with its basis) and how to load the folder. Exported: targets that are one ε-network queried
-directly. Not exported (refused with one line): PFDM's client and pipeline targets (their sampler chains two
-networks, and client models take an extra condition) and anything else that is not a single Denoiser.
-
-Convention difference: privbench computes ᾱ in float64 before casting to float32; diffusers' ``DDPMScheduler``
-computes β in float32. The written schedule is the same (β_start, β_end, schedule, T); ᾱ differ below 1e-7.
+"""``privbench export``: privbench's own targets as diffusers folders that any diffusers code loads (docs/cli.md
+§1: layouts, what is refused, the ᾱ convention). privbench's label embedding, added to the time embedding, is copied
+into diffusers' own ``class_embedding`` (``num_class_embeds=K``, ``class_embed_type=None``: the same sum), and the
+predictions are checked equal on export (:data:`EXPORT_TOLERANCE`, else WorkFailed).
 """
 from __future__ import annotations
 
@@ -59,7 +42,7 @@ def to_diffusers_unet(den):
 
 
 def _scheduler_of(tgt):
-    from diffusers import DDPMScheduler  # lazy: diffusers (seconds to import) only when this runs
+    from diffusers import DDPMScheduler
 
     s = tgt.schedule
     return DDPMScheduler(num_train_timesteps=int(s.num_timesteps), beta_start=float(s.beta_start),
@@ -124,7 +107,7 @@ def export_target(run_dir, target: str | None = None, out=None) -> dict:
             unet.save_pretrained(str(tmp), safe_serialization=True)
             sched.save_pretrained(str(tmp))
         else:
-            from diffusers import DDPMPipeline  # lazy: diffusers (seconds to import) only when this runs
+            from diffusers import DDPMPipeline
 
             DDPMPipeline(unet=unet, scheduler=sched).save_pretrained(str(tmp), safe_serialization=True)
         atomic_write_json(tmp / "privbench_export.json", meta)

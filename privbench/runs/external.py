@@ -1,18 +1,8 @@
 """Attack a model privbench did not train, on records the user brings (``privbench attack --model``).
 
-``attack_external`` loads the model (:func:`privbench.models.external.load_external`), the members and non-members
-(:mod:`privbench.data.records_io`), runs a registered attack and writes an ordinary run directory
-``<runs-dir>/external-<hash>/`` — ``result.json`` (the runner's schema, method ``external``, plus ``provenance``),
-``scores.npz``, ``roc.png`` and ``provenance.json`` — with the runner's own writer, so ``privbench audit``,
-``report`` and ``check`` read it as any other run. The hash covers the weights' content hash, the model's
-schedule and prediction type, the records (pixels, labels, membership), the attack settings and the seed; an
-equal request reuses the finished run.
-
-Everything that can be bad input (model, records, overlap, labels, attack settings) is checked before the run
-directory is created.
-
-``attack_in_memory`` is ``privbench.attack(target, members, nonmembers, attack, **settings)``: the same attack on
-objects in memory; it writes nothing.
+``attack_external`` writes an ordinary run directory ``<runs-dir>/external-<hash>/`` (named by :func:`run_hash`;
+docs/external-models.md, "What is written") with the runner's own writer, after every bad input is refused;
+``attack_in_memory`` is ``privbench.attack``: the same attack on objects in memory, writing nothing.
 """
 from __future__ import annotations
 
@@ -55,7 +45,7 @@ MIN_RECORDS = 2
 def external_config(preset: str = "tiny", seed: int = 0, sets=(), dataset: str | None = None) -> Config:
     """A Config holding only what an external run uses: the preset's attack/sample settings and ``--set``
     overrides of those two sections (the model's own sections come from the model, never from a preset)."""
-    seed = check_seed(seed, "--seed")  # the rule of build_config: an integer in [0, 2**32 - 1]
+    seed = check_seed(seed, "--seed")
     PRESETS.get(preset)  # an unknown preset is bad input
     cfg = Config(method=OUTSIDE, dataset=OUTSIDE, preset=preset, seed=seed)
     apply_preset(cfg, preset)
@@ -130,9 +120,8 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
 
 
 def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | None) -> Records:
-    """Members then non-members as :class:`Records`; refuses too few records, overlap and missing/out-of-range
-    labels."""
-    if len(mem.x) < MIN_RECORDS or len(non.x) < MIN_RECORDS:  # the calibrated metrics need 2 of each
+    """Members then non-members as :class:`Records`; refuses too few records, overlap and missing or bad labels."""
+    if len(mem.x) < MIN_RECORDS or len(non.x) < MIN_RECORDS:
         raise BadInput(f"an attack needs at least {MIN_RECORDS} members and {MIN_RECORDS} non-members (got "
                        f"{len(mem.x)} and {len(non.x)})")
     if tuple(mem.x.shape[1:]) != tuple(non.x.shape[1:]):
@@ -281,7 +270,7 @@ class OutsideSource:
         return None
 
     def ready(self) -> dict:
-        return {"train_s": None}  # nothing to train
+        return {"train_s": None}
 
     def stage(self, attack, out_dir: Path | None, timing: dict) -> Staged:
         """The target, records and environment; written runs also get the provenance and notes (and references
@@ -318,9 +307,8 @@ class OutsideSource:
 
 
 def _split_check(mem: RecordSet, non: RecordSet, captions: list[str] | None = None) -> dict | None:
-    """The member/non-member shift check of the records (the blind baseline: do the records alone tell the two
-    sets apart?), on their captions too when ``captions`` (members' then non-members', the ones a text-to-image
-    target is queried with) are given; fewer folds for a handful of records, None below 2 of either."""
+    """The blind baseline: do the records (and ``captions``, members' then non-members') alone tell the two sets
+    apart? Fewer folds for a handful of records; None below 2 of either."""
     folds = min(DEFAULT_FOLDS, len(mem.x), len(non.x))
     if folds < 2:
         return None
@@ -333,11 +321,7 @@ def _split_check(mem: RecordSet, non: RecordSet, captions: list[str] | None = No
 
 def load_external_target(spec: OutsideSpec) -> ExternalTarget:
     """Load and check an outside model, its records and its reference inputs (everything that can be bad input,
-    nothing written).
-
-    A text-to-image target (:class:`~privbench.models.latent.LatentTarget`) takes records in pixel space with one
-    caption each (given with the records, or ``spec.caption`` — a template filled from their labels); they are
-    encoded once by its VAE and conditioned on their caption's row (:func:`latent_records`)."""
+    nothing written). A text-to-image target's records take one caption each (:func:`latent_records`)."""
     external_config(spec.preset, 0, spec.sets, spec.dataset)  # an unknown preset or a bad --set, before loading
     check_range_name(spec.records_range)
     if spec.dataset:
@@ -352,7 +336,6 @@ def load_external_target(spec: OutsideSpec) -> ExternalTarget:
     mem, non = load_member_sets(spec.members_spec, spec.nonmembers_spec, tgt.capabilities.record_shape,
                                 dataset=spec.dataset, data_root=spec.data_root, split=spec.split,
                                 records_range=spec.records_range)
-    # the overlap check (on the 8-bit grid) runs before the encoding check: a re-encoded copy is reported as shared
     if not text:
         records, captions, pixels = build_external_records(mem, non, tgt.num_classes), None, None
     else:
@@ -398,11 +381,7 @@ def latent_records(tgt, mem: RecordSet, non: RecordSet, caption: str | None) -> 
 def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=None,
                     strict: bool = True) -> AttackResult:
     """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/`` (an equal request
-    reuses the finished run); returns the result.
-
-    ``strict``: an ``attack.*`` setting the attack does not use is refused (a bench passes suite-wide settings
-    with ``strict=False``). ``spec.claim`` is written as the result's ``privacy`` object; audit compares the
-    empirical bounds with it."""
+    reuses the finished run); ``strict`` as :meth:`ExternalTarget.plan` (a bench passes ``False``)."""
     external_config(spec.preset, seed, spec.sets, spec.dataset)  # a bad seed, before loading anything
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
@@ -431,24 +410,19 @@ def external_reference_inputs(recipe_path, data_spec, records: Records | None = 
 @dataclass
 class InMemoryResult:
     """What ``privbench.attack`` returns: ``result``, the :class:`~privbench.runs.result_schema.AttackResult` a run
-    would write as result.json (nothing is written: ``run_dir``, ``scores_path`` and ``attack_hash`` are null), with
-    ``scores`` (higher = member; members first; None for an attack that scores no membership) and ``labels``
-    (1 = member). ``attack``, ``metrics`` (AUC, ASR, TPR@FPR with CIs, or the attack's own figures), ``calibrated``,
-    ``sweep`` (oracle), ``figures``, ``notes`` and ``warnings`` read the result's fields."""
+    would write, with ``scores`` (None for an attack that scores no membership) and ``labels`` (docs/api.md §6)."""
     result: AttackResult
     scores: np.ndarray | None
     labels: np.ndarray
 
-    # the attributes privbench.attack's object had before it carried a result: the result's fields, not copies
+    # the result's fields, not copies
     @property
     def attack(self) -> str:
         return self.result.attack
 
     @property
     def metrics(self) -> dict:
-        """The result's metrics, with each TPR at an FPR the non-member count cannot resolve (FPR < 1/n) as None,
-        and its CI too, as every table, report and gate shows it (n/a; the reason: :attr:`unresolved`);
-        ``result.metrics`` keeps the computed numbers."""
+        """The result's metrics, each TPR (and CI) at an FPR below 1/non-members as None (:attr:`unresolved`)."""
         m = dict(self.result.metrics)
         gone = self.unresolved
         if gone:
@@ -513,9 +487,7 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
 
 def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0, **settings) -> InMemoryResult:
     """``privbench.attack``: run a registered attack on a Target (anything ``privbench.wrap`` accepts, or a model
-    folder for :func:`~privbench.models.external.load_external`) with
-    members / non-members given as tensors, (images, labels) pairs or SPEC paths; ``settings`` are attack
-    settings (``t=100``, ``p=2``, ``bootstrap=200``, ``batch_size=64`` ...). Writes nothing."""
+    folder) with members / non-members as tensors, (images, labels) or SPEC paths (docs/api.md §6). Writes nothing."""
     tgt = load_external(target)[0] if isinstance(target, (str, Path)) else wrap(target)
     if tgt.capabilities.text_conditioned:
         raise BadInput("privbench.attack: text-to-image pipelines need captions with the records; use "

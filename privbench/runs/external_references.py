@@ -1,23 +1,7 @@
 """Reference models for a model privbench did not train (``--reference-recipe FILE --reference-data SPEC``), so
-that lira, rmia, gsa and qmia run on ``--model`` targets — ML Privacy Meter's reference models trained with the
-user's own recipe.
-
-The recipe is either
-
-* a YAML file naming the recipe privbench ships (``model: UNet2DModel``, ``steps``, ``lr``, ``batch``, optional
-  ``block_out_channels``, ``layers_per_block``): a diffusers ``UNet2DModel`` of the target's image shape (and
-  class count) trained with the DDPM ε-loss on the target's own noise schedule (diffusers' ``DDPMScheduler``,
-  ``add_noise``) and Adam — privbench's training code, NOT the target's; or
-* a Python file defining ``train(records, seed) -> folder`` (``records``: a dict with ``images`` N×C×H×W in
-  [−1, 1] and ``labels`` or None) that returns a folder ``privbench attack --model`` can load. **A Python recipe
-  runs the user's code**: privbench imports it only because the user named it on the command line.
-
-Reference i trains on a seeded random half of the reference data (a coin per record; the first quarter of a
-seeded permutation is held out of every reference as population records for RMIA and as public non-members for
-qmia). The references are cached under ``<runs-dir>/external-references-<hash>/ref-<i>/`` (the hash covers the
-recipe file's content, the reference records, the target's schedule and image shape, and the seed); a folder with
-``train_done.json`` is reused. The recipe's SHA-256 enters every result's provenance, and the result's notes say
-that the references were not trained with the target's own code.
+that lira, rmia, gsa and qmia run on ``--model`` targets: the recipe (a shipped YAML recipe, or a Python file
+defining ``train(records, seed) -> folder``, which runs the user's code), the halves, the store and the hash are
+described in docs/external-models.md, "Reference-model attacks on your model".
 """
 from __future__ import annotations
 
@@ -186,8 +170,7 @@ def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, se
                     folder = train_shipped(recipe["spec"], xi, yi, seed * 1000 + i, ref_dir, tgt)
                 else:
                     folder = Path(recipe["train"]({"images": xi.clone(), "labels": yi.clone()}, seed * 1000 + i))
-                # inside the reference's own folder (the shipped recipe): stored relative, so a moved run store
-                # still finds it; a Python recipe may return a folder elsewhere (stored as given)
+                # relative inside the reference's folder (a moved run store still finds it), else as given
                 where, home = folder.resolve(), ref_dir.resolve()
                 rel = where.relative_to(home) if where.is_relative_to(home) else where
                 atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "folder": str(rel),

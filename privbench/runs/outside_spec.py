@@ -9,9 +9,8 @@ from typing import Any
 @dataclass(frozen=True)
 class OutsideSpec:
     """An outside model and its records as the ``--model`` option group names them (a bench suite's ``external``
-    entry alike): what :func:`~privbench.runs.external.load_external_target` loads and checks. ``claim``: the privacy object of the user's
-    claim (:func:`privbench.privacy.claims.user_claim`); ``sets``: ``--set`` overrides of the attack, sample and
-    metrics settings (:func:`~privbench.runs.external.external_config`)."""
+    entry alike). ``claim``: :func:`privbench.privacy.claims.user_claim`'s object; ``sets``: ``--set`` overrides
+    (:func:`~privbench.runs.external.external_config`)."""
     model_path: Any
     members_spec: Any = None
     nonmembers_spec: Any = None

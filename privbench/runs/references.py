@@ -1,26 +1,10 @@
-"""Reference (shadow) models for LiRA, RMIA and GSA: the target's own method and config, trained by privbench's
-own training on random halves of a pool of records, cached in the run store and shared by every attack and
-target of the run.
+"""Reference (shadow) models for LiRA, RMIA and GSA, cached in the run store and shared by every attack and target
+of the run (pool, inclusion and store layout: docs/attacks-threat-models.md, "Reference models").
 
-Pool (``attack.reference_pool``):
-
-* ``offline``: |evaluation split| records drawn (seeded) from the dataset records OUTSIDE the run's partition
-  (members, non-members, public: :func:`privbench.data.splits.reference_pool`) — no reference ever trains on an
-  evaluation record;
-* ``online``: the evaluation split itself (members and non-members) — each reference trains on each evaluation
-  record with probability ½, as LiRA-online.
-
-Reference i includes each pool record independently with probability ½ (a seeded coin per record and reference,
-the same for every N, so N = 4 reuses the first 4 of N = 8), and trains with the target's config except for
-``seed`` (its own, derived from the target's seed and i), ``data.n_members``/``data.n_nonmembers`` (the sizes of
-its halves) and the member split, which is handed to :class:`~privbench.models.method.RunContext` explicitly.
-Population records (RMIA's z) are further records outside the partition and the pool, in no training set. A
-reference trains on the target's public split where the method uses one (DP-SAD's public teacher, public
-pre-training), exactly as the target did.
-
-Layout: ``<run_dir>/references/<pool>-<hash>/`` holds ``pool.json`` (pool and population indices, seed) and
-``inclusion.json`` (the inclusion matrix of every reference built so far); ``ref-<i>/`` is an ordinary privbench
-run directory (config.yaml, split.json, checkpoints, log.txt, train_done.json), trained once and reused.
+Reference i trains with the target's config except ``seed`` (:func:`reference_seed`), ``data.n_members`` /
+``data.n_nonmembers`` (its halves' sizes) and the member split, handed to :class:`~privbench.models.method.RunContext`;
+on the target's public split where the method uses one, as the target did. Population records (RMIA's z) lie
+outside the partition and the pool, in no training set.
 """
 from __future__ import annotations
 
@@ -104,8 +88,7 @@ def train_reference(cfg, store: Path, i: int, pool: list[int], device, log=None,
                        f"use more records")
     rcfg = reference_config(cfg, i, len(members), len(nonmembers))
     ref_dir = store / f"ref-{i}"
-    # the reference trains as the target did, on the target's public split (public records are public; a public
-    # split of its own could hold the target's members)
+    # the target's public split (public records are public; a public split of its own could hold its members)
     split = MemberSplit(members, nonmembers, rcfg.seed, list(public), public_mode)
     ctx = RunContext(rcfg, ref_dir, device, split_override=split, runs_root=runs_root)  # shares the pre-training
     method = METHODS.create(rcfg.method, ctx)

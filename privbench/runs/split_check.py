@@ -1,9 +1,7 @@
 """``privbench check-split``: can members and non-members be told apart without any model?
 
-Loads the two record sets as ``attack --model`` does (:func:`privbench.runs.external.load_member_sets`, at their
-own size: no model to fit them to), refuses what ``attack --model`` refuses (shared records, different encodings or
-ranges), and runs the model-free shift check (:func:`privbench.metrics.split_shift.split_shift`) — on the pixels and,
-when the records carry captions (an ``.npz`` ``captions`` array, a ``metadata.jsonl``), on the captions too."""
+The two record sets are loaded and refused as ``attack --model`` does (at their own size: no model to fit them to);
+the check is :func:`privbench.metrics.split_shift.split_shift`, on captions too when the records carry them."""
 from __future__ import annotations
 
 from ..core.errors import BadInput

@@ -1,11 +1,5 @@
 """The run store: run directories named by config hash, their config.yaml, log and lock, the content hashes of
-their artefacts, and result discovery.
-
-A run directory ``<runs-dir>/<method>-<dataset>-<hash>`` holds ``config.yaml`` (the full resolved config),
-safetensors checkpoints, ``log.txt``, the persisted data splits, and attack results. Equal training configs
-share a run; different ones never overwrite each other (docs/cli.md §7). ``train_done.json`` marks a finished
-training and records the SHA-256 of every training artefact (:func:`training_artefacts`); a run whose artefacts
-no longer match is not reused as it is (runs/train.py retrains what is missing or damaged).
+their artefacts, and result discovery (the layout: docs/cli.md §7).
 """
 from __future__ import annotations
 
@@ -37,8 +31,7 @@ def run_dir_for(cfg, runs_dir: str | Path | None = None) -> Path:
     return base / f"{cfg.method}-{cfg.dataset}-{cfg.training_hash()}"
 
 
-#: a run store that cannot be written for these reasons is the user's input to fix (exit 2); others (a full disk,
-#: an I/O error) are the work failing (exit 3)
+#: a run store that cannot be written for these reasons is bad input (exit 2); other errors are exit 3
 BAD_STORE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.ENAMETOOLONG}
 
 _BUSY = {"train": "is being trained by another process", "attack": "is being attacked by another process"}
@@ -99,9 +92,8 @@ def read_config(run_dir: str | Path):
 # ------------------------------------------------------------------------------------------- artefact hashes
 
 def training_artefacts(run_dir: Path) -> list[Path]:
-    """The files training left in ``run_dir``: everything but bookkeeping (log, locks, temporaries: names starting
-    with a dot), optimizer states (only needed to resume an unfinished training; each checkpoint's manifest holds
-    their hash) and what attacks, samples, reports and FID cells write."""
+    """The files training left in ``run_dir``: everything but bookkeeping (log, dot-files), optimizer states (their
+    checkpoint's manifest holds their hash) and what attacks, samples, reports and FID cells write."""
     out = []
     for p in sorted(run_dir.rglob("*")):
         rel = p.relative_to(run_dir)

@@ -1,10 +1,7 @@
 """Utility of a trained target's samples: downstream accuracy, precision/recall, class fidelity.
 
-One record per (run, target, settings): ``<run_dir>/utility/utility-<target>-<hash>.json``. The classes are the
-*private* ones (every class, or the complement of ``data.public=classes:A-B``): ``n_per_class`` samples of each
-are drawn from the class-conditional target, and the real records they are compared with are the run
-partition's utility test split (``data.n_test``: no model trained on it, no selection step read it; it is read
-once, for the final test of the downstream classifier) and, for precision/recall, the members.
+One record per (run, target, settings): ``<run_dir>/utility/utility-<target>-<hash>.json``. The protocol (private
+classes, the test split read once): docs/benchmarks.md, "Utility of the samples".
 """
 from __future__ import annotations
 
