@@ -1,20 +1,7 @@
 """One notion of a privacy claim: what a result's ``privacy`` object says about the released model, with its kind.
 
-A result carries at most one ε claim, of one of four kinds:
-
-* ``formal`` — a guarantee privbench's own accounting proves for the released target (``privacy.epsilon``);
-* ``conditional`` — a DP accountant's number that holds only under assumptions the run does not meet (DP-SAD with
-  a teacher trained on the members; ``privacy.conditional_epsilon``): no guarantee, and never compared with an
-  empirical lower bound (it is about a hypothetical model, not the released one);
-* ``claimed_by_paper`` — the number a method's paper states for the released model but that is no sound guarantee
-  (DP-SAD ``paper`` mode; ``privacy.claimed_epsilon``);
-* ``claimed_by_user`` — the ε the user's own training claims for a model privbench did not train
-  (``attack``/``run --model --claimed-epsilon E --claimed-delta D --claim-basis TEXT``; ``privacy.claimed_epsilon``).
-
-Only a formal ε is ever a guarantee: it alone fills ``privacy.epsilon``, the "formal ε" columns and the gate metric
-``privacy.epsilon``. The two claimed kinds are statements about the released model, so ``audit`` compares the
-empirical lower bounds with them exactly as with a formal ε (same Bonferroni family, same neighbouring-relation
-conversion) and flags an excess as ``exceeds_claim``; a conditional ε is shown, never compared.
+A result carries at most one ε claim: ``formal``, ``conditional``, ``claimed_by_paper`` or ``claimed_by_user``
+(docs/accountants.md §3.4, "Claims"). Only a formal ε is a guarantee; a conditional ε is shown, never compared.
 """
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
 """Comparing empirical ε lower bounds with a formal ε: like with like, and at a stated family-wise confidence.
 
-**Neighbouring relation.** A formal ε is a statement about one neighbouring relation: DP-SGD's accountants
-(``privacy/dpsgd.py``) use add/remove-one record; PFDM's LDP ε (``privacy/ldp.py``) is replace-one (any two
-inputs of one upload, Δ = 2C). privbench's membership game is neither "with or without the record": the member
-split (``data/splits.py``) draws a FIXED number of members by a random permutation, so in the world where record
-z is a member it occupies a slot that another record w of the pool fills in the world where z is not. The IN and
-OUT trials of a record are therefore models trained on datasets of the same size that differ by one substitution,
-and by joint convexity the distinguishing test between them is bounded by the REPLACE-ONE guarantee. The empirical
-bounds (Clopper–Pearson; one-run, whose theorem assumes independent inclusions, see its ``assumption``) are
-therefore compared with the formal guarantee expressed for replace-one:
-
-* formal replace-one (PFDM's shared model: each record is one upload; the uploads of z and of w are two inputs of
-  the LDP mechanism, everything else is identical, and the shared model is post-processing of the uploads): no
-  conversion, factor 1 — within the basis' exclusions (labels and class counts sent in the clear, re-uploads);
-* formal add/remove-one (DP-SGD): replacing z by w is a removal followed by an addition, so by group privacy an
-  (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one. That is what the bounds are compared with,
-  audited at that δ (or the audit's own δ if larger). Where (1 + e^ε)·δ ≥ 1 the add/remove claim implies nothing
-  about the replace-one game and the flag is not testable (no bound can contradict it);
-* relation not stated in the basis: treated as add/remove-one (the weaker claim for a replace-one game, so a
-  misread relation never raises a flag), and the output says so.
-
-**Family-wise flag.** "Exceeds the formal ε" is raised when ANY of the k lower bounds in a flag decision exceeds
-the comparable ε. Each bound is valid at its own confidence only, so each is recomputed at 1 − α/k (Bonferroni):
-if the claim holds, the chance that any of the k exceeds it is ≤ α, and the flag holds at the family-wise
-confidence 1 − α. The per-bound numbers reported next to it stay at 1 − α each.
+The bounds test replace-one (the fixed-size member split of ``data/splits.py``); a formal ε is converted to that
+relation and flagged with a Bonferroni-corrected family (docs/accountants.md §3.4, "Neighbouring relation").
 """
 from __future__ import annotations
 
@@ -137,12 +115,8 @@ def headline_bounds(items: list[tuple[str, Any, Any]], *, delta: float, confiden
                     ) -> dict[str, Any]:
     """The headline empirical ε lower bound of one model: the largest of its 2k corrected bounds.
 
-    ``items``: (attack label, scores, labels) of the model's k membership results. Each result gives a
-    Clopper–Pearson (split) and a one-run bound (:func:`membership_flag_bounds`), each computed at
-    1 − α/(2k) (Bonferroni, α = 1 − ``confidence``): each then exceeds the model's true ε at ``delta`` with
-    probability at most α/(2k), so the chance that any of the 2k — and so their maximum — exceeds it is at most
-    α (union bound). The maximum is therefore a lower bound at ``confidence`` family-wise, whichever attack and
-    bound it came from.
+    ``items``: (attack label, scores, labels) of the model's k membership results; each gives the two bounds of
+    :func:`membership_flag_bounds` at 1 − α/(2k) (docs/accountants.md §3.4, "One headline per model").
 
     Returns ``epsilon_lower_bound`` (the maximum, 0 when no bound is positive), ``attack`` and ``bound`` (where the
     maximum came from; None when it is 0), ``confidence``, ``bound_confidence``, ``family_size``, ``delta`` and
