@@ -113,8 +113,7 @@ def allowed_false_positives(fpr: float, n_neg: int, rule: str = "le") -> int:
 def _metrics_from_counts(
     tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float], rule: str = "le"
 ) -> dict[str, np.ndarray]:
-    """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)), exact (integer
-    arithmetic until the final division)."""
+    """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)), exact."""
     tp = tp.astype(np.int64, copy=False)
     fp = fp.astype(np.int64, copy=False)
     denom = float(n_pos) * float(n_neg)
@@ -145,12 +144,8 @@ def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float], rule: st
 
 
 def roc_points(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact ROC over every distinct threshold.
-
-    Returns ``(fpr, tpr, thresholds)``: increasing FPR/TPR, with ``thresholds[i]`` the rule "member iff
-    score >= thresholds[i]". The first point is (0, 0) at threshold +inf (nobody flagged), as in
-    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
-    """
+    """Exact ROC over every distinct threshold: ``(fpr, tpr, thresholds)``, increasing, member iff score ≥
+    ``thresholds[i]``; the first point is (0, 0) at +inf, as ``sklearn.metrics.roc_curve(drop_intermediate=False)``."""
     s, y = validate_scores(scores, labels)
     order, ends, thr = sorted_groups(s)
     yy = y[order]
@@ -173,8 +168,7 @@ def asr(scores: Any, labels: Any) -> float:
 
 
 def tpr_at_fpr(scores: Any, labels: Any, fpr: float, rule: str = "le") -> float:
-    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``). ORACLE: the threshold is
-    chosen with these labels."""
+    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``). ORACLE."""
     f = _check_fpr(fpr)
     s, y = validate_scores(scores, labels)
     return _point_metrics(s, y, (f,), _check_rule(rule))[fpr_key(f)]
@@ -234,9 +228,7 @@ def membership_metrics(
     scores: Any, labels: Any, *, bootstrap: int = 1000, seed: int = 0, tpr_rule: str = "le"
 ) -> dict[str, Any]:
     """AUC, ASR, TPR@1%FPR, TPR@0.1%FPR with stratified-bootstrap 95 % CIs (``ci95``; None with ``bootstrap=0``).
-
-    ORACLE: ``asr`` and the TPRs use thresholds chosen on these same labels (docs/conventions.md §3).
-    """
+    ORACLE: ``asr`` and the TPRs use thresholds chosen on these same labels (docs/conventions.md §3)."""
     s, y = validate_scores(scores, labels)
     n_boot = integer_at_least(bootstrap, "bootstrap", 0)
     seed = integer_at_least(seed, "seed", 0)
@@ -283,8 +275,7 @@ def _calibration_roc(sc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _calibrated_tpr(f: float, fp: np.ndarray, thresholds: np.ndarray, nc_neg: int, rule: str, se: np.ndarray,
                     ye: np.ndarray, warnings: list[str]) -> dict[str, Any]:
-    """TPR and FPR on the evaluation half at the threshold calibrated for target FPR ``f`` (appends to
-    ``warnings`` when ``f`` cannot be calibrated, or the evaluation FPR exceeds it)."""
+    """TPR and FPR on the evaluation half at the threshold calibrated for target FPR ``f`` (appends ``warnings``)."""
     ok = np.flatnonzero(fp <= allowed_false_positives(f, nc_neg, rule))
     i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
     tau = thresholds[i]
@@ -305,11 +296,8 @@ def _calibrated_tpr(f: float, fp: np.ndarray, thresholds: np.ndarray, nc_neg: in
 def calibrated_metrics(
     scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS, tpr_rule: str = "le"
 ) -> dict[str, Any]:
-    """Non-oracle metrics: everything is chosen on a calibration half and reported on an evaluation half
-    (docs/conventions.md §3; keys: docs/cli.md §5 ``calibrated``).
-
-    A threshold of None means that only "flag nobody" met the target on calibration (then tpr = fpr = 0).
-    """
+    """Non-oracle metrics, chosen on a calibration half, reported on an evaluation half (docs/conventions.md §3;
+    keys: docs/cli.md §5 ``calibrated``). A None threshold: only "flag nobody" met the target (tpr = fpr = 0)."""
     s, y = validate_scores(scores, labels)
     seed = integer_at_least(seed, "seed", 0)
     rule = _check_rule(tpr_rule)

@@ -134,9 +134,8 @@ def _fold_design(blocks, tr: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _ridge_out_of_fold(blocks, fold: np.ndarray, folds: int, y: np.ndarray) -> np.ndarray:
-    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns) on the feature ``blocks``
-    (:func:`_fold_design`); each fold's fit is one linear map of the training labels, solved once for all
-    columns."""
+    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns) on the feature ``blocks``; ridge is
+    linear in the labels, so each fold is solved once for all columns."""
     out = np.empty(y.shape, dtype=np.float64)
     for g in range(folds):
         te, tr = fold == g, fold != g
@@ -153,8 +152,7 @@ def _ridge_out_of_fold(blocks, fold: np.ndarray, folds: int, y: np.ndarray) -> n
 
 
 def _column_aucs(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The rank AUC (ties ½) of every column of ``scores`` against the same column of ``labels`` (n × P, 1 =
-    member; every column has the same member count)."""
+    """The rank AUC (ties ½) of every column of ``scores`` against that column of ``labels`` (same member count)."""
     # lazy: runs.external imports this module
     from scipy.stats import rankdata
 
@@ -181,9 +179,8 @@ def _p_value(null: np.ndarray, observed: float) -> float:
 
 def permutation_tests(feature_sets: dict, labels: np.ndarray, *, folds: int, seed: int,
                       permutations: int) -> tuple[dict, np.ndarray]:
-    """({name: (out-of-fold scores, observed AUC, p-value)}, permuted AUCs) of the cross-fitted AUC of each named
-    feature set (a list of :func:`_fold_design` blocks) against 0.5: a max-statistic permutation test over the
-    sets, with the same folds and within-fold label permutations for each."""
+    """({name: (out-of-fold scores, observed AUC, p-value)}, permuted AUCs) of each named feature set against 0.5: a
+    max-statistic permutation test with the same folds and within-fold label permutations for each."""
     labels = np.asarray(labels)
     fold = fold_assignment(labels, folds, seed)
     y = _permuted_labels(labels, fold, folds, seed, permutations)
@@ -233,9 +230,8 @@ def _set_result(scores: np.ndarray, p: float, labels: np.ndarray, bootstrap: int
 
 def shift_tests(feature_sets: dict, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                 permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
-    """The shift check of several named feature sets (each a list of :func:`_fold_design` blocks) with ``labels``
-    (1 = member); keys as docs/cli.md §4.10 (the top-level figures: the set with the highest AUC, the first on
-    ties)."""
+    """The shift check of several named feature sets (lists of :func:`_fold_design` blocks); keys: docs/cli.md §4.10
+    (top level: the set with the highest AUC, the first on ties)."""
     check_permutations(permutations)
     labels = np.asarray(labels, dtype=np.int64)
     runs, null = permutation_tests(feature_sets, labels, folds=folds, seed=seed, permutations=permutations)
@@ -249,8 +245,7 @@ def shift_tests(feature_sets: dict, labels: np.ndarray, *, folds: int = DEFAULT_
 
 def shift_test(features: np.ndarray, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
-    """The shift check of model-free ``features`` (n × F, standardised) with ``labels`` (1 = member), without the
-    feature-set keys."""
+    """The shift check of model-free ``features`` (n × F, standardised), without the feature-set keys."""
     out = shift_tests({"features": [(features, True)]}, labels, folds=folds, seed=seed, permutations=permutations,
                       bootstrap=bootstrap)
     del out["features"], out["feature_sets"]
@@ -278,9 +273,8 @@ def _check_sets(members: torch.Tensor, nonmembers: torch.Tensor, folds, member_c
 def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                 bootstrap: int = 1000, max_per_set: int = DEFAULT_MAX_PER_SET,
                 permutations: int = DEFAULT_PERMUTATIONS, member_captions=None, nonmember_captions=None) -> dict:
-    """The shift check of two record sets N×C×H×W in [−1, 1], with optional captions (one per record, for both
-    sets): the ``check-split --json`` object of docs/cli.md §4.10 without ``members``, ``nonmembers`` and
-    ``records_range``."""
+    """The shift check of two record sets N×C×H×W in [−1, 1], with optional captions (one per record, both sets):
+    ``check-split --json`` (docs/cli.md §4.10) without ``members``, ``nonmembers`` and ``records_range``."""
     _check_sets(members, nonmembers, folds, member_captions, nonmember_captions)
     check_permutations(permutations)
     rng = np.random.default_rng(seed)

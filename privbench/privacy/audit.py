@@ -50,10 +50,8 @@ _ONE_RUN_ASSUMPTION = (
 
 
 def _eps_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(ε, side) from the two DP constraints; side 1 = ln((1−δ−FNR)/FPR), side 2 = ln((1−δ−FPR)/FNR).
-
-    ε is −inf where neither ratio is positive; rates of 0 give +inf (only point estimates can be 0).
-    """
+    """(ε, side) from the two DP constraints (side 1: ln((1−δ−FNR)/FPR), 2: ln((1−δ−FPR)/FNR)); −inf where neither
+    ratio is positive, +inf for a rate of 0."""
     fpr = np.asarray(fpr, dtype=np.float64)
     fnr = np.asarray(fnr, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -127,11 +125,10 @@ def clopper_pearson_epsilon(
 ) -> dict[str, Any]:
     """Clopper–Pearson empirical ε lower bound from membership scores (docs/accountants.md §3.2).
 
-    ``threshold_selection`` is ``"split"`` (seeded by ``seed``) or ``"bonferroni"``, as in docs/accountants.md
-    §3.2; ``both_directions`` also tries the flipped test (member iff score ≤ τ). Returns the keys of
-    docs/cli.md §4.6 ``clopper_pearson``: ``threshold`` is in raw score units (None if no usable threshold),
-    ``direction`` +1 ⇒ member iff score ≥ threshold, −1 ⇒ member iff score ≤ threshold; ``n_evaluation`` is the
-    number of records the bound was computed on.
+    ``threshold_selection``: ``"split"`` (seeded by ``seed``) or ``"bonferroni"``; ``both_directions`` also tries
+    member iff score ≤ τ. Returns the keys of docs/cli.md §4.6 ``clopper_pearson``: ``threshold`` in raw score
+    units (None if none usable), ``direction`` +1 ⇒ member iff score ≥ threshold, −1 ⇒ iff ≤; ``n_evaluation``:
+    the records the bound was computed on.
     """
     s, y = _validate(scores, labels)
     d = audit_delta(delta)
@@ -174,8 +171,7 @@ def clopper_pearson_epsilon(
 
 def _split_selection(s, y, n_in: int, n_out: int, d: float, alpha: float, conf: float, seed: int, directions,
                      both_directions: bool):
-    """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, records
-    evaluated, the sentence saying how)."""
+    """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, n, how)."""
     if n_in < 2 or n_out < 2:
         raise BadInput(
             f"labels: the split threshold selection needs at least 2 members and 2 non-members "
@@ -263,8 +259,7 @@ def one_run_epsilon_from_counts(
 ) -> float:
     """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
-    Found by doubling a bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
-    """
+    A doubled bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected."""
     m = integer_at_least(m, "m", 1)
     r = integer_at_least(r, "r", 0)
     v = integer_at_least(v, "v", 0)
@@ -277,8 +272,7 @@ def one_run_epsilon_from_counts(
 
 @lru_cache(maxsize=65536)
 def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
-    """:func:`one_run_epsilon_from_counts` on checked arguments at significance ``p`` (cached: a score set's
-    guess counts repeat across calls, e.g. in coverage simulations and the report's several levels)."""
+    """:func:`one_run_epsilon_from_counts` on checked arguments at significance ``p`` (cached: counts repeat)."""
     if r == 0 or _one_run_p_value(m, r, v, 0.0, d) >= p:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -376,8 +370,7 @@ def one_run_epsilon(
 
 
 def _best_guess_count(y, order, d: float, alpha: float, conf: float):
-    """``n_guesses=None`` of :func:`one_run_epsilon`. Returns (ε, r, v, counts tried, α per count, ceiling, the
-    sentence)."""
+    """``n_guesses=None``: (ε, r, v, counts tried, α per count, ceiling, the sentence)."""
     m = int(y.size)
     grid = sorted({min(m, max(2, 2 * int(round(f * m / 2.0)))) for f in np.arange(1, 11) / 10.0})
     a_count = alpha / len(grid)

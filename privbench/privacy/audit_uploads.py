@@ -96,10 +96,8 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA
                            chunk: int = 4096, flag_bound_confidence: float | None = None) -> dict:
     """Empirical ε lower bounds of PFDM's upload mechanism at (C, t0), next to its analytic ε (docs/accountants.md §4).
 
-    ``alpha_bars``: ᾱ of each 0-indexed model timestep (default: :func:`~privbench.core.schedule.alphas_cumprod`).
-    ``n_trials`` uploads of each candidate. Returns ``epsilon_lower_bound`` (Clopper–Pearson), ``gdp``,
-    ``analytic_epsilon`` (Δ = 2C, what PFDM claims), ``analytic_epsilon_pair``, ``exceeds_analytic``, the flag's
-    keys, ``neighbouring_relation`` and the settings.
+    ``alpha_bars``: ᾱ of each 0-indexed model timestep (default: :func:`~privbench.core.schedule.alphas_cumprod`);
+    ``n_trials`` uploads of each candidate. ``epsilon_lower_bound`` is the Clopper–Pearson bound.
     """
     # lazy: privacy.audit loads scipy.optimize/stats; only when uploads are audited
     from .audit import clopper_pearson_epsilon

@@ -77,10 +77,8 @@ def as_number(v) -> float | None:
 
 
 def claim_of(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
-    """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all).
-
-    A privacy object marked ``claimed_by_paper: true`` is a paper claim, never a formal ε, even with its number in
-    ``epsilon`` rather than ``claimed_epsilon``."""
+    """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all); one
+    marked ``claimed_by_paper: true`` is never formal, even with its number in ``epsilon``."""
     if privacy is None:
         return None
     p = privacy
@@ -114,8 +112,7 @@ def compared_claim(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
 
 
 def no_formal_reason(privacy: PrivacyClaim | None, outside: bool) -> str:
-    """Why a result has no formal ε, in a few words (a gate breach and a table footnote say it); ``outside``: the
-    model is one privbench did not train."""
+    """Why a result has no formal ε, in a few words; ``outside``: a model privbench did not train."""
     c = claim_of(privacy)
     if c is not None and c["kind"] != FORMAL:
         return f"no formal guarantee: ε {c['epsilon']:.4g} is the {KIND_LABEL[c['kind']]}"
@@ -125,9 +122,8 @@ def no_formal_reason(privacy: PrivacyClaim | None, outside: bool) -> str:
 
 
 def user_claim(epsilon, delta, basis) -> dict[str, Any] | None:
-    """The ``privacy`` object of an outside model whose training claims (ε, δ) on ``basis`` (None: no claim).
-
-    BadInput unless all three are given together, ε > 0 finite, δ in (0, 1) and the basis non-empty."""
+    """The ``privacy`` object of an outside model whose training claims (ε, δ) on ``basis`` (None: no claim);
+    BadInput unless all three are given, ε > 0 finite, δ in (0, 1) and the basis non-empty."""
     given = [v is not None for v in (epsilon, delta, basis)]
     if not any(given):
         return None

@@ -40,12 +40,9 @@ def formal_relation(privacy: PrivacyClaim | None) -> str | None:
 
 def comparable_claim(epsilon: float, delta: float | None, relation: str | None, *,
                      empirical: str = REPLACE_ONE, game: str = MEMBERSHIP_GAME) -> dict[str, Any]:
-    """The formal (ε, δ) expressed in the empirical test's relation (module doc), with the statement of how.
-
-    Returns ``formal`` (the formal ε's relation, or "unknown ..."), ``empirical``, ``empirical_game``,
-    ``conversion`` (a sentence), ``factor`` (comparable ε / formal ε), ``comparable_epsilon``,
-    ``comparable_delta`` and ``testable`` (False when the converted δ is ≥ 1: the claim implies nothing there).
-    """
+    """The formal (ε, δ) expressed in the empirical test's relation (docs/accountants.md §3.4), with how: keys
+    ``formal``, ``empirical``, ``empirical_game``, ``conversion`` (a sentence), ``factor`` (comparable ε / formal ε),
+    ``comparable_epsilon``, ``comparable_delta`` and ``testable`` (False when the converted δ is ≥ 1)."""
     eps = float(epsilon)
     d = float(delta) if delta is not None else 0.0
     out: dict[str, Any] = {"formal": relation or f"unknown (not stated in the basis; assumed {ADD_REMOVE})",
@@ -80,9 +77,8 @@ def bound_confidence(confidence: float, family_size: int) -> float:
 
 def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence: float, seed: int = 0
                            ) -> dict[str, float]:
-    """The two bounds of one membership result that enter a flag decision, at ``confidence`` each: the
-    Clopper–Pearson bound (split threshold selection, both directions) and the one-run bound (default guess
-    counts, Bonferroni-corrected inside), the same procedures as the reported numbers."""
+    """The Clopper–Pearson (split) and one-run (default counts) bounds of one membership result, at ``confidence``
+    each: the reported procedures, for a flag decision."""
     # lazy: privacy.audit loads scipy.optimize/stats; only for a flag decision
     from .audit import clopper_pearson_epsilon, one_run_epsilon
 
@@ -93,8 +89,8 @@ def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence
 
 
 def flag_delta(audit_delta: float, claim: dict) -> float:
-    """The δ the flag's bounds are computed at: the converted claim's δ, or the audit's δ when larger (a claim
-    at δ' also holds at every larger δ, so a bound at the larger δ is still a fair test of it)."""
+    """The δ of the flag's bounds: the converted claim's δ, or the audit's when larger (a claim at δ' holds at
+    every larger δ)."""
     return float(min(max(float(audit_delta), float(claim["comparable_delta"])), 1.0 - 1e-12))
 
 
@@ -118,9 +114,8 @@ def headline_bounds(items: list[tuple[str, Any, Any]], *, delta: float, confiden
     ``items``: (attack label, scores, labels) of the model's k membership results; each gives the two bounds of
     :func:`membership_flag_bounds` at 1 − α/(2k) (docs/accountants.md §3.4, "One headline per model").
 
-    Returns ``epsilon_lower_bound`` (the maximum, 0 when no bound is positive), ``attack`` and ``bound`` (where the
-    maximum came from; None when it is 0), ``confidence``, ``bound_confidence``, ``family_size``, ``delta`` and
-    ``bounds`` (every corrected bound: ``[{attack, bound, epsilon_lower_bound}]``)."""
+    Returns the ``headline`` keys of docs/cli.md §4.6 from ``epsilon_lower_bound`` to ``bounds`` (each
+    ``{attack, bound, epsilon_lower_bound}``; ``attack`` and ``bound`` None when the maximum is 0)."""
     if not items:
         raise ValueError("headline_bounds: no membership results")
     k = 2 * len(items)

@@ -33,8 +33,7 @@ def _check_sample_rate(sample_rate) -> float:
 
 
 def dpsgd_accountant_names() -> list[str]:
-    """The registered DP-SGD accountants (built-in and plug-in): the choices of ``dp.accountant`` and
-    ``privbench account dpsgd --accountant``."""
+    """The registered DP-SGD accountants: the choices of ``dp.accountant`` and ``account dpsgd --accountant``."""
     return [a.name for a in dpsgd_accountants()]
 
 
@@ -117,11 +116,8 @@ def dpsgd_basis(accountant: str, delta: float) -> str:
 
 def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
                   accountant: str = "prv", rdp_orders=None) -> dict:
-    """ε of DP-SGD with Poisson sampling rate q, noise multiplier σ and ``steps`` steps, at δ.
-
-    ``rdp_orders``: the RDP order grid (``accountants/rdp.py`` ``order_grid``; "opacus" for opacus' own).
-    Returns the keys of docs/cli.md §4.5 but ``basis``.
-    """
+    """ε of DP-SGD with Poisson sampling rate q, noise multiplier σ and ``steps`` steps, at δ: the keys of
+    docs/cli.md §4.5 but ``basis``. ``rdp_orders``: :func:`~privbench.privacy.accountants.rdp.order_grid`."""
     sigma = positive_finite(noise_multiplier, "noise_multiplier")
     q = _check_sample_rate(sample_rate)
     n = integer_at_least(steps, "steps", 1)
@@ -296,8 +292,7 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
 
 def account_dpsgd(noise_multiplier: Optional[float], sample_rate: float, steps: int, delta: float,
                   epsilon: Optional[float] = None, accountant: str = "prv", rdp_orders=None) -> dict:
-    """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5). With ``epsilon`` the noise multiplier is
-    the calibrated one (the input one, if any, is ignored)."""
+    """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5); with ``epsilon``, σ is calibrated."""
     if epsilon is not None:
         out = noise_multiplier_for_epsilon(epsilon, sample_rate, steps, delta, accountant=accountant,
                                            rdp_orders=rdp_orders)

@@ -33,8 +33,7 @@ _SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 
 
 def _epsilon_function(method: str) -> Callable[[float, float, float], float]:
-    """The ε analysis ``method`` names: a registered LDP accountant (its label, registry name or an alias), or
-    ``rdp_improved`` (:func:`epsilon_rdp_improved`, reported beside the accountants by :func:`account_ldp`)."""
+    """The ε analysis ``method`` names: a registered LDP accountant (label, name or alias) or ``rdp_improved``."""
     if method == "rdp_improved":
         return epsilon_rdp_improved
     acc = ldp_accountant(method) if isinstance(method, str) else None
@@ -100,8 +99,7 @@ def ldp_sigma(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, b
 # --------------------------------------------------------------------------------------------- ε analyses
 
 def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
-    """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; the one opacus uses):
-    min over α > 1 of αρ + log((α−1)/α) − (log δ + log α)/(α − 1), floored at 0."""
+    """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; docs/accountants.md §1)."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
@@ -128,8 +126,7 @@ def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
 def pfdm_epsilon(clip: float, t0: int, delta: float, method: str = "analytic_gaussian", *,
                  num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
                  beta_schedule: str = "linear") -> float:
-    """ε of one PFDM upload at 1-indexed t0 under ``method`` (an LDP accountant's label, name or alias, e.g.
-    paper_bound, thm51, agm; or rdp_improved)."""
+    """ε of one PFDM upload at 1-indexed t0 under ``method`` (e.g. paper_bound, thm51, agm, rdp_improved)."""
     f = _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
@@ -165,8 +162,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
 def max_clip(t0: int, epsilon: float, delta: float, method: str = "analytic_gaussian", *,
              num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
              beta_schedule: str = "linear") -> float:
-    """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (bisection; the lower end
-    is returned so ε(C) ≤ ``epsilon``)."""
+    """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (bisection, lower end)."""
     e, d, f = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
@@ -218,9 +214,8 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
 
 def pfdm_privacy(clip: float, t0: int, delta: float, *, num_timesteps: int = 1000, beta_start: float = 1e-4,
                  beta_end: float = 0.02, beta_schedule: str = "linear", noise_source: str = "seeded") -> dict:
-    """The ``privacy`` block of a PFDM result (shared model / pipeline): the exact analytic-Gaussian ε of one
-    upload, plus the paper's Theorem 5.1 value for reproduction. The basis ends with the noise source
-    (``dp.noise_source``); seeded noise adds ``noise_label``."""
+    """The ``privacy`` block of a PFDM result: the analytic-Gaussian ε of one upload, the paper's Theorem 5.1 value,
+    and the noise source (seeded noise adds ``noise_label``)."""
     from ..core.mechanisms import SEEDED_NOISE_LABEL, noise_source_basis  # torch: only when a run asks
 
     c, d = check_clip(clip), open_unit(delta, "delta")

@@ -70,8 +70,7 @@ def pld_epsilon_details(noise_multiplier: float, sample_rate: float, steps: int,
 
 
 def pld_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
-    """dp_accounting PLD accountant on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), add/remove-one;
-    pessimistic, interval refined to the target accuracy (:func:`pld_epsilon_details`)."""
+    """dp_accounting PLD ε, add/remove-one (:func:`pld_epsilon_details`)."""
     return pld_epsilon_details(noise_multiplier, sample_rate, steps, delta)["epsilon"]
 
 

@@ -18,8 +18,7 @@ _RDP_GRIDS = {"privbench": RDP_ORDERS, "opacus": RDP_ORDERS_OPACUS}
 
 
 def order_grid(orders) -> tuple:
-    """The RDP orders ``orders`` names: None or "privbench" = :data:`RDP_ORDERS`, "opacus" = opacus' grid, or a
-    list of orders > 1 (BadInput otherwise)."""
+    """The RDP orders: None or "privbench" = :data:`RDP_ORDERS`, "opacus" = opacus' grid, or a list of orders > 1."""
     if orders is None:
         return RDP_ORDERS
     if isinstance(orders, str):
