@@ -22,8 +22,7 @@ class DatasetInfo:
     channels: int
     size: int
     num_classes: int
-    #: records per class reserved for the feature extractor (FID/KID/utility): its extractor split, which every run's
-    #: partition leaves out (:func:`extractor_split`); 0 = none, the extractor trains on a seeded half of the data
+    #: records per class of the extractor split (:func:`extractor_split`; docs/methods.md §0); 0 = none
     extractor_per_class: int = 0
 
 
@@ -37,8 +36,7 @@ class Dataset:
 def register_dataset(name: str, channels: int, size: int, num_classes: int, description: str,
                      extractor_per_class: int = 0):
     """Decorator for a loader ``(data_root=None, download=False) -> (images N×C×H×W in [−1, 1], labels N)``:
-    registers it with its info under ``name`` (one file per dataset in privbench/data/datasets/).
-    ``extractor_per_class`` > 0 declares the dataset's extractor split (:func:`extractor_split`)."""
+    registers it with its info under ``name`` (one file per dataset in privbench/data/datasets/)."""
     def deco(loader: Callable) -> Callable:
         info = DatasetInfo(name, channels, size, num_classes, extractor_per_class)
         DATASETS.add(name, Dataset(info, loader), description)
@@ -51,8 +49,7 @@ def dataset_info(name: str) -> DatasetInfo:
 
 
 def extractor_split(name: str, labels) -> list[int]:
-    """The records dataset ``name`` reserves for its feature extractor, sorted: the extractor trains on them and no
-    run's partition, reference pool or public split contains them; [] when the dataset declares none."""
+    """The records dataset ``name`` reserves for its feature extractor, sorted ([] when none; docs/methods.md §0)."""
     labels = labels.numpy() if isinstance(labels, torch.Tensor) else labels
     return reserved_split(labels, dataset_info(name).extractor_per_class, name)
 

@@ -1,20 +1,11 @@
-"""Captions of records under test, for text-to-image targets.
+"""Captions of records under test, for text-to-image targets: an ``.npz`` ``captions`` array, a folder's
+``metadata.jsonl`` (Hugging Face ``imagefolder``: ``file_name``, ``text``; one line per image) or ``--caption
+TEMPLATE`` (docs/external-models.md, "Records with captions"). An ``S…`` (UTF-8 bytes) array is decoded;
+``file_name`` is relative to the folder; ``{word}`` past nine is the number, ``{name}`` without folders the label.
 
-Three sources, one caption per record:
-
-* an ``.npz`` with ``images`` and ``captions`` — a 1-D NumPy unicode array (dtype ``<U…``; UTF-8 bytes ``S…`` are
-  decoded), one entry per image; read with ``allow_pickle=False`` (an object array is refused, never unpickled);
-* an image folder with a ``metadata.jsonl`` (the Hugging Face ``imagefolder`` convention): one JSON object per
-  line with ``file_name`` (relative to the folder) and ``text``; every image needs exactly one line. The file is
-  read only up to :data:`MAX_METADATA_BYTES`;
-* ``--caption TEMPLATE`` for class-labelled records: ``{label}`` is the label, ``{word}`` its English number word
-  (0–9: ``zero`` … ``nine``, else the number), ``{name}`` the class folder's name (else the label).
-
-Every caption, from any source, is at most :data:`MAX_CAPTION_CHARS` characters (a text encoder reads 77 tokens
-of it). The bound is checked before the text exists where it can be: an ``.npz``'s caption array from its header
-(a NumPy unicode array is as wide as its longest entry, so one 5-million-character caption among 500 takes 10 GB
-once loaded), a template from the widths and precisions of its format specs (``{label:>999999999}`` is a
-gigabyte per record).
+Every caption is at most :data:`MAX_CAPTION_CHARS` characters, checked before the text exists where it can be: an
+``.npz`` array's width from its header (a unicode array is as wide as its longest entry, so one huge caption makes
+the whole array huge), a template from its format specs' widths and precisions.
 """
 from __future__ import annotations
 
@@ -52,8 +43,7 @@ def _npy_header(z, name: str, path) -> tuple[tuple, np.dtype]:
 
 
 def npz_captions(z, n: int, path) -> list[str] | None:
-    """The ``captions`` array of an open ``.npz`` (None when absent); its shape and width are checked from the
-    header before the array is read."""
+    """The ``captions`` array of an open ``.npz`` (None when absent), its shape and width checked from the header."""
     if "captions" not in z.files:
         return None
     shape, dtype = _npy_header(z, "captions", path)
@@ -121,8 +111,8 @@ def folder_captions(folder: Path, files: list[Path]) -> list[str] | None:
 
 
 def check_template(template: str) -> str:
-    """The template, or BadInput for a field it cannot fill or a format spec that could make a caption longer
-    than :data:`MAX_CAPTION_CHARS` (a width or precision beyond it, or a nested field choosing one)."""
+    """The template, or BadInput for a field it cannot fill or a format spec (width, precision, nested field) that
+    could exceed :data:`MAX_CAPTION_CHARS`."""
     shown = template if len(template) <= 80 else template[:77] + "..."
     if len(template) > MAX_CAPTION_CHARS:
         raise BadInput(f"--caption {shown!r}: {len(template):,} characters; a caption is limited to "
@@ -146,7 +136,7 @@ def check_template(template: str) -> str:
 
 
 def template_captions(template: str, labels, class_names: dict | None = None, where: str = "records") -> list[str]:
-    """One caption per label from ``template`` (see the module doc)."""
+    """One caption per label from ``template`` (``{label}``, ``{word}``, ``{name}``)."""
     check_template(template)
     if labels is None:
         raise BadInput(f"--caption {template!r}: {where} have no labels to fill it with (give captions instead)")

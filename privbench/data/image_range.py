@@ -1,20 +1,7 @@
 """The pixel range of records brought by the user, and their conversion to the model's [−1, 1].
 
-A diffusion model's membership scores depend on the records' range (docs/external-models.md: the same model and
-records scored in [−1, 1] and in [0, 1], what torchvision's ``ToTensor`` produces), so records declare or reveal
-their range (``--records-range``):
-
-* ``0:255`` — 8-bit values, mapped by x/127.5 − 1 (uint8 arrays and image files are always this);
-* ``0:1`` — mapped by 2x − 1;
-* ``-1:1`` — used as they are;
-* ``auto`` (default) — uint8 → ``0:255``; float values with a negative one (beyond −1e-4) inside [−1, 1] →
-  ``-1:1``; float values in [0, 255] with a maximum ≥ 128 → ``0:255``; float values all inside [0, 1] cannot be
-  told apart (a [0, 1] set, or a [−1, 1] set without a negative pixel) and are refused, as are floats above 1 whose
-  maximum stays below 128 (sklearn's raw 0..16 digits: read as 8-bit they would all be near black) and anything else.
-
-A declared range is checked against the values (tolerance 1e-4). Members and non-members must share their encoding
-(uint8 / float) and range (:func:`check_same_encoding`): a set scaled differently from the other is separable
-without the model.
+``--records-range`` (``auto``, ``-1:1``, ``0:1``, ``0:255``), how ``auto`` decides and the same-encoding rule:
+docs/external-models.md, "Pixel range".
 """
 from __future__ import annotations
 
@@ -29,9 +16,8 @@ from .records_check import CHANNEL_COUNTS, check_image_array
 RANGES = ("auto", "-1:1", "0:1", "0:255")
 #: slack on the range bounds (float rounding of a rescaled image)
 TOLERANCE = 1e-4
-#: under ``auto``, float records whose maximum is below this are not taken for 8-bit values: a set of real 8-bit
-#: images with no pixel brighter than half-white is rare, while a 0..16 (sklearn's raw digits) or 0..100 scale read
-#: as 0..255 squeezes every record into the dark end and hides a memorising model's leak
+#: under ``auto``, float records whose maximum is below this are not taken for 8-bit values: real 8-bit images
+#: that dark are rare, while a 0..16 or 0..100 scale read as 0..255 would hide a memorising model's leak
 EIGHT_BIT_MIN_MAX = 128.0
 
 
@@ -70,7 +56,7 @@ def _decode_uint8(images: np.ndarray, spec, records_range: str, want_channels: i
 
 
 def infer_float_range(lo: float, hi: float, spec) -> str:
-    """The range of float records whose values span [lo, hi] (see the module doc), or BadInput."""
+    """The range of float records whose values span [lo, hi], or BadInput."""
     if lo < -TOLERANCE:
         if lo >= -1 - TOLERANCE and hi <= 1 + TOLERANCE:
             return "-1:1"
@@ -150,7 +136,6 @@ def check_same_encoding(mem_prov: dict, non_prov: dict) -> dict:
 
 
 def grid_digests(x: torch.Tensor) -> list[bytes]:
-    """One digest per record of [−1, 1] images on the 8-bit grid (round((x + 1)·127.5)): records that round to the
-    same 8-bit values get the same digest whatever their encoding (uint8, float32, float64, [0, 1] floats)."""
+    """One digest per record of [−1, 1] images on the 8-bit grid (round((x + 1)·127.5)), whatever their encoding."""
     q = torch.round((x.detach().to("cpu", torch.float64) + 1.0) * 127.5).clamp_(0, 255).to(torch.uint8)
     return [hashlib.sha256(r.tobytes()).digest() for r in q.contiguous().numpy()]

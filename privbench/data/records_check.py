@@ -1,8 +1,6 @@
 """What can be refused about a records SPEC before anything imports torch: the path, the file's kind, and an image
-array's dtype and shape read from its header (no pixel is read). ``attack``, ``run``, ``check-split``,
-``infer-dataset`` and ``--dataset PATH`` call :func:`precheck_records` first, so a wrongly shaped ``.npz`` is
-refused in the time it takes to open it; :mod:`privbench.data.records_io` loads the records afterwards and applies
-the same rules (:func:`check_image_array`) with the pixels at hand."""
+array's dtype and shape from its header. The commands that read records call :func:`precheck_records` first;
+:mod:`privbench.data.records_io` applies the same rules (:func:`check_image_array`) with the pixels at hand."""
 from __future__ import annotations
 
 import zipfile
@@ -85,8 +83,7 @@ def _check_npz(path: Path) -> None:
 
 
 def precheck_records(spec) -> None:
-    """Refuse a records SPEC that cannot load (one line, exit 2) without importing torch; a SPEC that passes may
-    still be refused by the full read (pixel values, labels, image files)."""
+    """Refuse a records SPEC that cannot load (one line, exit 2) without importing torch; the full read checks more."""
     if spec is None:
         return
     p = Path(spec)
@@ -110,8 +107,7 @@ def precheck_records(spec) -> None:
 
 
 def is_records_path(value: str | None) -> bool:
-    """Whether a ``--dataset`` value names the user's records (an existing .npz or folder) rather than a
-    registered dataset (asked of the registry's source: no dataset module is imported)."""
+    """Whether a ``--dataset`` value names the user's records (an existing .npz or folder), importing no dataset."""
     if not value or has_entry("DATASETS", value):
         return False
     p = Path(value)

@@ -1,28 +1,9 @@
 """Records under test brought by the user: ``.npz`` arrays, image folders, or indices into a registered dataset.
 
-``load_records(spec, image_shape=..., dataset=..., data_root=..., records_range=...)`` → (images N×C×H×W float32
-in [−1, 1], labels N long or None, provenance). SPEC is one of
-
-* an ``.npz`` with ``images`` — float N×C×H×W, or uint8 N×H×W×C / N×C×H×W / N×H×W, converted from their range
-  (:mod:`privbench.data.image_range`, ``records_range``) — and optionally integer ``labels`` (N) and unicode
-  ``captions`` (N; :mod:`.captions`); read with ``allow_pickle=False``;
-* an ``.npy`` of images (3-D or 4-D, as ``images`` above; no labels);
-* an image folder of png/jpg files, read with PIL: either the images directly (no labels) or class sub-folders,
-  whose sorted names give labels 0, 1, … as torchvision's ``ImageFolder``; 8-bit pixels map by x/127.5 − 1;
-* an ``.npy`` of integer indices into a registered dataset (``dataset=`` and, for torchvision formats,
-  ``data_root=``); the records and labels are the dataset's (privbench's fixed order; CIFAR-10 is the order of
-  ``data_batch_1..5``, the order the PIA/SecMI index files refer to).
-
-:func:`read_split` reads the member / held-out index file published with the PIA and SecMI CIFAR-10 checkpoints
-(SecMI ``mia_evals/member_splits/CIFAR10_train_ratio0.5.npz``: ``mia_train_idxs`` = members, ``mia_eval_idxs`` =
-non-members, indices into the CIFAR-10 training set).
-
-Fitting the records to the model (``image_shape`` = the model's C×H×W):
-* channels must match, except that grayscale image files are replicated to 3 channels for an RGB model (the same
-  picture); RGB files for a 1-channel model, or arrays of another channel count, are refused;
-* square images of another side are resized to the model's side (bilinear, antialiased, as privbench's own
-  datasets) and the provenance says so — membership scores assume the model saw its training images resized the
-  same way; non-square images (or a non-square model input) of another size are refused (no faithful resize).
+The SPEC formats, pixel ranges, the PIA/SecMI split file and how records are fitted to the model:
+docs/external-models.md, "On the command line". Arrays are read with ``allow_pickle=False``; an ``.npz`` may carry
+unicode ``captions`` (:mod:`.captions`). Dataset indices are in privbench's fixed order (CIFAR-10: the order of
+``data_batch_1..5``, which the PIA/SecMI index files refer to).
 """
 from __future__ import annotations
 
@@ -40,8 +21,7 @@ from .captions import folder_captions, npz_captions
 from .image_range import dataset_range, decode_images, eight_bit_range, grid_digests
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-#: the largest factor records are upscaled by to the model's side; beyond it the scores would describe the resize
-#: more than the model (8×8 records on a 4096-side model are upscaled 512×)
+#: the largest factor records are upscaled by to the model's side (beyond it scores describe the resize)
 MAX_UPSCALE = 4
 SPLIT_KEYS = ("mia_train_idxs", "mia_eval_idxs")
 
@@ -178,8 +158,7 @@ def _read_npy(path: Path, dataset: str | None, data_root, records_range: str, wa
 
 
 def dataset_records(idx, dataset: str, data_root, where: str, data=None):
-    """(x, y, provenance) of the given indices of a registered dataset (native size; fitted later).
-    ``data``: the dataset's (images, labels) when already loaded."""
+    """(x, y, provenance) of the given indices of a registered dataset (native size); ``data``: its (x, y) if loaded."""
     idx = np.asarray(idx)
     if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
         raise BadInput(f"{where}: expected a 1-D array of integer dataset indices, got {idx.dtype} {idx.shape}")
@@ -231,7 +210,7 @@ def _resize(x: torch.Tensor, size: tuple[int, int], spec) -> torch.Tensor:
 
 
 def fit_to_model(x: torch.Tensor, image_shape, spec, prov: dict) -> torch.Tensor:
-    """Records with the model's channels and side (see the module doc), or BadInput."""
+    """Records with the model's channels and side, or BadInput."""
     if image_shape is None:
         return x
     c, h, w = (int(s) for s in image_shape)
@@ -245,8 +224,7 @@ def fit_to_model(x: torch.Tensor, image_shape, spec, prov: dict) -> torch.Tensor
 
 
 def load_records(spec, *, image_shape=None, dataset: str | None = None, data_root=None, records_range: str = "auto"):
-    """(images N×C×H×W in [−1, 1], labels or None, provenance) of one SPEC; see the module doc.
-    ``records_range``: the pixel range of image arrays (:mod:`privbench.data.image_range`)."""
+    """(images N×C×H×W in [−1, 1], labels or None, provenance) of one SPEC (``records_range``: :mod:`.image_range`)."""
     p = Path(spec)
     if not p.exists():
         raise _fail(spec, "no such file or directory")
@@ -273,8 +251,7 @@ def load_records(spec, *, image_shape=None, dataset: str | None = None, data_roo
 
 def shared_count(members: torch.Tensor, nonmembers: torch.Tensor, mem_index=None, non_index=None) -> int:
     """How many member records also appear among the non-members: same dataset index, or the same pixels on the
-    8-bit grid after conversion to [−1, 1] (:func:`~privbench.data.image_range.grid_digests`), so that re-encoding
-    a record (uint8 N×H×W×C, u8/127.5 − 1 in float64, [0, 1] floats) does not hide it."""
+    8-bit grid (:func:`~privbench.data.image_range.grid_digests`), so a re-encoded copy is found too."""
     non = set(grid_digests(nonmembers))
     shared = {i for i, d in enumerate(grid_digests(members)) if d in non}
     if mem_index is not None and non_index is not None:

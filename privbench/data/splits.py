@@ -1,10 +1,7 @@
-"""Member / non-member splits and federated client splits, reproducible from the seed.
+"""Member / non-member splits and federated client splits, reproducible from the seed (docs/methods.md §0).
 
-The member split follows the setting of one-run auditing (Steinke et al. 2023) as closely as a fixed
-size allows: a seeded random permutation of the dataset; the first ``n_members`` are members, the next
-``n_nonmembers`` non-members, the rest unused. (Exact sizes mean inclusion is not an independent fair coin
-per record; audit.py states that gap.) A dataset that declares an extractor split (:func:`reserved_split`) keeps
-those records out of every run: the permutation is of the other records.
+The member split is as close to one-run auditing's independent fair coins as a fixed size allows (the gap:
+docs/accountants.md §3.3).
 """
 from __future__ import annotations
 
@@ -18,9 +15,8 @@ import numpy as np
 from ..core.config import register_section, setting
 from ..core.errors import BadInput
 
-#: The config section of the client split (``clients.n_clients`` etc.). Every method has one: the federated methods
-#: train over it, and FID's majority/minority reference sets come from client K's. The config hash holds its keys
-#: inside the ``pfdm`` mapping (``hashed_under``: the run directories of pfdm, feddm and local are named by it).
+#: The config section of the client split, in every method (FID's majority/minority reference sets come from client
+#: K's); hashed inside the ``pfdm`` mapping, which names the run directories of pfdm, feddm and local.
 CLIENT_SECTION = "clients"
 
 
@@ -41,8 +37,7 @@ def client_settings(cfg) -> ClientSplitConfig:
 
 
 def config_client_split(cfg, members: list[int], labels: np.ndarray, n_classes: int) -> ClientSplit:
-    """The client split a config asks for, over its member records (:func:`client_split` with the config's
-    ``clients.*`` settings and seed)."""
+    """:func:`client_split` of ``members`` with the config's ``clients.*`` settings and seed."""
     p = client_settings(cfg)
     return client_split(members, labels, p.n_clients, n_classes, p.majority_classes, p.imbalance, cfg.seed)
 
@@ -51,8 +46,7 @@ def config_client_split(cfg, members: list[int], labels: np.ndarray, n_classes: 
 class MemberSplit:
     """The partition of a run's records (``split.json``): members, non-members and the public split.
 
-    Every other use of the dataset (the offline reference pool and RMIA's population: :func:`reference_pool`)
-    takes records outside these three, so all of them are disjoint by construction (docs/methods.md §0)."""
+    The reference pool and RMIA's population (:func:`reference_pool`) lie outside it (docs/methods.md §0)."""
     members: list[int]
     nonmembers: list[int]
     seed: int
@@ -61,8 +55,7 @@ class MemberSplit:
     public_mode: str = "none"
     #: the utility test split (``data.n_test``): real records no model and no selection step ever reads
     test: list[int] = field(default_factory=list)
-    #: the dataset's extractor split (:func:`reserved_split`): only the feature extractor trains on these records;
-    #: empty for a dataset that declares none, and then absent from split.json
+    #: the dataset's extractor split (:func:`reserved_split`); empty, and absent from split.json, when none
     reserved: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -97,8 +90,7 @@ def member_split(n_total: int, n_members: int, n_nonmembers: int, seed: int) -> 
 
 def _seeded_split(candidates: np.ndarray, n_members: int, n_nonmembers: int, seed: int, where: str = ""
                   ) -> MemberSplit:
-    """Members and non-members: the first records of a seeded permutation of ``candidates`` (``where`` says, in
-    the error, which records they are when not all)."""
+    """Members and non-members: the first records of a seeded permutation of ``candidates`` (``where``: for errors)."""
     if n_members + n_nonmembers > len(candidates):
         raise BadInput(f"data.n_members + data.n_nonmembers = {n_members + n_nonmembers} exceeds the dataset's "
                        f"{len(candidates)} records{where}")
@@ -107,20 +99,16 @@ def _seeded_split(candidates: np.ndarray, n_members: int, n_nonmembers: int, see
                        sorted(perm[n_members:n_members + n_nonmembers].tolist()), seed)
 
 
-#: the seeded streams of the public split and of the reference pool: constants, so that a seed draws the same records
-#: in every run
+#: the seeded streams of the public split and of the reference pool (a seed draws the same records in every run)
 _PUBLIC_STREAM = 0x9B11C
 _POOL_STREAM = 0x9001
-#: the extractor split's stream: a constant, never a run's seed, so that every run of a dataset leaves out the same
-#: records and one cached extractor serves them all
+#: the extractor split's stream, never a run's seed: one cached extractor serves every run of a dataset
 _EXTRACTOR_STREAM = 0xE7AC7
 
 
 def reserved_split(labels: np.ndarray, per_class: int, name: str = "") -> list[int]:
-    """A dataset's extractor split: ``per_class`` records of each class, sorted, a choice fixed by the labels (a
-    constant seed: datasets with the same labels, such as a colour variant, reserve the same records); [] when
-    ``per_class`` is 0. The feature extractor trains on them; :func:`partition` leaves them out of every run
-    (members, non-members, test, public) and so of the reference pools. ``name`` names the dataset in errors."""
+    """A dataset's extractor split: ``per_class`` records of each class, sorted, fixed by the labels alone (a colour
+    variant reserves the same records); [] when ``per_class`` is 0. ``name`` names the dataset in errors."""
     if not per_class:
         return []
     labels = np.asarray(labels)
@@ -156,17 +144,13 @@ def public_classes(mode: str, n_classes: int | None = None) -> list[int]:
 def partition(labels: np.ndarray, n_members: int, n_nonmembers: int, seed: int, public: str = "none",
               n_public: int = 0, public_owner: str = "data.n_public", n_test: int = 0,
               reserved: Sequence[int] = ()) -> MemberSplit:
-    """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records.
+    """The one allocation of a run's records from the seed: members, non-members and ``n_public`` public records
+    (``public``: docs/methods.md §0).
 
-    ``none`` and ``pool``: members and non-members exactly as :func:`member_split` (a public split never moves
-    them); the public records are a seeded choice among the rest. ``classes:A-B``: the public
-    records are of classes A..B (``n_public`` = 0: all of them), members and non-members a seeded permutation of
-    the other (private) classes' records. ``n_public`` = 0 under ``none``/``pool``: no public split.
-    ``public_owner`` names the setting that sized the public split (in the error when it does not fit).
-    ``n_test``: the next records of the members' permutation (private classes only under ``classes:A-B``) form
-    the utility test split, taken before the public records are chosen; 0 = none (the other splits stay as they
-    are). ``reserved``: the dataset's extractor split (:func:`reserved_split`), left out of everything: the
-    permutations are of the other records (with none, of every record)."""
+    Under ``none``/``pool`` a public split never moves the members and non-members. ``public_owner`` names the
+    setting that sized the public split in errors. ``n_test``: the next records of the members' permutation form
+    the utility test split, taken before the public records; 0 = none. ``reserved``: the extractor split, left out
+    of every permutation."""
     labels = np.asarray(labels)
     n_total = len(labels)
     pub_cls = public_classes(public, int(labels.max()) + 1 if n_total else None)
@@ -216,10 +200,9 @@ def _test_split(candidates: np.ndarray, start: int, n_test: int, seed: int) -> l
 
 def reference_pool(split: MemberSplit, n_total: int, mode: str, seed: int, n_population: int = 0
                    ) -> tuple[list[int], list[int]]:
-    """(reference pool, RMIA population), sorted, from the records outside the partition (members, non-members,
-    public, test and the dataset's extractor split), a seeded permutation: ``offline`` takes |members ∪ non-members|
-    of them as the pool, ``online`` uses the evaluation split itself; the population comes after the pool. BadInput
-    when too few records are outside."""
+    """(reference pool, RMIA population), sorted, from a seeded permutation of the records outside the partition:
+    ``offline`` takes |members ∪ non-members| of them as the pool, ``online`` the evaluation split itself; the
+    population comes after the pool."""
     if mode not in ("offline", "online"):
         raise BadInput(f"attack.reference_pool={mode!r}: choose offline or online")
     evaluation = sorted(set(split.members) | set(split.nonmembers))
@@ -259,13 +242,7 @@ class ClientSplit:
 
 def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_classes: int,
                  majority_classes: int, imbalance: float, seed: int) -> ClientSplit:
-    """Split member ``indices`` over clients with majority / minority classes (docs/methods.md §0).
-
-    Client m's majority classes are {m·k, …, m·k+k−1} mod n_classes (k = majority_classes); every other
-    class is a minority class. Each class's records are shared among the clients with weight ``imbalance``
-    for clients holding it as majority and 1 for the others, so a client holds ``imbalance``× more records
-    of each majority class than of each minority class. Every member goes to exactly one client.
-    """
+    """Split member ``indices`` over clients with majority / minority classes (docs/methods.md §0)."""
     if n_clients < 1:
         raise BadInput("clients.n_clients must be >= 1")
     if majority_classes >= n_classes:
@@ -295,11 +272,10 @@ def client_split(indices: list[int], labels: np.ndarray, n_clients: int, n_class
 
 
 def class_matched(members: list[int], nonmembers: list[int], labels: np.ndarray, seed: int) -> list[int]:
-    """Non-members with the class counts of ``members`` (as far as each class has enough), seeded.
+    """Non-members with the class counts of ``members`` (all of a class that has too few), seeded.
 
-    The membership game of a model trained on one client's records: its members are mostly the client's
-    majority classes, so unmatched non-members would let an attack score "is this a majority class" instead of
-    membership. Where a class has fewer non-members than members, all of that class are taken."""
+    For a model trained on one client's records, mostly its majority classes: unmatched non-members would let an
+    attack score the class instead of membership."""
     rng = np.random.default_rng([seed, 0xC1A5])
     mem_lab = labels[np.asarray(members, dtype=np.int64)]
     non = np.asarray(nonmembers, dtype=np.int64)

@@ -1,18 +1,12 @@
 """MNIST, CIFAR-10 and CelebA read from torchvision's own on-disk formats under a data root.
 
-Each loader returns ``(images, labels)``: float32 N×C×H×W in [−1, 1] (uint8 pixel ``x`` → ``x/127.5 − 1``) at the
-dataset's native size, and a long tensor N, in the dataset's fixed file order (train split). Resizing to a preset
-resolution happens elsewhere (``datasets.resize_to``). Nothing is cached on disk.
+Each loader returns the train split as ``(images, labels)``: float32 N×C×H×W in [−1, 1] (x/127.5 − 1), native
+size, in file order; a long tensor N. Nothing is cached on disk. Files: ``MNIST/raw/train-{images-idx3,labels-idx1}
+-ubyte``; ``cifar-10-batches-py/data_batch_1..5`` (+ ``batches.meta``); ``celeba/img_align_celeba/*.jpg`` + the
+five ``list_*.txt``/``identity_CelebA.txt`` files (label ``Male``).
 
-* ``mnist``: ``MNIST/raw/train-{images-idx3,labels-idx1}-ubyte``; 1×28×28; label = digit.
-* ``cifar10``: ``cifar-10-batches-py/data_batch_1..5`` (+ ``batches.meta``); 3×32×32; label = class.
-* ``celeba``: ``celeba/img_align_celeba/*.jpg`` + the five ``list_*.txt``/``identity_CelebA.txt`` files;
-  aligned faces center-cropped to 140×140, then resized to 64×64 (bilinear, antialiased); label = ``Male`` (0/1).
-
-Without ``download`` only the files' existence is checked (trimmed or re-packed copies in the same format load);
-with it torchvision's md5 checks run, and a file that does not match is fetched again. The CIFAR-10 batches are
-pickles, read with an unpickler that builds numpy arrays and nothing else (torchvision's reader would run any code
-a crafted file holds). Every failure is one ``BadInput`` line naming the data root and the expected layout.
+Without ``download`` only the files' existence is checked (trimmed or re-packed copies load); with it torchvision's
+md5 checks run and a mismatching file is fetched again. Every failure is one ``BadInput`` line.
 """
 from __future__ import annotations
 
@@ -246,9 +240,8 @@ def _read_face(path: str) -> np.ndarray:
 def load_celeba(data_root, download: bool = False, chunk: int = 1024):
     """CelebA train split (partition 0, in list_eval_partition order) → (float32 N×3×64×64 in [−1, 1], long N Male).
 
-    Each aligned 178×218 face is center-cropped to 140×140 and resized to 64×64 (bilinear, antialiased, computed in
-    float and rounded back to the uint8 grid, as a PIL/torchvision resize of the uint8 image would).
-    """
+    Each aligned 178×218 face is center-cropped to 140×140 and resized to 64×64 (bilinear, antialiased, rounded back
+    to the uint8 grid as a PIL/torchvision resize would)."""
     root = _root(data_root)
     folder = os.path.join(root, tvd.CelebA.base_folder)
     img_dir = os.path.join(folder, "img_align_celeba")

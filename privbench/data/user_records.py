@@ -1,13 +1,8 @@
-"""The user's own records as a dataset: ``--dataset PATH`` (an ``.npz`` or an image folder, the record specs of
-``--members``; docs/cli.md §2) trains any method on them, the member / non-member split drawn from them as from a
-registered dataset (``data.n_members`` + ``data.n_nonmembers`` ≤ the number of records).
+"""The user's own records as a dataset: ``--dataset PATH`` (docs/cli.md §2).
 
-The records are read once (records_io: no pickle; 8-bit pixels or floats in [−1, 1]) and registered for this
-process under a content-addressed name, ``records-<sha256 of the pixels and labels, 12 hex>``: the run's config
-hash, cache and results name the exact records, so a changed file is a new target, never a stale cache hit. A
-later command on that run (``sample``, ``attack``) takes the same ``--dataset PATH`` again. Records without
-labels (a flat image folder, an ``.npz`` without ``labels``) are one class (label 0); folder sub-directories or
-``labels`` give the classes (their count: the largest label + 1).
+The records are read once (records_io) and registered for this process under a content-addressed name,
+``records-<12 hex of the sha256 of the pixels and labels>``. Records without labels are one class (label 0);
+otherwise the classes are the largest label + 1.
 """
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Metrics: membership-inference ROC metrics, image quality, plots.
-
-Importing this package loads numpy only; ``psnr``/``ssim`` (torch) and the plot helpers (matplotlib, PIL) are
-loaded on first use.
-"""
+"""Metrics: membership-inference ROC metrics, image quality, plots (numpy only; torch, matplotlib, PIL lazily)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """Feature extractors for FID/KID, used through torch-fidelity.
 
 privbench runs offline, without Inception-v3's weights, so the default extractor (``cnn``) is a small CNN classifier
-trained on the real data, the same records for every run, so FIDs of different methods and seeds are comparable:
-the dataset's extractor split where it declares one (``mnist5k``: 100 records per class that no run's partition,
-reference pool or public split contains, privbench.data.base.extractor_split; its held-out accuracy is measured
-on up to 5000 other records, which it only classifies), else a seeded split of the dataset (seed 0: the first
-half of a random permutation, at most 20 000 records — records that runs also draw their members from). Cached in
-the run store under ``<runs-dir>/extractors/cnn-<dataset>-<size>px.safetensors``. Its FID/KID features are the
-global-average-pooled last convolution (like Inception's pool3), 64-d. It is registered with torch-fidelity
-as ``privbench-cnn`` (a ``FeatureExtractorBase`` subclass) and torch-fidelity does the FID/KID computation.
-``inception-v3-compat`` is torch-fidelity's standard Inception, ``feature_extractor_weights_path`` =
-``--inception-weights FILE``.
+trained on the same real records for every run (the extractor split, else a seeded half of at most 20 000 records:
+docs/methods.md §0), so FIDs of different methods and seeds are comparable. Its held-out accuracy is measured on up
+to 5000 other records. Cached under ``<runs-dir>/extractors/cnn-<dataset>-<size>px.safetensors``; its features are
+the global-average-pooled last convolution (64-d), registered with torch-fidelity as ``privbench-cnn``.
+``inception-v3-compat`` is torch-fidelity's standard Inception (``--inception-weights FILE``).
 
-Every number names its extractor (:func:`resolve_extractor` returns the name with the weights). Importing this
-module loads no torch; it only registers the names in ``FEATURE_EXTRACTORS``.
+Every number names its extractor (:func:`resolve_extractor`). Importing this module loads no torch.
 """
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""FID / KID through torch-fidelity, and the per-client FID of the PFDM paper's Table 1.
+"""FID / KID through torch-fidelity, and the per-client FID of the PFDM paper's Table 1 (docs/benchmarks.md).
 
-``fid(a, b, ...)`` compares two in-memory image sets (float N×C×H×W in [−1, 1]); torch-fidelity's
-``calculate_metrics`` extracts the features (privbench's CNN by default, Inception with ``inception_weights``)
-and computes FID (and KID). Every result dict carries ``extractor``: the name of what produced the features.
-
-``client_fid(method, client=0, ...)``: for client K's majority classes and minority classes separately, samples
-of the method's target for that client (pfdm → ``pipeline:K``, local → ``client:K``, single-model methods → their
-default target) against client K's real records of those classes; ``average`` = the mean of the two
-(the paper's Table 1 shape). The class labels of the generated set follow the class proportions of the real
-reference set (``n_per_class`` × number of classes samples in all), so the two sets differ only in the images.
-Client reference sets are small on the tiny preset (tens of records): the absolute FIDs are biased and noisy;
-compare methods at equal sizes and over several seeds.
+Every result dict carries ``extractor``: the name of what produced the features. ``bench.cells.client_fid``
+samples with the real reference set's class proportions, so the two sets differ only in the images. Client reference
+sets are small on the tiny preset (tens of records): the FIDs are biased and noisy; compare methods at equal sizes
+and seeds.
 """
 from __future__ import annotations
 

@@ -1,16 +1,12 @@
-"""Per-image reconstruction quality: PSNR and SSIM.
+"""Per-image reconstruction quality: PSNR and SSIM (docs/attacks.md §5).
 
-Inputs are torch tensors N×C×H×W in [−1, 1] (privbench's image convention). Both metrics first map them to
-[0, 1] with (x + 1) / 2 and clamp to [0, 1], so the data range is 1.
+Images N×C×H×W in [−1, 1] are mapped to [0, 1] by (x + 1) / 2 and clamped (data range 1).
 
-* PSNR = 10·log10(1 / MSE) per image (MSE over C, H, W). Identical images have MSE 0; the result is capped at
-  ``max_db`` (default 100 dB) so that means over a batch stay finite and JSON-serialisable; pass
-  ``max_db=None`` to get +inf instead.
-* SSIM (Wang et al. 2004): Gaussian window of size 11 (or, for images smaller than 11 pixels, the largest odd
-  size that fits), σ = 1.5, per channel, K1 = 0.01, K2 = 0.03, data range 1, population (not sample)
-  covariances, "valid" windows only (no padding). The SSIM map is averaged over channels and positions.
-  For images of at least 11×11 this matches ``skimage.metrics.structural_similarity(gaussian_weights=True,
-  sigma=1.5, use_sample_covariance=False, data_range=1, channel_axis=0)``.
+* PSNR = 10·log10(1 / MSE) per image, capped at ``max_db`` (default 100 dB; None: +inf) so means stay finite.
+* SSIM (Wang et al. 2004): Gaussian window 11 (smaller images: the largest odd size that fits), σ = 1.5, per
+  channel, K1 = 0.01, K2 = 0.03, population covariances, "valid" windows only, averaged over channels and
+  positions. From 11×11 up it matches ``skimage.metrics.structural_similarity(gaussian_weights=True, sigma=1.5,
+  use_sample_covariance=False, data_range=1, channel_axis=0)``.
 """
 
 from __future__ import annotations

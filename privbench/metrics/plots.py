@@ -1,9 +1,8 @@
 """Figures: log-log ROC curves (PNG, and SVG/PDF for papers), ROC panels across targets, and image grids.
 
-matplotlib is imported lazily (inside the functions) and only through its object-oriented API, so importing
-``privbench.metrics`` stays light and no global pyplot state or display backend is touched. Files are written
-atomically (temporary file in the same folder, then rename). Vector files carry no creation date and fixed SVG
-ids, so a regenerated figure of the same numbers is the same file.
+matplotlib is imported lazily and used only through its object-oriented API (no pyplot state, no display backend).
+Files are written atomically; vector files carry no creation date and fixed SVG ids, so the same numbers give the
+same file.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ FORMATS = ("png", "svg", "pdf")
 # image cells are upscaled (nearest neighbour) until their longer side is at least this many pixels
 MIN_CELL_PX = 64
 _STYLES = ("-", "--", "-.", ":")
-# markers cycle independently of colours and line styles, so two curves that coincide (e.g. two targets with the
-# same model) still show both: their markers sit at different offsets along the line
+# markers cycle on their own, at a per-curve offset, so two coinciding curves still both show
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 _MARK_STEP = 0.12   # markevery: one marker per this fraction of the axes diagonal
 _LEGEND_LINE_IN = 0.2  # height of one legend entry at fontsize "small", in inches
@@ -62,9 +60,7 @@ def _prepare(curves: Mapping[str, tuple[Any, Any]], what: str = "curves") -> tup
 
 
 def _style(i: int) -> dict:
-    """Colour, line style and marker of the i-th curve: ten colours; line styles and markers cycle with the index
-    too (so neighbours differ in all three), and each curve's markers start at its own offset along the line, so
-    equal curves stay distinguishable."""
+    """Colour, line style and marker of the i-th curve (neighbours differ in all three)."""
     return {"color": f"C{i % 10}", "linestyle": _STYLES[i % len(_STYLES)], "marker": _MARKERS[i % len(_MARKERS)],
             "markersize": 4, "markerfacecolor": "none",
             "markevery": (round((i % 6) * _MARK_STEP / 6, 4), _MARK_STEP)}
@@ -72,9 +68,8 @@ def _style(i: int) -> dict:
 
 def _styles(names: Sequence[str], order: Sequence[str] | None,
             groups: Mapping[str, str] | None = None) -> dict[str, dict]:
-    """Each name's style by its place in ``order`` (names not in it after), so a name looks the same in every
-    figure drawn with the same ``order``. With ``groups`` (name → group, e.g. one method's results at several ε)
-    a group shares a colour and its members differ in line style and marker."""
+    """Each name's style by its place in ``order`` (names not in it after), the same in every figure drawn with that
+    ``order``. A group of ``groups`` (name → group) shares a colour; its members differ in line style and marker."""
     order = list(order or [])
     order += [n for n in names if n not in order]
     if not groups:
@@ -92,8 +87,7 @@ def _styles(names: Sequence[str], order: Sequence[str] | None,
 
 def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_auc: bool = True,
               marks: Mapping[str, str] | None = None) -> None:
-    """The curves, chance and log-log axes; with ``label_auc`` each legend entry carries the curve's AUC and its
-    mark from ``marks`` (name → a word such as "inverted")."""
+    """The curves, chance and log-log axes; with ``label_auc`` each legend entry carries its AUC and ``marks`` word."""
     marks = marks or {}
     for name, fpr, tpr, a in prepared:
         mark = f", {marks[name]}" if name in marks else ""
@@ -113,24 +107,19 @@ def _roc_axes(ax, prepared: list, lo: float, styles: Mapping[str, dict], label_a
 
 def roc_figure(curves: Mapping[str, tuple[Any, Any]], title: str = "", order: Sequence[str] | None = None,
                groups: Mapping[str, str] | None = None, marks: Mapping[str, str] | None = None):
-    """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve).
-    ``order``, ``groups``: the names whose place sets each curve's style, and which share a colour
-    (see :func:`roc_panels_figure`); ``marks``: name → a word its legend entry adds after the AUC."""
-    from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
+    """The Figure of :func:`plot_roc`: one log-log ROC, the legend below the axes (never over a curve)."""
+    from matplotlib.figure import Figure  # lazy
 
     prepared, n_max = _prepare(curves)
     lo = 1.0 / n_max
-    # a fixed layout, in inches: the square axes, the tick labels and axis labels around them, the title above and
-    # the legend (one line a curve, and chance) below. Constrained layout finds the same places by drawing the figure
-    # an extra time, which costs more than the drawing itself.
+    # a fixed layout in inches (axes, labels, title above, legend below): constrained layout would draw twice
     legend_h = _LEGEND_LINE_IN * (len(prepared) + 1) + 0.1
     left, right, top, bottom = 0.75, 0.2, (0.4 if title else 0.15), 0.55 + legend_h
     w, h = 5.0, 4.0 + top + bottom
     fig = Figure(figsize=(w, h))
     ax = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
     _roc_axes(ax, prepared, lo, _styles([n for n, *_r in prepared], order, groups), marks=marks)
-    # y given: the title sits at the axes' top edge (no tick labels there) and matplotlib does not search the axes'
-    # bounding box for a higher place at every draw
+    # y given: matplotlib then does not search for a higher title place at every draw
     ax.set_title(title, fontsize="medium", y=1.0)
     fig.legend(loc="lower center", bbox_to_anchor=(0.5, 0.05 / h), fontsize="small", ncol=1, frameon=False)
     return fig
@@ -141,12 +130,9 @@ def roc_panels_figure(panels: Mapping[str, Mapping[str, tuple[Any, Any]]], title
                       marks: Mapping[str, Mapping[str, str]] | None = None):
     """One log-log ROC panel per key of ``panels`` (e.g. per attack), each with its curves (e.g. per target).
 
-    A curve name keeps its colour, line style and marker in every panel (and in every single-panel figure drawn
-    with the same ``order`` and ``groups``); names of one group (name → group) share a colour. One legend for all
-    panels sits below them (each curve's AUC per panel is in the single-panel figures and the tables). Panels fill
-    rows of ``ncols``; an incomplete last row is centred. ``marks``: panel → {name: word}; a panel's title names
-    its marked curves under each word ("inverted: a, b")."""
-    from matplotlib.figure import Figure  # lazy: matplotlib only when a figure is drawn (module docstring)
+    One legend (no AUCs) below all panels, in rows of ``ncols``; ``marks``: panel → {name: word}, named in the
+    panel's title ("inverted: a, b")."""
+    from matplotlib.figure import Figure  # lazy
 
     if not isinstance(panels, Mapping) or not panels:
         raise BadInput("panels: expected a non-empty mapping panel -> {name: (scores, labels)}")
@@ -192,7 +178,7 @@ def _marked_line(marks: Mapping[str, str]) -> str:
 
 def save_figure(fig, path: str | os.PathLike, formats: Sequence[str] = ("png",)) -> list[Path]:
     """Write ``fig`` as ``path`` with each suffix of ``formats`` (png, svg, pdf); returns the paths written."""
-    # lazy: matplotlib only when a figure is drawn (module docstring)
+    # lazy
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -218,13 +204,9 @@ def plot_roc(
 ) -> Path:
     """Log-log ROC (FPR on x, TPR on y) of one or more score sets, each labelled with its AUC, plus chance.
 
-    ``curves`` maps a legend name to ``(scores, labels)`` (members = 1, higher score = member). Both axes run
-    from 1/n to 1, n being the largest class size among the curves; rates of 0 are drawn at that floor so the
-    low-FPR end of every curve stays visible. The legend sits below the axes. ``formats``: the file types written
-    (``path`` with each suffix). ``order``: names whose place sets each curve's style, so that a name looks the
-    same across figures; ``groups``: name → group, a group's curves share a colour; ``marks``: name → a word its
-    legend entry adds after the AUC ("inverted"). Returns the path of the first format (the PNG by default).
-    """
+    ``curves``: legend name → ``(scores, labels)``; axes from 1/n (n: the largest class size, rates of 0 drawn
+    there) to 1. ``order``, ``groups``: :func:`_styles`; ``marks``: name → a word after the AUC ("inverted").
+    Returns the path of the first of ``formats``."""
     return save_figure(roc_figure(curves, title, order, groups, marks), path, formats)[0]
 
 
@@ -243,12 +225,8 @@ def plot_image_grid(
     nrow: int | None = None,
     labels: Sequence[Any] | None = None,
 ) -> Path:
-    """Write ``images`` (N×C×H×W in [−1, 1], C = 1 or 3) as a PNG grid with ``nrow`` images per row.
-
-    ``nrow`` defaults to ceil(sqrt(N)). Cells are upscaled by an integer factor (nearest neighbour) so that
-    small images such as 8×8 digits are visible. ``labels`` (one per image, any printable value) are written
-    above their cells. Returns the path of the PNG.
-    """
+    """Write ``images`` (N×C×H×W in [−1, 1], C = 1 or 3) as a PNG grid with ``nrow`` (default ⌈√N⌉) images per row,
+    cells upscaled to at least :data:`MIN_CELL_PX`, each ``labels`` entry above its cell. Returns the path."""
     from PIL import Image, ImageDraw  # lazy: PIL only for image grids
 
     if hasattr(images, "detach"):

@@ -1,25 +1,7 @@
-"""Membership-inference metrics from per-record scores.
+"""Membership-inference metrics from per-record scores: exact AUC, ASR and TPR@FPR (docs/conventions.md §1–§2).
 
-Convention (docs/conventions.md §1, §2): members are the positive class (label 1) and a HIGHER score means
-"more likely a member". A record is predicted "member" at threshold τ when ``score >= τ``.
-
-Definitions (exact, no threshold grid):
-
-* ``auc``: the Mann–Whitney statistic P[s_member > s_nonmember] + ½·P[tie], i.e. the trapezoidal area under
-  the exact ROC curve over every distinct threshold.
-* ``asr``: max over thresholds of balanced accuracy ½(TPR + 1 − FPR). The trivial thresholds (nobody / everybody
-  is a member) are included, so ASR ≥ 0.5.
-* ``tpr_at_fpr(x)``: the LARGEST TPR among thresholds whose FPR ≤ x, never the point whose FPR is closest to x
-  and never an interpolated (randomised) test. The comparison is done on integer false-positive counts, so
-  FPR = 1/100 counts as ≤ 1 % with 100 non-members. ``rule="lt"`` (``metrics.tpr_rule=lt``) takes FPR < x
-  instead, as Carlini et al.'s LiRA code does (``tpr[np.where(fpr < .001)[0][-1]]`` in
-  ``tensorflow/privacy`` ``research/mi_lira_2021/plot.py``); the two differ whenever x·n_non-members is an
-  integer (with 1000 non-members, TPR@0.1% allows 1 false positive under ≤ and none under <).
-
-ORACLE WARNING: :func:`membership_metrics`, :func:`asr` and :func:`tpr_at_fpr` choose their thresholds with the
-labels of the very records they are evaluated on. ASR and TPR@FPR are therefore optimistic ("oracle") numbers,
-as in the SecMI/PIA papers. :func:`calibrated_metrics` chooses direction and thresholds on a calibration half
-and reports them on a disjoint evaluation half; report it next to the oracle numbers.
+ORACLE: :func:`membership_metrics`, :func:`asr` and :func:`tpr_at_fpr` choose their thresholds with the labels they
+are evaluated on; :func:`calibrated_metrics` does not (docs/conventions.md §3).
 """
 
 from __future__ import annotations
@@ -60,9 +42,7 @@ FPR_LABEL = {"tpr_at_1pct_fpr": "1%", "tpr_at_0_1pct_fpr": "0.1%"}
 
 
 def resolvable(metric: str, n_nonmembers: Any) -> bool:
-    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (FPR ≥ 1/n): with n non-members the smallest
-    non-zero FPR is 1/n, so "TPR at FPR ≤ x" for x < 1/n is the TPR at zero false positives. Unknown counts are
-    not refused."""
+    """Whether ``n_nonmembers`` can resolve the FPR of ``metric`` (x ≥ 1/n); unknown counts are not refused."""
     if metric not in FPR_OF or n_nonmembers is None:
         return True
     try:
@@ -133,10 +113,7 @@ def allowed_false_positives(fpr: float, n_neg: int, rule: str = "le") -> int:
 def _metrics_from_counts(
     tp: np.ndarray, fp: np.ndarray, n_pos: int, n_neg: int, fprs: Iterable[float], rule: str = "le"
 ) -> dict[str, np.ndarray]:
-    """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)).
-
-    Integer arithmetic until the final division, so the AUC is the exact Mann–Whitney fraction.
-    """
+    """AUC, ASR and TPR@FPR for each row of cumulative integer counts (shape (B, G + 1)), exact."""
     tp = tp.astype(np.int64, copy=False)
     fp = fp.astype(np.int64, copy=False)
     denom = float(n_pos) * float(n_neg)
@@ -167,12 +144,8 @@ def _point_metrics(s: np.ndarray, y: np.ndarray, fprs: Iterable[float], rule: st
 
 
 def roc_points(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact ROC over every distinct threshold.
-
-    Returns ``(fpr, tpr, thresholds)``: increasing FPR/TPR, with ``thresholds[i]`` the rule "member iff
-    score >= thresholds[i]". The first point is (0, 0) at threshold +inf (nobody flagged), as in
-    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
-    """
+    """Exact ROC over every distinct threshold: ``(fpr, tpr, thresholds)``, increasing, member iff score ≥
+    ``thresholds[i]``; the first point is (0, 0) at +inf, as ``sklearn.metrics.roc_curve(drop_intermediate=False)``."""
     s, y = validate_scores(scores, labels)
     order, ends, thr = sorted_groups(s)
     yy = y[order]
@@ -195,11 +168,7 @@ def asr(scores: Any, labels: Any) -> float:
 
 
 def tpr_at_fpr(scores: Any, labels: Any, fpr: float, rule: str = "le") -> float:
-    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``, Carlini et al.'s LiRA
-    code) — never "closest to"; 0.0 if only τ=+inf qualifies.
-
-    ORACLE: the threshold is chosen with these labels.
-    """
+    """Largest TPR among thresholds whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``). ORACLE."""
     f = _check_fpr(fpr)
     s, y = validate_scores(scores, labels)
     return _point_metrics(s, y, (f,), _check_rule(rule))[fpr_key(f)]
@@ -258,15 +227,8 @@ def _resolution_warnings(fprs: Iterable[float], n_neg: int, rule: str = "le") ->
 def membership_metrics(
     scores: Any, labels: Any, *, bootstrap: int = 1000, seed: int = 0, tpr_rule: str = "le"
 ) -> dict[str, Any]:
-    """AUC, ASR, TPR@1%FPR, TPR@0.1%FPR with stratified-bootstrap 95 % CIs.
-
-    ORACLE: ``asr`` and the TPRs use thresholds chosen on these same labels (as the SecMI/PIA papers do);
-    use :func:`calibrated_metrics` for thresholds that never saw the evaluation labels.
-
-    ``ci95[k]`` is the [2.5, 97.5] percentile interval over ``bootstrap`` resamples in which members and
-    non-members are resampled separately (seeded by ``seed``); with ``bootstrap=0`` each value is None.
-    All numbers are plain Python floats. ``tpr_rule``: ``le`` (FPR ≤ x) or ``lt`` (FPR < x; module doc).
-    """
+    """AUC, ASR, TPR@1%FPR, TPR@0.1%FPR with stratified-bootstrap 95 % CIs (``ci95``; None with ``bootstrap=0``).
+    ORACLE: ``asr`` and the TPRs use thresholds chosen on these same labels (docs/conventions.md §3)."""
     s, y = validate_scores(scores, labels)
     n_boot = integer_at_least(bootstrap, "bootstrap", 0)
     seed = integer_at_least(seed, "seed", 0)
@@ -313,8 +275,7 @@ def _calibration_roc(sc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _calibrated_tpr(f: float, fp: np.ndarray, thresholds: np.ndarray, nc_neg: int, rule: str, se: np.ndarray,
                     ye: np.ndarray, warnings: list[str]) -> dict[str, Any]:
-    """TPR and FPR on the evaluation half at the threshold calibrated for target FPR ``f`` (appends to
-    ``warnings`` when ``f`` cannot be calibrated, or the evaluation FPR exceeds it)."""
+    """TPR and FPR on the evaluation half at the threshold calibrated for target FPR ``f`` (appends ``warnings``)."""
     ok = np.flatnonzero(fp <= allowed_false_positives(f, nc_neg, rule))
     i = int(ok[-1])  # largest TPR among qualifying points (TP is nondecreasing along the curve)
     tau = thresholds[i]
@@ -335,24 +296,8 @@ def _calibrated_tpr(f: float, fp: np.ndarray, thresholds: np.ndarray, nc_neg: in
 def calibrated_metrics(
     scores: Any, labels: Any, *, seed: int = 0, fprs: Iterable[float] = DEFAULT_FPRS, tpr_rule: str = "le"
 ) -> dict[str, Any]:
-    """Non-oracle metrics: everything is chosen on a calibration half and reported on an evaluation half.
-
-    The records are split (stratified by label, seeded by ``seed``) into a calibration half and an evaluation
-    half. On the calibration half only:
-
-    * ``direction`` = +1 if the calibration AUC ≥ 0.5, else −1. An AUC well below 0.5 is leakage with the
-      sign flipped; only this calibrated direction may claim it (the oracle metrics never flip).
-    * the ASR threshold (best balanced accuracy on calibration), and
-    * for each target FPR, the lowest threshold whose calibration FPR ≤ target (largest calibration TPR).
-
-    Thresholds apply to ``direction * score`` (member iff ``direction * score >= threshold``); a threshold of
-    None means that only "flag nobody" met the target on calibration (then tpr = fpr = 0).
-
-    On the evaluation half it reports ``auc`` (of direction·score), ``accuracy`` (balanced accuracy at the
-    calibrated ASR threshold), and per FPR ``{"tpr", "fpr" (realised on evaluation, may exceed the target),
-    "threshold"}`` under the keys ``tpr_at_1pct_fpr`` / ``tpr_at_0_1pct_fpr`` (see :func:`fpr_key`), plus
-    ``accuracy_threshold``, ``n_calibration``, ``n_evaluation`` and ``warnings``.
-    """
+    """Non-oracle metrics, chosen on a calibration half, reported on an evaluation half (docs/conventions.md §3;
+    keys: docs/cli.md §5 ``calibrated``). A None threshold: only "flag nobody" met the target (tpr = fpr = 0)."""
     s, y = validate_scores(scores, labels)
     seed = integer_at_least(seed, "seed", 0)
     rule = _check_rule(tpr_rule)

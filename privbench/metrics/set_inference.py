@@ -1,22 +1,10 @@
 """Set-level membership ("was this dataset used to train the model?"): CDI-style dataset inference (Dubiński et
-al., "CDI: Copyrighted data identification in diffusion models", CVPR 2025; official code
-``unknowndi/dataset_inference_diffusion_models``, ``src/attacks/scores_computation/cdi.py`` and
-``src/evaluation/evaluate.py``).
+al., CVPR 2025; the method, its sources and how it differs from the official code: docs/attacks.md §12).
 
-Per-record features (several membership statistics of each record under the model) of a SUSPECT set P and of a
-REFERENCE set U known not to have been used are combined by a logistic regression that separates P from U; the
-records' held-out scores are compared by a one-sided Welch t-test (H1: the suspect records score higher). Under
-H0 (P was not used, P and U exchangeable) the classifier has nothing to learn and the held-out scores of P and U
-have the same distribution, so the p-value controls the type-I error (checked in
-tests/metrics/test_set_inference.py).
-
-privbench cross-fits: P and U are each split in two seeded halves; a classifier fitted on one half scores the
-other, and vice versa, and each held-out half gets its own Welch test. The reported p-value is the LARGER of the
-two (both halves must reject): valid at any level, since Pr[max(p₁, p₂) ≤ α] ≤ Pr[p₁ ≤ α] ≤ α; one Welch test on
-the pooled out-of-fold scores rejects true non-members more often (docs/attacks.md §12). The official code fits on
-a fixed number of "train" records and tests on the rest with a two-sided ``ttest_ind`` whose sign is checked
-afterwards; ``folds=1`` reproduces that single split (fit on one half, test on the other), ``one_sided=False`` the
-two-sided test. Features are standardized (``StandardScaler``) as the official code.
+Under H0 (P was not used, P and U exchangeable) the held-out scores of P and U have the same distribution, so the
+p-value controls the type-I error; the larger of the two halves' p-values is valid at any level, since
+Pr[max(p₁, p₂) ≤ α] ≤ Pr[p₁ ≤ α] ≤ α. ``folds=1`` reproduces the official code's single split, ``one_sided=False``
+its two-sided test; features are standardized (``StandardScaler``) as the official code.
 """
 from __future__ import annotations
 

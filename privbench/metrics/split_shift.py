@@ -1,38 +1,9 @@
 """The member/non-member shift check ("blind baseline"): can the two sets be told apart without the model?
 
-If the records alone separate members from non-members, an attack's AUC on them is not evidence of leakage (Das,
-Zhang and Tramèr 2024, "Blind Baselines Beat Membership Inference Attacks for Foundation Models"; the full
-description and its measured error rates: docs/external-models.md).
-
-:func:`shift_test` cross-fits ridge regression of the member label (members 1, with an intercept; penalty λ = the
-number of features, the mean diagonal of the standardised Gram matrix) on features standardised on the training
-folds, over stratified k folds (default 5, seeded), and reports the AUC of its out-of-fold scores (members
-positive) with a stratified-bootstrap 95 % CI (:func:`privbench.metrics.roc.membership_metrics`). Findings:
-
-* **shift** — p ≤ :data:`ALPHA` in a label-permutation test of that AUC against 0.5, the labels permuted within
-  each fold (``permutations``, default 1000, seeded): p = (1 + #{permuted AUC ≥ observed}) / (1 + permutations),
-  exact at any n since the folds keep their member counts. Ridge is linear in the labels, so each fold's fit is one
-  matrix applied to every permutation at once.
-* **material** — the AUC's CI lower bound exceeds :data:`SHIFT_AUC_BOUND`.
-* :func:`detectable_auc` — the smallest AUC detected with 80 % power at α: x = c + z₀.₈ · sd, with c the AUC the
-  observed one must exceed for p ≤ α and sd the permutation null's standard deviation (the alternative is the null
-  shifted to x; the AUC's spread shrinks away from 0.5, Hanley & McNeil 1982, so sd does not understate it).
-
-Image features (:func:`split_features`, images in [−1, 1]): per channel the mean, standard deviation, min, max,
-5/25/50/75/95 % quantiles, fractions of pixels at the bottom and top 8-bit level, mean absolute horizontal and
-vertical differences and the fraction of pixels on the 8-bit grid; a 16-bin histogram of all pixels; a fixed
-random-convolution map (32 random 3×3 filters, N(0, 1/fan_in) seeded with :data:`FEATURE_SEED`, ReLU, 4×4 average
-pooling and a global max; images above 32×32 area-averaged to 32×32 first).
-
-Caption features (:func:`caption_features`): TF-IDF (sublinear term frequency, unit-L2 rows) of the lower-cased
-character 1–5-grams hashed into :data:`CAPTION_FEATURES` columns (scikit-learn's ``HashingVectorizer`` and
-``TfidfTransformer``; the document frequencies come from both sets without their labels, so the permutation test
-stays exact). The caption block is centred on the training folds but not standardised (a rare n-gram would weigh
-as much as a common one) and weighted to count as much as the standardised pixel block; λ = (pixel features) ×
-(blocks). With captions the classifier runs on the pixels, the captions and both, with the same folds and
-permutations; each set's p-value is against the permutations' largest AUC of any set (a max-statistic permutation
-test, no correction needed). The top-level figures are those of the set with the highest AUC; ``feature_sets``
-has each set's. At most ``max_per_set`` records of each set are used (a seeded subsample; the result says how many).
+Cross-fitted ridge regression on model-free image (and caption) features, a label-permutation test of its AUC and
+the smallest detectable AUC (Das, Zhang and Tramèr 2024; the method and its measured error rates:
+docs/external-models.md; keys: docs/cli.md §4.10). Caption document frequencies come from both sets without their
+labels, so the permutation test stays exact. At most ``max_per_set`` records of each set are used (seeded).
 """
 from __future__ import annotations
 
@@ -108,7 +79,7 @@ def _random_convolution(x: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def split_features(x: torch.Tensor, batch: int = 1024) -> np.ndarray:
-    """The model-free features of images N×C×H×W in [−1, 1] (see the module doc), float64 N×F."""
+    """The model-free features of images N×C×H×W in [−1, 1] (docs/external-models.md), float64 N×F."""
     out = []
     for i in range(0, len(x), batch):
         xb = x[i:i + batch].detach().to("cpu", torch.float32)
@@ -117,8 +88,7 @@ def split_features(x: torch.Tensor, batch: int = 1024) -> np.ndarray:
 
 
 def caption_features(captions) -> np.ndarray:
-    """The model-free features of captions (see the module doc): TF-IDF of their hashed character n-grams, rows of
-    unit L2 norm, float64 N×:data:`CAPTION_FEATURES`."""
+    """TF-IDF of the captions' hashed character n-grams, rows of unit L2 norm, float64 N×:data:`CAPTION_FEATURES`."""
     # lazy: scikit-learn's text features load only when records carry captions
     from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
 
@@ -145,10 +115,9 @@ def fold_assignment(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
 
 
 def _fold_design(blocks, tr: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """(training rows, held-out rows, ridge penalty) of one fold. ``blocks``: (features, standardise) pairs; a
-    standardised block is scaled on the training rows, a caption block (unit-norm rows) only centred and weighted
-    by √(standardised columns), so each block weighs as much as a standardised one; the penalty is the
-    standardised columns (at least 1) times the number of blocks (the pixel features alone: λ = their count)."""
+    """(training rows, held-out rows, ridge penalty) of one fold. ``blocks``: (features, standardise) pairs; an
+    unstandardised block (captions) is centred and weighted by √(standardised columns) to weigh as much as a
+    standardised one, and λ = standardised columns (at least 1) × blocks."""
     unit = sum(x.shape[1] for x, standardise in blocks if standardise) or 1
     parts_tr, parts_te = [], []
     for x, standardise in blocks:
@@ -165,9 +134,8 @@ def _fold_design(blocks, tr: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _ridge_out_of_fold(blocks, fold: np.ndarray, folds: int, y: np.ndarray) -> np.ndarray:
-    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns) on the feature ``blocks``
-    (:func:`_fold_design`); each fold's fit is one linear map of the training labels, solved once for all
-    columns."""
+    """Out-of-fold ridge scores of every column of ``y`` (n × P label columns) on the feature ``blocks``; ridge is
+    linear in the labels, so each fold is solved once for all columns."""
     out = np.empty(y.shape, dtype=np.float64)
     for g in range(folds):
         te, tr = fold == g, fold != g
@@ -184,9 +152,8 @@ def _ridge_out_of_fold(blocks, fold: np.ndarray, folds: int, y: np.ndarray) -> n
 
 
 def _column_aucs(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The rank AUC (ties ½) of every column of ``scores`` against the same column of ``labels`` (n × P, 1 =
-    member; every column has the same member count)."""
-    # lazy: scipy only when the split check runs (runs.external imports this module)
+    """The rank AUC (ties ½) of every column of ``scores`` against that column of ``labels`` (same member count)."""
+    # lazy: runs.external imports this module
     from scipy.stats import rankdata
 
     n1 = int(labels[:, 0].sum())
@@ -212,10 +179,8 @@ def _p_value(null: np.ndarray, observed: float) -> float:
 
 def permutation_tests(feature_sets: dict, labels: np.ndarray, *, folds: int, seed: int,
                       permutations: int) -> tuple[dict, np.ndarray]:
-    """({name: (out-of-fold scores, observed AUC, p-value)}, permuted AUCs) of the cross-fitted AUC of each named
-    feature set (a list of :func:`_fold_design` blocks) against 0.5 (module doc). Every set sees the same folds
-    and the same within-fold label permutations; the permuted AUC is the largest of the sets' (one set: its own),
-    so each p-value holds for the whole family of sets (max-statistic permutation test)."""
+    """({name: (out-of-fold scores, observed AUC, p-value)}, permuted AUCs) of each named feature set against 0.5: a
+    max-statistic permutation test with the same folds and within-fold label permutations for each."""
     labels = np.asarray(labels)
     fold = fold_assignment(labels, folds, seed)
     y = _permuted_labels(labels, fold, folds, seed, permutations)
@@ -236,12 +201,12 @@ def critical_auc(null: np.ndarray, alpha: float = ALPHA) -> float | None:
 
 
 def detectable_auc(null: np.ndarray, *, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest out-of-fold AUC the test detects with ``power`` (module doc): c + z_power · sd(null). None
-    when no AUC ≤ 1 is."""
+    """The smallest out-of-fold AUC the test detects with ``power``: c + z_power · sd(null) (the AUC's spread
+    shrinks away from 0.5, Hanley & McNeil 1982, so sd does not understate it). None when no AUC ≤ 1 is."""
     c = critical_auc(null, alpha)
     if c is None:
         return None
-    # lazy: scipy only when the split check runs (runs.external imports this module)
+    # lazy: runs.external imports this module
     from scipy.stats import norm
 
     x = c + float(norm.ppf(power)) * float(np.std(null))
@@ -265,12 +230,8 @@ def _set_result(scores: np.ndarray, p: float, labels: np.ndarray, bootstrap: int
 
 def shift_tests(feature_sets: dict, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                 permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
-    """The shift check of several named feature sets (each a list of :func:`_fold_design` blocks) with ``labels``
-    (1 = member): ``{auc, ci95, p_value, permutations, alpha, shift, detectable_auc, power, material, bound,
-    features, feature_sets}``. ``feature_sets`` holds each set's ``{auc, ci95, p_value, shift, material}`` (its
-    p-value holds for the family: :func:`permutation_tests`); the top-level figures are those of the set with the
-    highest AUC (``features``; the first on ties), whose p-value is the family's smallest, and ``detectable_auc``
-    is the AUC any one set must reach to be detected with 80 % power."""
+    """The shift check of several named feature sets (lists of :func:`_fold_design` blocks); keys: docs/cli.md §4.10
+    (top level: the set with the highest AUC, the first on ties)."""
     check_permutations(permutations)
     labels = np.asarray(labels, dtype=np.int64)
     runs, null = permutation_tests(feature_sets, labels, folds=folds, seed=seed, permutations=permutations)
@@ -284,8 +245,7 @@ def shift_tests(feature_sets: dict, labels: np.ndarray, *, folds: int = DEFAULT_
 
 def shift_test(features: np.ndarray, labels: np.ndarray, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                permutations: int = DEFAULT_PERMUTATIONS, bootstrap: int = 1000) -> dict:
-    """The shift check of model-free ``features`` (n × F, standardised) with ``labels`` (1 = member): ``{auc, ci95,
-    p_value, permutations, alpha, shift, detectable_auc, power, material, bound}`` (module doc)."""
+    """The shift check of model-free ``features`` (n × F, standardised), without the feature-set keys."""
     out = shift_tests({"features": [(features, True)]}, labels, folds=folds, seed=seed, permutations=permutations,
                       bootstrap=bootstrap)
     del out["features"], out["feature_sets"]
@@ -313,12 +273,8 @@ def _check_sets(members: torch.Tensor, nonmembers: torch.Tensor, folds, member_c
 def split_shift(members: torch.Tensor, nonmembers: torch.Tensor, *, folds: int = DEFAULT_FOLDS, seed: int = 0,
                 bootstrap: int = 1000, max_per_set: int = DEFAULT_MAX_PER_SET,
                 permutations: int = DEFAULT_PERMUTATIONS, member_captions=None, nonmember_captions=None) -> dict:
-    """The shift check of two record sets N×C×H×W in [−1, 1] (see the module doc): ``{auc, ci95, p_value,
-    permutations, alpha, shift, detectable_auc, power, material, bound, folds, n_members, n_nonmembers,
-    n_features, seed, bootstrap, classifier, verdict}``. With captions (one per record, for both sets) the
-    classifier also runs on the caption features and on both (:func:`shift_tests`): ``features`` (the set the
-    top-level figures are of), ``feature_sets`` (each set's figures and ``n_features``) and ``detected_by`` (the
-    sets that flag a shift) are added."""
+    """The shift check of two record sets N×C×H×W in [−1, 1], with optional captions (one per record, both sets):
+    ``check-split --json`` (docs/cli.md §4.10) without ``members``, ``nonmembers`` and ``records_range``."""
     _check_sets(members, nonmembers, folds, member_captions, nonmember_captions)
     check_permutations(permutations)
     rng = np.random.default_rng(seed)

@@ -1,17 +1,8 @@
-"""Utility of synthetic samples, measured as DP-generative papers do.
+"""Utility of synthetic samples, measured as DP-generative papers do (docs/benchmarks.md, "Utility of the samples").
 
-* **Downstream accuracy** (DPImageBench's protocol, Chen et al. 2025): a small CNN classifier (the architecture of
-  privbench's digits feature extractor, :func:`privbench.metrics.extractor._build_cnn`) is trained on labelled
-  synthetic samples; its epoch is selected on a held-out part of the *synthetic* samples only; it is then tested
-  **once** on a real test split that no model and no selection step ever read (:class:`ReadOnce` enforces it;
-  selecting on the sensitive test set would violate DP and overstate utility). CI: percentile bootstrap over the
-  test records (seeds give a second CI in the report).
-* **Precision / recall** (Kynkäänniemi et al. 2019, "Improved precision and recall"; torch-fidelity's ``prc``
-  definition): a sample is *precise* when it lies inside the k-NN ball (k = 3) of some real feature; a real record
-  is *recalled* when it lies inside the k-NN ball of some sample's feature. Features: privbench's digits CNN (8×8
-  images are meaningless to Inception).
-* **Class fidelity**: the fraction of class-conditional samples that the held-out digits classifier labels as
-  their conditioning class.
+Downstream accuracy (DPImageBench's protocol: epoch selected on synthetic validation, a real test split read once,
+:class:`ReadOnce`; selecting on it would violate DP and overstate utility), precision / recall (Kynkäänniemi et al.
+2019, k = 3, on privbench's digits CNN features: 8×8 images are meaningless to Inception) and class fidelity.
 """
 from __future__ import annotations
 

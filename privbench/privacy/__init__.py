@@ -1,8 +1,7 @@
 """Formal privacy accounting: PFDM's LDP upload (``ldp``) and DP-SGD (``dpsgd``).
 
-The accountants register themselves from ``privbench.privacy.accountants`` (one file each). opacus and
-dp_accounting are imported only when a DP-SGD number is computed; ``dpsgd`` and ``ldp`` (scipy) load on first
-use of one of their names, so the reports and gates that read ``privacy.claims`` stay light.
+``dpsgd`` and ``ldp`` (scipy; opacus and dp_accounting only for a DP-SGD number) load on first use of one of
+their names, so the reports and gates that read ``privacy.claims`` stay light.
 """
 _FROM = {
     **dict.fromkeys(("account_dpsgd", "dpsgd_accountant_names", "dpsgd_basis", "dpsgd_epsilon",
@@ -18,7 +17,6 @@ _FROM = {
 def __getattr__(name: str):
     """The accounting functions of ``dpsgd`` and ``ldp``, imported on first use."""
     if name in _FROM:
-        # lazy: importlib only when an accounting name is asked for
         import importlib
 
         return getattr(importlib.import_module(_FROM[name], __name__), name)

@@ -1,24 +1,7 @@
-"""Empirical ε lower bounds from membership scores (docs/accountants.md §3).
+"""Empirical ε lower bounds from membership scores: Clopper–Pearson and one-run (docs/accountants.md §3).
 
-Scores follow privbench's convention: label 1 = member (an "IN" trial), label 0 = non-member ("OUT" trial), a
-higher score means "more likely a member". For a threshold τ the test says IN when ``score >= τ``:
-FP = #OUT ≥ τ, FN = #IN < τ.
-
-* :func:`clopper_pearson_epsilon` — Jagielski et al. 2020 / Nasr et al. 2021 (docs/accountants.md §3.2): one-sided
-  Clopper–Pearson upper bounds on FPR and FNR, each at level α/2 (union bound ⇒ confidence 1 − α), plugged
-  into the hypothesis-testing constraints of (ε, δ)-DP (docs/accountants.md §3.1):
-  ε_lb(τ) = max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)), floored at 0; the threshold is never chosen and
-  tested on the same records without correction.
-* :func:`one_run_epsilon` — Steinke, Nasr & Jagielski 2023 (docs/accountants.md §3.3), one-run auditing by guessing,
-  Bonferroni-corrected for keeping the best of its guess counts.
-
-Both are LOWER bounds valid at the stated confidence under the stated assumptions (``assumption`` key); they
-can never certify privacy, and each reports the ``ceiling``: the best bound its sample sizes allow.
-
-Neighbouring relation: a bound is about the relation between a record's IN and OUT worlds, which the way members
-are drawn decides — replace-one for privbench's fixed-size split (a member takes another record's place),
-add/remove-one for independent inclusions. :mod:`privbench.privacy.compare` says which relation a formal ε uses
-and converts it before any comparison; it also sets the family-wise level of the "exceeds formal ε" flag.
+Labels: 1 = member (IN trial), 0 = non-member; higher score = member. The bounds are lower bounds only, valid under
+the returned ``assumption``; :mod:`privbench.privacy.compare` converts a formal ε to their neighbouring relation.
 """
 
 from __future__ import annotations
@@ -67,10 +50,8 @@ _ONE_RUN_ASSUMPTION = (
 
 
 def _eps_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(ε, side) from the two DP constraints; side 1 = ln((1−δ−FNR)/FPR), side 2 = ln((1−δ−FPR)/FNR).
-
-    ε is −inf where neither ratio is positive; rates of 0 give +inf (only point estimates can be 0).
-    """
+    """(ε, side) from the two DP constraints (side 1: ln((1−δ−FNR)/FPR), 2: ln((1−δ−FPR)/FNR)); −inf where neither
+    ratio is positive, +inf for a rate of 0."""
     fpr = np.asarray(fpr, dtype=np.float64)
     fnr = np.asarray(fnr, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -95,9 +76,8 @@ def cp_epsilon_from_counts(
 ) -> float:
     """Fixed-threshold Clopper–Pearson ε lower bound from counts (docs/accountants.md §3.2).
 
-    ``tp`` of ``n_in`` IN trials and ``fp`` of ``n_out`` OUT trials were flagged IN. FPR̄ and FNR̄ are one-sided
-    CP upper bounds at level α/2 each (α = 1 − confidence). Valid only if the threshold was fixed before
-    seeing these trials. Example: (200, 10, 1000, 1000, 1e-5, 0.95) → ≈ 2.26.
+    ``tp`` of ``n_in`` IN trials and ``fp`` of ``n_out`` OUT trials were flagged IN. Valid only if the threshold
+    was fixed before seeing these trials.
     """
     n_in = integer_at_least(n_in, "n_in", 1)
     n_out = integer_at_least(n_out, "n_out", 1)
@@ -114,8 +94,7 @@ def cp_epsilon_from_counts(
 
 
 def _nontrivial(fp: np.ndarray, fn: np.ndarray, n_out: int) -> np.ndarray:
-    """Indices of thresholds other than "flag nobody" (FN = n_in) and "flag everybody" (FP = n_out); those two
-    can never give ε > 0."""
+    """Indices of thresholds other than "flag nobody" and "flag everybody" (never ε > 0)."""
     idx = np.arange(fp.size)
     return idx[(fn < fn[0]) & (fp < n_out)]
 
@@ -146,24 +125,10 @@ def clopper_pearson_epsilon(
 ) -> dict[str, Any]:
     """Clopper–Pearson empirical ε lower bound from membership scores (docs/accountants.md §3.2).
 
-    ``threshold_selection``:
-
-    * ``"split"`` (default): the records are split into two stratified halves (seeded by ``seed``). On the
-      selection half every threshold (and, with ``both_directions``, both score orientations) is rated by its
-      own CP bound on that half; the best one is then applied once to the evaluation half, and only the
-      evaluation half's CP bound is reported. Valid at ``confidence`` whatever happened on the selection half.
-    * ``"bonferroni"``: all records; α is divided by the number of candidate thresholds (the Pareto frontier
-      of (FP, FN) counts, over both orientations when ``both_directions``), and the best is reported.
-
-    ``both_directions`` also considers the flipped test (member iff score ≤ τ): DP constrains both, and a
-    wrongly-signed attack still shows leakage. ``direction`` in the result says which one was used.
-
-    Returns ``epsilon_lower_bound``, ``confidence``, ``delta``, ``threshold_selection`` (a sentence),
-    ``threshold`` (raw score units; rule given by ``direction``: +1 ⇒ member iff score ≥ threshold, −1 ⇒
-    member iff score ≤ threshold; None if no usable threshold existed), ``direction``, ``fpr_upper``,
-    ``fnr_upper``, ``ceiling`` (the bound perfectly separated scores would get under the same procedure and
-    sample sizes), ``n_members``, ``n_nonmembers``, ``n_evaluation`` (records the bound was computed on) and
-    ``assumption``.
+    ``threshold_selection``: ``"split"`` (seeded by ``seed``) or ``"bonferroni"``; ``both_directions`` also tries
+    member iff score ≤ τ. Returns the keys of docs/cli.md §4.6 ``clopper_pearson``: ``threshold`` in raw score
+    units (None if none usable), ``direction`` +1 ⇒ member iff score ≥ threshold, −1 ⇒ iff ≤; ``n_evaluation``:
+    the records the bound was computed on.
     """
     s, y = _validate(scores, labels)
     d = audit_delta(delta)
@@ -206,8 +171,7 @@ def clopper_pearson_epsilon(
 
 def _split_selection(s, y, n_in: int, n_out: int, d: float, alpha: float, conf: float, seed: int, directions,
                      both_directions: bool):
-    """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, records
-    evaluated, the sentence saying how)."""
+    """``threshold_selection="split"``: (best (eps, direction, tau, fpr_u, fnr_u) or None, ceiling, n, how)."""
     if n_in < 2 or n_out < 2:
         raise BadInput(
             f"labels: the split threshold selection needs at least 2 members and 2 non-members "
@@ -295,9 +259,7 @@ def one_run_epsilon_from_counts(
 ) -> float:
     """Largest ε with p(ε) < 1 − confidence for ``v`` correct out of ``r`` guesses on ``m`` records (docs/accountants.md §3.3).
 
-    Found by doubling a bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected.
-    Examples (δ = 1e-5, 95 %): m=1000, r=100, v=90 → ≈ 1.63; v=100 → ≈ 3.47.
-    """
+    A doubled bracket, then Brent's method (p is nondecreasing in ε); 0 when even ε = 0 is not rejected."""
     m = integer_at_least(m, "m", 1)
     r = integer_at_least(r, "r", 0)
     v = integer_at_least(v, "v", 0)
@@ -310,8 +272,7 @@ def one_run_epsilon_from_counts(
 
 @lru_cache(maxsize=65536)
 def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
-    """:func:`one_run_epsilon_from_counts` on checked arguments at significance ``p`` (cached: a score set's
-    guess counts repeat across calls, e.g. in coverage simulations and the report's several levels)."""
+    """:func:`one_run_epsilon_from_counts` on checked arguments at significance ``p`` (cached: counts repeat)."""
     if r == 0 or _one_run_p_value(m, r, v, 0.0, d) >= p:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -319,8 +280,7 @@ def _one_run_bound(m: int, r: int, v: int, d: float, p: float) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e4:  # pragma: no cover - p(ε) → 1 as ε grows whenever r ≥ 1
             return lo
-    # Brent's method on p(ε) − p (continuous, nondecreasing); the answer is the largest evaluated ε that is
-    # still rejected, which Brent's bracket brings to within 1e-10 of the root
+    # the answer is the largest evaluated ε still rejected, within 1e-10 of the root of p(ε) − p
     best = [lo]
 
     def g(e: float) -> float:
@@ -355,24 +315,10 @@ def one_run_epsilon(
 ) -> dict[str, Any]:
     """One-run ε lower bound (Steinke, Nasr & Jagielski 2023; docs/accountants.md §3.3).
 
-    The auditor guesses "member" for the top ⌊r/2⌋ scores and "non-member" for the bottom ⌈r/2⌉ and abstains
-    on the rest (ties in score are broken by a seeded random order); with v of the r guesses correct,
-    ε_lb = the largest ε with p(ε) < 1 − confidence, m = the number of records. The guesses assume the
-    privbench orientation (higher = member); a wrongly-signed score gets a bound of 0 here, unlike
-    :func:`clopper_pearson_epsilon`, which also tries the flipped test.
-
-    ``n_guesses=None`` tries the k = 10 guess counts r ∈ {10 %, 20 %, …, 100 %} of m (even, at least 2; fewer
-    when m is so small that some coincide) and keeps the best, with a Bonferroni correction for that choice:
-    each count is bounded at significance α/k (confidence 1 − α/k, α = 1 − ``confidence``), so the probability
-    that ANY of the k bounds exceeds the true ε is at most α and the reported maximum holds at ``confidence``
-    (uncorrected, it does not: docs/accountants.md §3.3). A ``n_guesses`` fixed in advance is bounded at α itself
-    and gives a larger bound when the right r is known beforehand.
-
-    Returns ``epsilon_lower_bound``, ``ceiling`` (the bound the same procedure gives when every guess is
-    correct: the largest r's at the corrected level for the default, r's for a fixed ``n_guesses``),
-    ``n_guesses``, ``n_correct``, ``m``, ``confidence`` (the level of the reported bound),
-    ``confidence_per_count`` (the level each count was bounded at), ``n_counts_tried``, ``delta``,
-    ``n_guesses_selection``, ``n_members``, ``n_nonmembers``, ``assumption`` and ``warnings``.
+    Guesses assume higher = member: a wrongly-signed score gets 0 here, unlike :func:`clopper_pearson_epsilon`.
+    ``n_guesses=None`` keeps the best of up to 10 guess counts, each bounded at α/k (Bonferroni); a count fixed
+    in advance is bounded at α. Returns the keys of docs/cli.md §4.6 ``one_run`` plus ``confidence_per_count``
+    and ``n_counts_tried``; ``ceiling`` is the bound when every guess is correct.
     """
     s, y = _validate(scores, labels)
     d = audit_delta(delta)
@@ -424,8 +370,7 @@ def one_run_epsilon(
 
 
 def _best_guess_count(y, order, d: float, alpha: float, conf: float):
-    """``n_guesses=None`` of :func:`one_run_epsilon`: the best of the 10 %…100 % guess counts, each bounded at
-    α/k (Bonferroni over the k counts). Returns (ε, r, v, counts tried, α per count, ceiling, the sentence)."""
+    """``n_guesses=None``: (ε, r, v, counts tried, α per count, ceiling, the sentence)."""
     m = int(y.size)
     grid = sorted({min(m, max(2, 2 * int(round(f * m / 2.0)))) for f in np.arange(1, 11) / 10.0})
     a_count = alpha / len(grid)

@@ -1,38 +1,9 @@
 """Auditing PFDM's upload mechanism itself: how tight is the analytic LDP ε of one upload?
 
-PFDM's formal guarantee is per upload: x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z (ᾱ_{t0} = ``alphas_cumprod[t0−1]``),
-local DP for every pair of inputs (replace-one, L2 sensitivity Δ = 2C). A membership attack on the shared model
-bounds ε only through everything downstream of the uploads (training, sampling, the attack's power); this audit
-attacks the mechanism directly, as the definition does:
-
-* the auditor fixes two candidate records x and x′; each trial uploads one of them (a fair coin) through privbench's
-  own upload mechanism (:func:`privbench.core.mechanisms.ldp_upload`, so a bug there — a wrong ᾱ index, a clip that does
-  not bind, noise that is too small — shows up here);
-* holding the upload u and both candidates, it runs the likelihood-ratio test, the most powerful test for this
-  pair (Neyman–Pearson): score(u) = log p(u | x) − log p(u | x′)
-  = (‖u − √ᾱ·c′‖² − ‖u − √ᾱ·c‖²) / (2(1 − ᾱ)), c = CLIP(x, C), c′ = CLIP(x′, C);
-* from the scores of the trials it reports two lower bounds on ε at δ:
-
-  - **Clopper–Pearson** (``privbench.privacy.audit.clopper_pearson_epsilon``, threshold chosen on a split half): valid
-    for any mechanism, but limited by the number of trials (its ``ceiling``), so it stays far below a large ε;
-  - **GDP estimate** (Nasr et al. 2023): μ_lb = Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄) from Clopper–Pearson bounds at one
-    threshold (chosen on the other half), converted to (ε, δ) with the exact μ-GDP curve. It assumes the
-    mechanism's trade-off curve is Gaussian — which holds exactly for a Gaussian mechanism, so here it estimates
-    the true ε of the pair and shows how much of the analytic ε is real.
-
-Candidates: ``"worst"`` (default) is the pair the analysis assumes, ±C·v along one unit direction v (distance 2C after
-clipping; such inputs need not be valid images); ``"images"`` is the most distant pair of valid images in [−1, 1]
-(all +1 vs all −1, clipped; distance 2·min(C, √d)); ``"records"`` is the most distant pair among given real
-records; or pass ``(x, x_prime)`` tensors. ``analytic_epsilon_pair`` is the exact ε of the Gaussian mechanism at
-the pair's own distance: the most any audit with that pair could find.
-
-Neighbouring relation: the audit's game (candidate x or x′ in the upload) is replace-one, the relation of the
-analytic LDP ε itself (any two inputs of one upload), so the two are compared directly (factor 1; key
-``neighbouring_relation``). Flag: ``exceeds_analytic`` is raised when the Clopper–Pearson bound OR the GDP estimate
-exceeds the analytic ε; both are recomputed for the flag at ``flag_bound_confidence`` each (default 1 − α/2,
-Bonferroni over the two), so the flag holds at ``confidence`` family-wise (``flag_confidence``, ``flag_bounds``).
-A caller whose flag decision has more members (``privbench audit``: every attack on the target too) passes its
-own per-bound level.
+A likelihood-ratio test between two candidate records, run on uploads made by privbench's own
+:func:`privbench.core.mechanisms.ldp_upload` (so a wrong ᾱ index, a clip that does not bind or too little noise
+shows up), gives a Clopper–Pearson bound and a GDP estimate (docs/accountants.md §4: the test, the candidates, the
+flag).
 """
 from __future__ import annotations
 
@@ -60,12 +31,7 @@ _CP_ASSUMPTION = ("trials are independent uploads of a fair-coin choice between 
 
 
 def gdp_epsilon(scores: Any, labels: Any, *, delta: float = DEFAULT_DELTA, confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> dict:
-    """GDP-based ε estimate (docs/accountants.md §4) with split threshold selection; scores oriented higher = label 1.
-
-    On a seeded stratified half, every threshold is rated by μ_lb computed with one-sided Clopper–Pearson upper
-    bounds on FPR and FNR (α/2 each); the best threshold is applied once to the other half, whose μ_lb is
-    converted to ε at ``delta`` through the exact μ-GDP (ε, δ) curve.
-    """
+    """GDP-based ε estimate (docs/accountants.md §4) with split threshold selection; scores oriented higher = label 1."""
     s, y = validate_scores(scores, labels)
     alpha = 1.0 - float(confidence)
     sel, ev = stratified_halves(y, seed)
@@ -128,14 +94,10 @@ def audit_upload_mechanism(clip: float, t0: int, *, delta: float = DEFAULT_DELTA
                            n_trials: int = 20000, shape: tuple[int, ...] = (1, 8, 8), candidates="worst",
                            records=None, alpha_bars: torch.Tensor | None = None, seed: int = 0,
                            chunk: int = 4096, flag_bound_confidence: float | None = None) -> dict:
-    """Empirical ε lower bounds of PFDM's upload mechanism at (C, t0), next to its analytic ε (module doc).
+    """Empirical ε lower bounds of PFDM's upload mechanism at (C, t0), next to its analytic ε (docs/accountants.md §4).
 
-    ``alpha_bars``: the schedule, ᾱ of each 0-indexed model timestep (float64,
-    :func:`~privbench.core.schedule.alphas_cumprod`; default: linear β from 1e-4 to 0.02 over 1000 steps).
-    ``n_trials`` uploads of each candidate (2·n_trials in all). Returns ``epsilon_lower_bound`` (Clopper–Pearson),
-    ``gdp`` (the GDP estimate), ``analytic_epsilon`` (Δ = 2C, what PFDM claims), ``analytic_epsilon_pair`` (at the
-    pair's distance), ``exceeds_analytic`` (from the flag bounds, see the module doc), ``flag_bounds``,
-    ``flag_bound_confidence``, ``flag_confidence``, ``neighbouring_relation`` and the settings.
+    ``alpha_bars``: ᾱ of each 0-indexed model timestep (default: :func:`~privbench.core.schedule.alphas_cumprod`);
+    ``n_trials`` uploads of each candidate. ``epsilon_lower_bound`` is the Clopper–Pearson bound.
     """
     # lazy: privacy.audit loads scipy.optimize/stats; only when uploads are audited
     from .audit import clopper_pearson_epsilon

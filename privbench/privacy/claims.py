@@ -1,20 +1,7 @@
 """One notion of a privacy claim: what a result's ``privacy`` object says about the released model, with its kind.
 
-A result carries at most one ε claim, of one of four kinds:
-
-* ``formal`` — a guarantee privbench's own accounting proves for the released target (``privacy.epsilon``);
-* ``conditional`` — a DP accountant's number that holds only under assumptions the run does not meet (DP-SAD with
-  a teacher trained on the members; ``privacy.conditional_epsilon``): no guarantee, and never compared with an
-  empirical lower bound (it is about a hypothetical model, not the released one);
-* ``claimed_by_paper`` — the number a method's paper states for the released model but that is no sound guarantee
-  (DP-SAD ``paper`` mode; ``privacy.claimed_epsilon``);
-* ``claimed_by_user`` — the ε the user's own training claims for a model privbench did not train
-  (``attack``/``run --model --claimed-epsilon E --claimed-delta D --claim-basis TEXT``; ``privacy.claimed_epsilon``).
-
-Only a formal ε is ever a guarantee: it alone fills ``privacy.epsilon``, the "formal ε" columns and the gate metric
-``privacy.epsilon``. The two claimed kinds are statements about the released model, so ``audit`` compares the
-empirical lower bounds with them exactly as with a formal ε (same Bonferroni family, same neighbouring-relation
-conversion) and flags an excess as ``exceeds_claim``; a conditional ε is shown, never compared.
+A result carries at most one ε claim: ``formal``, ``conditional``, ``claimed_by_paper`` or ``claimed_by_user``
+(docs/accountants.md §3.4, "Claims"). Only a formal ε is a guarantee; a conditional ε is shown, never compared.
 """
 from __future__ import annotations
 
@@ -90,10 +77,8 @@ def as_number(v) -> float | None:
 
 
 def claim_of(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
-    """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all).
-
-    A privacy object marked ``claimed_by_paper: true`` is a paper claim, never a formal ε, even with its number in
-    ``epsilon`` rather than ``claimed_epsilon``."""
+    """The claim a result's ``privacy`` object makes: ``{kind, epsilon, delta, basis}`` or None (no ε at all); one
+    marked ``claimed_by_paper: true`` is never formal, even with its number in ``epsilon``."""
     if privacy is None:
         return None
     p = privacy
@@ -127,8 +112,7 @@ def compared_claim(privacy: PrivacyClaim | None) -> dict[str, Any] | None:
 
 
 def no_formal_reason(privacy: PrivacyClaim | None, outside: bool) -> str:
-    """Why a result has no formal ε, in a few words (a gate breach and a table footnote say it); ``outside``: the
-    model is one privbench did not train."""
+    """Why a result has no formal ε, in a few words; ``outside``: a model privbench did not train."""
     c = claim_of(privacy)
     if c is not None and c["kind"] != FORMAL:
         return f"no formal guarantee: ε {c['epsilon']:.4g} is the {KIND_LABEL[c['kind']]}"
@@ -138,9 +122,8 @@ def no_formal_reason(privacy: PrivacyClaim | None, outside: bool) -> str:
 
 
 def user_claim(epsilon, delta, basis) -> dict[str, Any] | None:
-    """The ``privacy`` object of an outside model whose training claims (ε, δ) on ``basis`` (None: no claim).
-
-    BadInput unless all three are given together, ε > 0 finite, δ in (0, 1) and the basis non-empty."""
+    """The ``privacy`` object of an outside model whose training claims (ε, δ) on ``basis`` (None: no claim);
+    BadInput unless all three are given, ε > 0 finite, δ in (0, 1) and the basis non-empty."""
     given = [v is not None for v in (epsilon, delta, basis)]
     if not any(given):
         return None

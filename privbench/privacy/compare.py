@@ -1,29 +1,7 @@
 """Comparing empirical ε lower bounds with a formal ε: like with like, and at a stated family-wise confidence.
 
-**Neighbouring relation.** A formal ε is a statement about one neighbouring relation: DP-SGD's accountants
-(``privacy/dpsgd.py``) use add/remove-one record; PFDM's LDP ε (``privacy/ldp.py``) is replace-one (any two
-inputs of one upload, Δ = 2C). privbench's membership game is neither "with or without the record": the member
-split (``data/splits.py``) draws a FIXED number of members by a random permutation, so in the world where record
-z is a member it occupies a slot that another record w of the pool fills in the world where z is not. The IN and
-OUT trials of a record are therefore models trained on datasets of the same size that differ by one substitution,
-and by joint convexity the distinguishing test between them is bounded by the REPLACE-ONE guarantee. The empirical
-bounds (Clopper–Pearson; one-run, whose theorem assumes independent inclusions, see its ``assumption``) are
-therefore compared with the formal guarantee expressed for replace-one:
-
-* formal replace-one (PFDM's shared model: each record is one upload; the uploads of z and of w are two inputs of
-  the LDP mechanism, everything else is identical, and the shared model is post-processing of the uploads): no
-  conversion, factor 1 — within the basis' exclusions (labels and class counts sent in the clear, re-uploads);
-* formal add/remove-one (DP-SGD): replacing z by w is a removal followed by an addition, so by group privacy an
-  (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one. That is what the bounds are compared with,
-  audited at that δ (or the audit's own δ if larger). Where (1 + e^ε)·δ ≥ 1 the add/remove claim implies nothing
-  about the replace-one game and the flag is not testable (no bound can contradict it);
-* relation not stated in the basis: treated as add/remove-one (the weaker claim for a replace-one game, so a
-  misread relation never raises a flag), and the output says so.
-
-**Family-wise flag.** "Exceeds the formal ε" is raised when ANY of the k lower bounds in a flag decision exceeds
-the comparable ε. Each bound is valid at its own confidence only, so each is recomputed at 1 − α/k (Bonferroni):
-if the claim holds, the chance that any of the k exceeds it is ≤ α, and the flag holds at the family-wise
-confidence 1 − α. The per-bound numbers reported next to it stay at 1 − α each.
+The bounds test replace-one (the fixed-size member split of ``data/splits.py``); a formal ε is converted to that
+relation and flagged with a Bonferroni-corrected family (docs/accountants.md §3.4, "Neighbouring relation").
 """
 from __future__ import annotations
 
@@ -62,12 +40,9 @@ def formal_relation(privacy: PrivacyClaim | None) -> str | None:
 
 def comparable_claim(epsilon: float, delta: float | None, relation: str | None, *,
                      empirical: str = REPLACE_ONE, game: str = MEMBERSHIP_GAME) -> dict[str, Any]:
-    """The formal (ε, δ) expressed in the empirical test's relation (module doc), with the statement of how.
-
-    Returns ``formal`` (the formal ε's relation, or "unknown ..."), ``empirical``, ``empirical_game``,
-    ``conversion`` (a sentence), ``factor`` (comparable ε / formal ε), ``comparable_epsilon``,
-    ``comparable_delta`` and ``testable`` (False when the converted δ is ≥ 1: the claim implies nothing there).
-    """
+    """The formal (ε, δ) expressed in the empirical test's relation (docs/accountants.md §3.4), with how: keys
+    ``formal``, ``empirical``, ``empirical_game``, ``conversion`` (a sentence), ``factor`` (comparable ε / formal ε),
+    ``comparable_epsilon``, ``comparable_delta`` and ``testable`` (False when the converted δ is ≥ 1)."""
     eps = float(epsilon)
     d = float(delta) if delta is not None else 0.0
     out: dict[str, Any] = {"formal": relation or f"unknown (not stated in the basis; assumed {ADD_REMOVE})",
@@ -102,9 +77,8 @@ def bound_confidence(confidence: float, family_size: int) -> float:
 
 def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence: float, seed: int = 0
                            ) -> dict[str, float]:
-    """The two bounds of one membership result that enter a flag decision, at ``confidence`` each: the
-    Clopper–Pearson bound (split threshold selection, both directions) and the one-run bound (default guess
-    counts, Bonferroni-corrected inside), the same procedures as the reported numbers."""
+    """The Clopper–Pearson (split) and one-run (default counts) bounds of one membership result, at ``confidence``
+    each: the reported procedures, for a flag decision."""
     # lazy: privacy.audit loads scipy.optimize/stats; only for a flag decision
     from .audit import clopper_pearson_epsilon, one_run_epsilon
 
@@ -115,8 +89,8 @@ def membership_flag_bounds(scores: Any, labels: Any, *, delta: float, confidence
 
 
 def flag_delta(audit_delta: float, claim: dict) -> float:
-    """The δ the flag's bounds are computed at: the converted claim's δ, or the audit's δ when larger (a claim
-    at δ' also holds at every larger δ, so a bound at the larger δ is still a fair test of it)."""
+    """The δ of the flag's bounds: the converted claim's δ, or the audit's when larger (a claim at δ' holds at
+    every larger δ)."""
     return float(min(max(float(audit_delta), float(claim["comparable_delta"])), 1.0 - 1e-12))
 
 
@@ -137,16 +111,11 @@ def headline_bounds(items: list[tuple[str, Any, Any]], *, delta: float, confiden
                     ) -> dict[str, Any]:
     """The headline empirical ε lower bound of one model: the largest of its 2k corrected bounds.
 
-    ``items``: (attack label, scores, labels) of the model's k membership results. Each result gives a
-    Clopper–Pearson (split) and a one-run bound (:func:`membership_flag_bounds`), each computed at
-    1 − α/(2k) (Bonferroni, α = 1 − ``confidence``): each then exceeds the model's true ε at ``delta`` with
-    probability at most α/(2k), so the chance that any of the 2k — and so their maximum — exceeds it is at most
-    α (union bound). The maximum is therefore a lower bound at ``confidence`` family-wise, whichever attack and
-    bound it came from.
+    ``items``: (attack label, scores, labels) of the model's k membership results; each gives the two bounds of
+    :func:`membership_flag_bounds` at 1 − α/(2k) (docs/accountants.md §3.4, "One headline per model").
 
-    Returns ``epsilon_lower_bound`` (the maximum, 0 when no bound is positive), ``attack`` and ``bound`` (where the
-    maximum came from; None when it is 0), ``confidence``, ``bound_confidence``, ``family_size``, ``delta`` and
-    ``bounds`` (every corrected bound: ``[{attack, bound, epsilon_lower_bound}]``)."""
+    Returns the ``headline`` keys of docs/cli.md §4.6 from ``epsilon_lower_bound`` to ``bounds`` (each
+    ``{attack, bound, epsilon_lower_bound}``; ``attack`` and ``bound`` None when the maximum is 0)."""
     if not items:
         raise ValueError("headline_bounds: no membership results")
     k = 2 * len(items)

@@ -1,25 +1,8 @@
 """DP-SGD accounting: Poisson-subsampled Gaussian mechanism composed over all steps (docs/accountants.md §2).
 
-Neighbouring relation: add/remove one record, as opacus and dp_accounting use for DP-SGD. One step is
-the Gaussian mechanism with noise multiplier σ (noise std σ·C on the sum of gradients clipped to C) on a
-Poisson sample with rate q; ``steps`` steps are composed.
-
-Accountants (each produces an upper bound on ε at the given δ), one file each in ``privacy/accountants/``:
-
-- ``prv``: opacus ``PRVAccountant`` (Gopi et al. 2021), eps_error 0.01, returns the upper end of the
-  estimate — opacus' default;
-- ``pld``: dp_accounting ``PLDAccountant`` on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), pessimistic
-  estimate (always an upper bound); the value-discretization interval is refined by halving until the estimated
-  excess over the exact (interval → 0) value is ≤ max(0.001, 0.001·ε) (``accountants/pld.py``);
-- ``rdp``: opacus' RDP analysis (improved RDP → DP conversion) over privbench's order grid ``RDP_ORDERS``:
-  opacus' 1.1…10.9 and 12…63 plus 11 and 64…1024 (geometric, ratio 2^¼), since opacus' own grid, which stops at 63,
-  is far looser at small ε; ``rdp_orders="opacus"`` gives opacus' grid (its convention). Fast and robust, but
-  looser than PLD, by a few percent when q·steps ≥ 10 and several-fold when q·steps is small — RDP's own slack
-  (dp_accounting's RDP accountant gives the same values), not the order grid's (docs/benchmarks.md, "Measurements
-  behind the code").
-
-The tight ones have known failure modes (opacus PRV returns inf or raises at large ε / many steps), so a
-failed or non-finite result falls back PRV → PLD → RDP and the result says which accountant produced it.
+Add/remove-one relation. The accountants (``prv``, ``pld``, ``rdp``; one file each in ``privacy/accountants/``)
+give upper bounds on ε; a failed or non-finite result falls back PRV → PLD → RDP and the result names the
+accountant that produced it.
 """
 from __future__ import annotations
 
@@ -50,8 +33,7 @@ def _check_sample_rate(sample_rate) -> float:
 
 
 def dpsgd_accountant_names() -> list[str]:
-    """The registered DP-SGD accountants (built-in and plug-in): the choices of ``dp.accountant`` and
-    ``privbench account dpsgd --accountant``."""
+    """The registered DP-SGD accountants: the choices of ``dp.accountant`` and ``account dpsgd --accountant``."""
     return [a.name for a in dpsgd_accountants()]
 
 
@@ -134,13 +116,8 @@ def dpsgd_basis(accountant: str, delta: float) -> str:
 
 def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
                   accountant: str = "prv", rdp_orders=None) -> dict:
-    """ε of DP-SGD with Poisson sampling rate q, noise multiplier σ and ``steps`` steps, at δ.
-
-    ``rdp_orders``: the RDP order grid (``accountants/rdp.py`` ``order_grid``; "opacus" for opacus' own).
-
-    Returns {"epsilon", "delta", "accountant" (the one that produced the number), "requested_accountant",
-    "noise_multiplier", "sample_rate", "steps", "fallback" (None, or why the requested one was not used)}.
-    """
+    """ε of DP-SGD with Poisson sampling rate q, noise multiplier σ and ``steps`` steps, at δ: the keys of
+    docs/cli.md §4.5 but ``basis``. ``rdp_orders``: :func:`~privbench.privacy.accountants.rdp.order_grid`."""
     sigma = positive_finite(noise_multiplier, "noise_multiplier")
     q = _check_sample_rate(sample_rate)
     n = integer_at_least(steps, "steps", 1)
@@ -256,8 +233,7 @@ def _calibrate(name: str, target: float, q: float, n: int, d: float, tol: float,
                guess: Optional[float], rdp_orders=None) -> tuple[float, float]:
     """Smallest σ (up to tol in ε) with ε_name(σ) ≤ target; returns (σ, ε). Raises on accountant failure."""
     c = _Search(name, target, q, n, d, tol, rdp_orders)
-    # bracket [lo, hi] with eps(lo) > target >= eps(hi); start near the guess (the RDP calibration, whose ε is
-    # an upper bound of the tight ones, so eps(guess) <= target for them)
+    # bracket [lo, hi] with eps(lo) > target >= eps(hi), from the RDP guess (eps(guess) <= target for tight ones)
     hi = guess if guess is not None else 1.0
     e_hi = c.eps(hi)
     if c.ok(e_hi):
@@ -277,12 +253,8 @@ _CALIBRATIONS: dict[tuple, dict] = {}
 
 def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int, delta: float,
                                  accountant: str = "prv", tol: float = 0.01, rdp_orders=None) -> dict:
-    """The smallest noise multiplier σ whose ε ≤ ``epsilon`` (ε within ``tol`` below the target).
-
-    Brent's method with a bisection safeguard; for PRV/PLD the search starts from the (fast) RDP calibration,
-    which brackets the tight answer from above. If the requested accountant fails anywhere in the search,
-    the whole calibration is redone with the next one (PRV → PLD → RDP), so one accountant produced it.
-    Same keys as ``dpsgd_epsilon`` plus "target_epsilon"."""
+    """The smallest noise multiplier σ whose ε ≤ ``epsilon`` (within ``tol`` below; docs/accountants.md §2,
+    "Calibration"). Same keys as ``dpsgd_epsilon`` plus "target_epsilon"."""
     target = positive_finite(epsilon, "epsilon")
     q = _check_sample_rate(sample_rate)
     n = integer_at_least(steps, "steps", 1)
@@ -291,9 +263,7 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
     t = check_tol(tol)
     orders = order_grid(rdp_orders)
     chain = _chain(req)
-    # a calibration is a pure function of its setting and the accountants that answer it: a suite asks the same
-    # one for every seed and variant of a method (and the plan, then the run, ask again), so it is computed once
-    # per process
+    # pure in its setting and accountants, and a suite asks the same one per seed and variant: once per process
     key = (target, q, n, d, req, t, orders, tuple((name, id(_accountant(name))) for name in chain))
     if key in _CALIBRATIONS:
         return dict(_CALIBRATIONS[key])
@@ -322,9 +292,7 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
 
 def account_dpsgd(noise_multiplier: Optional[float], sample_rate: float, steps: int, delta: float,
                   epsilon: Optional[float] = None, accountant: str = "prv", rdp_orders=None) -> dict:
-    """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5): {"epsilon", "delta", "accountant",
-    "noise_multiplier", "sample_rate", "steps"} plus requested_accountant, fallback, basis (and target_epsilon).
-    With ``epsilon`` the noise multiplier is the calibrated one (the input one, if any, is ignored)."""
+    """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5); with ``epsilon``, σ is calibrated."""
     if epsilon is not None:
         out = noise_multiplier_for_epsilon(epsilon, sample_rate, steps, delta, accountant=accountant,
                                            rdp_orders=rdp_orders)

@@ -1,23 +1,7 @@
-"""LDP accounting of PFDM's one-shot noised upload (docs/accountants.md §1).
+"""LDP accounting of PFDM's one-shot noised upload (docs/accountants.md §1: mechanism, σ, Δ = 2C, t0 indexing).
 
-A client uploads, once per record, x̃ = √ᾱ_{t0}·CLIP(x, C) + √(1−ᾱ_{t0})·z with z ~ N(0, I).
-Dividing by √ᾱ_{t0} (post-processing) gives the Gaussian mechanism CLIP(x, C) + σ·z with
-
-    σ² = (1 − ᾱ_{t0}) / ᾱ_{t0},   replace-one L2 sensitivity Δ = 2C
-
-(two records of norm ≤ C differ by at most 2C). Local DP compares any two inputs, so the relation
-is replace-one. t0 is 1-indexed as in the paper: ᾱ_{t0} = ∏_{s=1..t0}(1 − β_s) =
-``alphas_cumprod[t0 - 1]`` (the shift lives in ``privbench.core.schedule.t0_to_model_t``).
-
-Analyses, all for one upload of one record: the registered LDP accountants, one file each in
-``privacy/accountants/`` (``paper_bound``: Theorem 5.1; ``rdp``: the classical RDP conversion, equal to it;
-``analytic_gaussian``: the exact ε, the number privbench reports; a ``method`` argument takes a label, a registry
-name or an accountant's ``aliases``), and ``rdp_improved`` here: the improved conversion (Balle et al. 2020 /
-Canonne–Kamath–Steinke), the one opacus uses for DP-SGD, reported beside them.
-
-Not covered by any of them: the labels (sent in the clear), per-client class counts and dataset
-size, the client's local model (trained on raw data, no DP), and re-uploads of the same record
-(which compose).
+The analyses are the registered LDP accountants (``privacy/accountants/``; a ``method`` argument takes a label, a
+registry name or an accountant's ``aliases``) and ``rdp_improved`` here, reported beside them.
 """
 from __future__ import annotations
 
@@ -49,8 +33,7 @@ _SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 
 
 def _epsilon_function(method: str) -> Callable[[float, float, float], float]:
-    """The ε analysis ``method`` names: a registered LDP accountant (its label, registry name or an alias), or
-    ``rdp_improved`` (:func:`epsilon_rdp_improved`, reported beside the accountants by :func:`account_ldp`)."""
+    """The ε analysis ``method`` names: a registered LDP accountant (label, name or alias) or ``rdp_improved``."""
     if method == "rdp_improved":
         return epsilon_rdp_improved
     acc = ldp_accountant(method) if isinstance(method, str) else None
@@ -116,8 +99,7 @@ def ldp_sigma(t0: int, *, num_timesteps: int = 1000, beta_start: float = 1e-4, b
 # --------------------------------------------------------------------------------------------- ε analyses
 
 def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
-    """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; the one opacus uses):
-    min over α > 1 of αρ + log((α−1)/α) − (log δ + log α)/(α − 1), floored at 0."""
+    """Improved RDP → DP conversion (Balle et al. 2020 Thm 21; docs/accountants.md §1)."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0
@@ -144,8 +126,7 @@ def epsilon_rdp_improved(clip: float, sigma: float, delta: float) -> float:
 def pfdm_epsilon(clip: float, t0: int, delta: float, method: str = "analytic_gaussian", *,
                  num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
                  beta_schedule: str = "linear") -> float:
-    """ε of one PFDM upload at 1-indexed t0 under ``method`` (an LDP accountant's label, name or alias, e.g.
-    paper_bound, thm51, agm; or rdp_improved)."""
+    """ε of one PFDM upload at 1-indexed t0 under ``method`` (e.g. paper_bound, thm51, agm, rdp_improved)."""
     f = _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
@@ -156,7 +137,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
            num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
            beta_schedule: str = "linear") -> Optional[int]:
     """The smallest 1-indexed t0 in [1, T] whose ε ≤ ``epsilon`` under ``method``; None if even t0 = T
-    does not reach it. Binary search: ε decreases in t0 because ᾱ_{t0} decreases."""
+    does not reach it (binary search)."""
     c, e, d, f = check_clip(clip), positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _epsilon_function(method)
     T, bs, be, sch = _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule)
     abar = _alpha_bars(T, bs, be, sch)
@@ -181,8 +162,7 @@ def min_t0(clip: float, epsilon: float, delta: float, method: str = "analytic_ga
 def max_clip(t0: int, epsilon: float, delta: float, method: str = "analytic_gaussian", *,
              num_timesteps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02,
              beta_schedule: str = "linear") -> float:
-    """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (ε grows with C/σ:
-    bisection on C to 1e-10 relative, the lower end returned so ε(C) ≤ ``epsilon``)."""
+    """The largest clip C whose ε at 1-indexed ``t0`` is ≤ ``epsilon`` under ``method`` (bisection, lower end)."""
     e, d, f = positive_finite(epsilon, "epsilon"), open_unit(delta, "delta"), _epsilon_function(method)
     sigma = ldp_sigma(t0, num_timesteps=num_timesteps, beta_start=beta_start, beta_end=beta_end,
                       beta_schedule=beta_schedule)
@@ -234,9 +214,8 @@ def account_ldp(clip: float, t0: int, delta: float, epsilon: Optional[float] = N
 
 def pfdm_privacy(clip: float, t0: int, delta: float, *, num_timesteps: int = 1000, beta_start: float = 1e-4,
                  beta_end: float = 0.02, beta_schedule: str = "linear", noise_source: str = "seeded") -> dict:
-    """The ``privacy`` block of a PFDM result (shared model / pipeline): the exact analytic-Gaussian ε of one
-    upload, plus the paper's Theorem 5.1 value for reproduction. The basis ends with the noise source
-    (``dp.noise_source``); seeded noise adds ``noise_label``."""
+    """The ``privacy`` block of a PFDM result: the analytic-Gaussian ε of one upload, the paper's Theorem 5.1 value,
+    and the noise source (seeded noise adds ``noise_label``)."""
     from ..core.mechanisms import SEEDED_NOISE_LABEL, noise_source_basis  # torch: only when a run asks
 
     c, d = check_clip(clip), open_unit(delta, "delta")

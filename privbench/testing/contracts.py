@@ -1,10 +1,6 @@
 """The registry contract as checks a plug-in author runs on their own class (as scikit-learn's
-``check_estimator``): :func:`check_attack` runs an attack on a target that memorised its members exactly,
-:func:`check_method` trains a method on the ``test`` preset and queries every target it declares. privbench's own
-contract test (tests/architecture/test_registry_contract.py) calls the same functions on every registered entry.
-
-A failed check raises ``AssertionError`` naming the class and what failed; a check that cannot run the class in
-process raises :class:`CheckSkipped` with the reason (a test turns it into a skip)."""
+``check_estimator``; docs/api.md §9). privbench's own contract test (tests/architecture/test_registry_contract.py)
+calls the same functions on every registered entry."""
 from __future__ import annotations
 
 import math
@@ -50,8 +46,7 @@ def _records(n: int = 16) -> Records:
 
 
 def _fake_references(recs: Records, ac: torch.Tensor, n: int = 4) -> ReferenceModels:
-    """Online reference models: each memorises a seeded random half of the evaluation records (plus a population
-    of other digits for the attacks that need one)."""
+    """Online reference models, each memorising a seeded random half of the evaluation records (and a population)."""
     g = np.random.default_rng(0)
     masks = np.zeros((n, len(recs)), dtype=bool)
     targets = []
@@ -66,10 +61,7 @@ def _fake_references(recs: Records, ac: torch.Tensor, n: int = 4) -> ReferenceMo
 
 
 def check_attack(cls: type[Attack]) -> None:
-    """The attack class is registered under its ``name`` and, on a pixel-space target that memorised its 16
-    members exactly (16 digits vs 16 non-members, references that each memorised a random half when it needs
-    them), returns one finite score per record that separates the members (AUC > 0.75), or finite metrics for
-    an attack that is not a membership attack."""
+    """The attack contract (docs/api.md §9): registered, and AUC > 0.75 on a target that memorised its members."""
     name = _registered(ATTACKS, cls, "attack")
     if getattr(cls, "requires_text", False):
         raise CheckSkipped(f"{name} needs captions (a text-to-image target): run it on privbench.testing's "
@@ -118,10 +110,7 @@ def _check_target(method: Method, t: str) -> None:
 
 
 def check_method(cls: type[Method], runs_dir=None) -> None:
-    """The method class is registered under its ``name``, trains on the ``test`` preset of digits (in
-    ``runs_dir``, default a temporary folder), declares its default target among its targets, and every target
-    answers an ε-prediction of the input's shape with finite values and a consistent privacy claim; a private
-    method's targets carry a guarantee, a non-private one's claim nothing but a by-construction zero."""
+    """The method contract (docs/api.md §9), trained in ``runs_dir`` (default a temporary folder)."""
     name = _registered(METHODS, cls, "method")
     cfg = build_config(name, "digits", "test", 0, [])
     with tempfile.TemporaryDirectory(prefix="privbench-check-") as tmp:

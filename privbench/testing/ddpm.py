@@ -65,10 +65,8 @@ def write_npz(path: Path, x: torch.Tensor, y: torch.Tensor | None = None) -> Pat
 
 
 def tiny_ddpm(out, steps: int = MEMORIZE_STEPS) -> Path:
-    """Write ``pipeline/`` (a DDPMPipeline whose UNet memorised 32 digits), ``random/`` (the same UNet at the
-    initialisation its training started from), ``members.npz`` and ``nonmembers.npz`` (32 + 32 disjoint records)
-    to ``out``; returns ``out``. ``privbench attack --model OUT/pipeline --members OUT/members.npz --nonmembers
-    OUT/nonmembers.npz`` audits it."""
+    """Write the tiny DDPM to ``out`` (docs/api.md §9); returns ``out``. ``privbench attack --model OUT/pipeline
+    --members OUT/members.npz --nonmembers OUT/nonmembers.npz`` audits it."""
     # lazy: diffusers loads only when a tiny model is built
     from diffusers import DDPMPipeline
 

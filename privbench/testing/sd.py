@@ -2,10 +2,8 @@
 privbench's training loop): AutoencoderKL (8×8×1 pixels → 4×4×4 latents), CLIPTextModel with privbench's shipped
 tokenizer vocabulary, UNet2DConditionModel, SD's scaled_linear DDPMScheduler.
 
-:func:`tiny_sd_pipeline` writes the whole recipe to a folder (the outside models of ``reports/text-to-image/``):
-a full fine-tune and a LoRA adapter on 32 captioned members over a base pre-trained on 512 public digits, the base
-alone, the architecture at random initialisation, and the member / held-out record files. diffusers, transformers
-and peft are imported inside the builders (optional dependencies of privbench)."""
+:func:`tiny_sd_pipeline` writes the recipe (docs/api.md; the outside models of ``reports/text-to-image/``).
+diffusers, transformers and peft (optional) are imported lazily, only when a tiny model is built."""
 from __future__ import annotations
 
 import copy
@@ -43,8 +41,7 @@ def caption(label: int) -> str:
 
 
 def record_caption(label: int, i: int) -> str:
-    """A caption of its own for record ``i`` (its class, then its number in words), as the per-image captions of
-    the fine-tuning sets text-to-image attacks are studied on (Pokémon, COCO)."""
+    """A caption of its own for record ``i`` (its class, then its number in words), as per-image captions are."""
     return f"{caption(label)} number {WORDS[i // 10 % 10]} {WORDS[i % 10]}"
 
 
@@ -62,14 +59,12 @@ def record_captions(labels, numbers=None) -> list[str]:
 
 
 def tokenizer():
-    # lazy: transformers (the t2i extra) loads only when a tiny model is built
     from transformers import CLIPTokenizer
 
     return CLIPTokenizer.from_pretrained(str(TOKENIZER_DIR), model_max_length=MAX_LEN)
 
 
 def text_encoder(tok, seed: int = 0):
-    # lazy: transformers (the t2i extra) loads only when a tiny model is built
     from transformers import CLIPTextConfig, CLIPTextModel
 
     torch.manual_seed(seed)
@@ -82,7 +77,6 @@ def text_encoder(tok, seed: int = 0):
 def vae(seed: int = 0, data: torch.Tensor | None = None):
     """A random AutoencoderKL with a near-deterministic posterior (as a trained SD VAE's: std ≈ 0) whose
     scaling_factor makes the latents unit-variance on ``data`` (SD's 0.18215 was found the same way)."""
-    # lazy: diffusers loads only when a tiny model is built
     from diffusers import AutoencoderKL
 
     torch.manual_seed(seed)
@@ -99,7 +93,6 @@ def vae(seed: int = 0, data: torch.Tensor | None = None):
 
 
 def unet(seed: int = 0, channels: int = 4, size: int = 4):
-    # lazy: diffusers loads only when a tiny model is built
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
@@ -114,9 +107,7 @@ LORA_MODULES = ["to_q", "to_k", "to_v", "to_out.0", "proj_in", "proj_out", "ff.n
 
 
 def add_lora(un, rank: int = LORA_RANK):
-    """peft LoRA on the UNet's attention and feed-forward layers (the base frozen), as diffusers'
-    train_text_to_image_lora.py; returns the trainable parameters."""
-    # lazy: peft (the t2i extra) loads only when a tiny model is built
+    """peft LoRA on the UNet (the base frozen), as diffusers' train_text_to_image_lora.py; returns its parameters."""
     from peft import LoraConfig
 
     un.requires_grad_(False)
@@ -126,7 +117,6 @@ def add_lora(un, rank: int = LORA_RANK):
 
 def save_lora(un, folder: Path) -> Path:
     """pytorch_lora_weights.safetensors as diffusers' LoRA training script writes it."""
-    # lazy: diffusers and peft (the t2i extra) load only when a tiny model is built
     from diffusers import StableDiffusionPipeline
     from diffusers.utils import convert_state_dict_to_diffusers
     from peft.utils import get_peft_model_state_dict
@@ -137,7 +127,6 @@ def save_lora(un, folder: Path) -> Path:
 
 
 def scheduler():
-    # lazy: diffusers loads only when a tiny model is built
     from diffusers import DDPMScheduler
 
     return DDPMScheduler(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085,
@@ -196,8 +185,8 @@ def pretrain(net, z, cond, null, steps: int = PRETRAIN_STEPS, *, batch: int = 64
 
 
 def save_pipeline(root: Path, un, v, tok, te) -> Path:
-    """StableDiffusionPipeline.save_pretrained's layout, written with the components' own save_pretrained
-    (a StableDiffusionPipeline object needs a safety checker and feature extractor we do not have)."""
+    """StableDiffusionPipeline.save_pretrained's layout, written per component (the pipeline object would need a
+    safety checker and feature extractor)."""
     root.mkdir(parents=True, exist_ok=True)
     un.save_pretrained(str(root / "unet"))
     te.save_pretrained(str(root / "text_encoder"))
@@ -234,9 +223,8 @@ external:
 
 
 def recipe_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0) -> dict:
-    """The records of the recipe, each set with its labels and per-record captions: ``members``,
-    ``nonmembers``, ``public`` → (images, labels, captions). Member and non-member caption numbers come from one
-    shuffled range (:func:`caption_numbers`); the public records are numbered after them."""
+    """``members``, ``nonmembers``, ``public`` → (images, labels, captions) of the recipe; the public records'
+    caption numbers follow the shuffled range of :func:`caption_numbers`."""
     (xm, ym), (xn, yn), (xp, yp) = digits_split(n_members, n_nonmembers, seed=seed)
     num_m, num_n = caption_numbers(len(ym), len(yn), seed=seed)
     first = len(ym) + len(yn)
@@ -245,11 +233,7 @@ def recipe_split(n_members: int = 32, n_nonmembers: int = 32, seed: int = 0) -> 
 
 
 def tiny_sd_pipeline(out) -> Path:
-    """Write the recipe to ``out``: ``pipeline/`` (pre-trained on 512 public digits, then fully fine-tuned on 32
-    captioned members), ``pretrained/`` (the base alone), ``random/`` (the architecture at random initialisation),
-    ``lora/`` (a rank-16 LoRA trained on the members over ``pretrained/``), ``members.npz`` / ``heldout.npz``
-    (images, labels, captions) and ``audit.yaml`` (a suite with the three external targets). About a minute on
-    one CPU thread. Returns ``out``."""
+    """Write the recipe to ``out`` (its folders and files: docs/api.md, ``tiny_sd_pipeline``). Returns ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     split = recipe_split()

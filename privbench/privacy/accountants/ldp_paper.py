@@ -10,8 +10,7 @@ from .base import LDPAccountant, check_clip, check_sigma
 
 
 def epsilon_paper_bound(clip: float, sigma: float, delta: float) -> float:
-    """Theorem 5.1: ε = 2C²/σ² + C·√(8 log(1/δ)/σ²), evaluated as 2r² + r·√(8 log(1/δ)) with r = C/σ: C² and σ²
-    alone can leave a double's range where r does not (+inf where ε itself does)."""
+    """Theorem 5.1, evaluated through r = C/σ (docs/accountants.md §1)."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0

@@ -10,10 +10,8 @@ from .base import LDPAccountant, check_clip, check_sigma
 
 
 def epsilon_rdp(clip: float, sigma: float, delta: float) -> float:
-    """Classical RDP → DP conversion of the Gaussian mechanism (Δ = 2C):
-    min over α > 1 of αρ + log(1/δ)/(α − 1), ρ = Δ²/(2σ²). The objective is convex in α with its minimum at
-    α* = 1 + √(log(1/δ)/ρ), where it is ρ + 2√(ρ log 1/δ) — the paper bound. That closed form is what is
-    evaluated: α* itself leaves a double's range as ρ → 0 (and α* − 1 rounds to 0 for large ρ)."""
+    """Classical RDP → DP conversion of the Gaussian mechanism (Δ = 2C; docs/accountants.md §1), evaluated in its
+    closed form at α* = 1 + √(log(1/δ)/ρ): α* itself leaves a double's range as ρ → 0."""
     c, s, d = check_clip(clip), check_sigma(sigma), open_unit(delta, "delta")
     if math.isinf(s):
         return 0.0

@@ -12,20 +12,16 @@ from ...core.validation import real
 from .base import DPSGDAccountant
 from .rdp import rdp_epsilon
 
-# PLD discretization: start coarse and halve the interval until the estimated excess of the pessimistic ε over
-# the exact (interval → 0) value is ≤ max(PLD_EPS_ERROR, PLD_EPS_ERROR_REL · ε).
+# PLD discretization (docs/accountants.md §2): halve the interval until the estimated excess is within tolerance.
 PLD_EPS_ERROR = 1e-3
 PLD_EPS_ERROR_REL = 1e-3
 PLD_START_INTERVAL = 2e-3
 PLD_MIN_INTERVAL = PLD_START_INTERVAL / 2 ** 8
-# The excess shrinks about linearly with the interval (about half per halving at coarse intervals, faster at
-# fine ones), so after a halving it is ≈ the change that halving made; twice that change is the
-# estimate, which covers a convergence ratio up to 2/3 per halving.
+# The excess shrinks about linearly with the interval, so after a halving it is ≈ the change that halving made;
+# twice that covers a convergence ratio up to 2/3 per halving.
 PLD_EXCESS_SAFETY = 2.0
-# dp_accounting holds the privacy-loss distribution on a grid as wide as the loss range (about 1/σ² a step, and
-# ε's scale once composed) over the interval: below this noise multiplier or above this (cheap, looser) RDP ε the
-# grid takes gigabytes (docs/accountants.md §2), so PLD is skipped there and the chain goes on to RDP. Every ε in
-# that regime is far beyond any meaningful guarantee; its tightness is not worth a machine's memory.
+# dp_accounting's loss grid is as wide as the loss range (≈ 1/σ² a step) over the interval: below this σ or above
+# this RDP ε it takes gigabytes, so PLD is skipped (docs/accountants.md §2); such an ε guarantees nothing anyway.
 PLD_MIN_NOISE = 0.05
 PLD_MAX_RDP_EPSILON = 1e4
 
@@ -54,13 +50,10 @@ def pld_epsilon_details(noise_multiplier: float, sample_rate: float, steps: int,
                         eps_error: Optional[float] = None) -> dict:
     """dp_accounting PLD ε with the value-discretization interval picked from the target accuracy.
 
-    The pessimistic PLD rounds every privacy loss up to the interval's grid, so its ε is an upper bound at any
-    interval, too large by an excess that grows with the interval and the number of steps (σ = 10, q = 1e-3,
-    1000 steps: 0.0240 at interval 1e-3 vs 0.0075 at 2e-5). Starting at :data:`PLD_START_INTERVAL`, the interval
-    is halved until the estimated excess — :data:`PLD_EXCESS_SAFETY` × the change made by the last halving — is
-    ≤ ``eps_error`` (default max(:data:`PLD_EPS_ERROR`, :data:`PLD_EPS_ERROR_REL` · ε)), or the interval reaches
-    :data:`PLD_MIN_INTERVAL` (then ``estimated_excess`` may be above the tolerance; the ε is still an upper
-    bound). The estimate is empirical, not a proof; tests check it against a fine-interval reference.
+    The pessimistic ε is an upper bound at any interval, too large by an excess that grows with the interval and
+    the steps. The interval is halved from :data:`PLD_START_INTERVAL` until :data:`PLD_EXCESS_SAFETY` × the last
+    halving's change is ≤ ``eps_error`` (default max(:data:`PLD_EPS_ERROR`, :data:`PLD_EPS_ERROR_REL` · ε)) or
+    :data:`PLD_MIN_INTERVAL` is reached (``estimated_excess`` may then exceed the tolerance).
 
     Returns {"epsilon", "interval", "estimated_excess", "eps_error" (the tolerance used)}."""
     tol_abs = None if eps_error is None else check_tol(eps_error)
@@ -77,8 +70,7 @@ def pld_epsilon_details(noise_multiplier: float, sample_rate: float, steps: int,
 
 
 def pld_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
-    """dp_accounting PLD accountant on SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), add/remove-one;
-    pessimistic, interval refined to the target accuracy (:func:`pld_epsilon_details`)."""
+    """dp_accounting PLD ε, add/remove-one (:func:`pld_epsilon_details`)."""
     return pld_epsilon_details(noise_multiplier, sample_rate, steps, delta)["epsilon"]
 
 

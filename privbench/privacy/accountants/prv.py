@@ -31,7 +31,6 @@ class PRVAccountant(DPSGDAccountant):
 
     @classmethod
     def skip_reason(cls, noise_multiplier, sample_rate, steps, delta, rdp_orders=None):
-        # opacus' PRV is slow and then returns inf where the (cheap, looser) RDP ε is large
         eps = rdp_epsilon(noise_multiplier, sample_rate, steps, delta, orders=rdp_orders)
         if not eps <= PRV_MAX_RDP_EPSILON:
             return (f"RDP epsilon {eps:.4g} > {PRV_MAX_RDP_EPSILON:g}, beyond the range where opacus' PRV "

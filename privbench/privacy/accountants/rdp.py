@@ -11,15 +11,14 @@ from .base import DPSGDAccountant
 
 # RDP orders. opacus' RDPAccountant.DEFAULT_ALPHAS (kept here so the grid does not change with opacus' version):
 RDP_ORDERS_OPACUS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)))
-# privbench's grid: opacus' plus 11 and 64…1024 (ratio 2^¼). The optimal order grows as ε shrinks (≈ 360 at
-# ε ≈ 0.03); dp_accounting stops at 1024 too, and opacus' analysis returns NaN for some settings above it.
+# privbench's grid adds 11 and 64…1024 (ratio 2^¼), where a small ε's optimal order lies; opacus returns NaN
+# for some settings above 1024.
 RDP_ORDERS = tuple(sorted(set(RDP_ORDERS_OPACUS) | {11} | {int(round(64 * 2 ** (k / 4))) for k in range(17)}))
 _RDP_GRIDS = {"privbench": RDP_ORDERS, "opacus": RDP_ORDERS_OPACUS}
 
 
 def order_grid(orders) -> tuple:
-    """The RDP orders ``orders`` names: None or "privbench" = :data:`RDP_ORDERS`, "opacus" = opacus' grid, or a
-    list of orders > 1 (BadInput otherwise)."""
+    """The RDP orders: None or "privbench" = :data:`RDP_ORDERS`, "opacus" = opacus' grid, or a list of orders > 1."""
     if orders is None:
         return RDP_ORDERS
     if isinstance(orders, str):
@@ -37,8 +36,7 @@ def order_grid(orders) -> tuple:
 
 
 def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, orders=None) -> float:
-    """opacus' RDP analysis (improved RDP → DP conversion) over ``orders``: None or "privbench" =
-    :data:`RDP_ORDERS` (up to 1024), "opacus" = opacus' default grid (up to 63), or a list of orders > 1."""
+    """opacus' RDP analysis (improved RDP → DP conversion) over ``orders`` (:func:`order_grid`)."""
     require("opacus", "the RDP accountant")
     from opacus.accountants import RDPAccountant  # lazy: the [dp] extra (opacus) is optional: require() above names it
 
