@@ -119,13 +119,15 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
            targets: list[str] | None = None) -> list[Path]:
     """Render a report of ``results`` into the folder ``out`` (``formats`` ⊆ html, csv, latex, markdown) and return
     the files written; in-memory results are written under ``out``/results first."""
-    from .reports import render_report
+    from .reports import output_folder, render_report
     from .reports.sources import check_sources, is_in_memory, write_in_memory
 
     items = check_sources(results)
     out = Path(out)
-    paths = write_in_memory(items, out / "results") if any(is_in_memory(x) for x in items) else [Path(x)
-                                                                                                   for x in items]
+    if any(is_in_memory(x) for x in items):
+        paths = write_in_memory(items, output_folder(out) / "results")
+    else:
+        paths = [Path(x) for x in items]
     for p in paths:
         if not p.exists():
             raise BadInput(f"{p}: no such file or directory")

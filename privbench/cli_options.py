@@ -17,6 +17,7 @@ from .bench.executor_options import ExecutorOptions
 from .core.config import MAX_SEED, Config, build_config, parse_set_args
 from .core.errors import BadInput
 from .core.threads import configure_threads, env_world_size
+from .core.validation import MAX_TARGET_NAME
 from .runs.outside_spec import OutsideSpec
 
 
@@ -227,7 +228,7 @@ def default_target_name(model_path) -> str:
         return hub_cache.HUB_ID.match(str(model_path))["repo"].split("/", 1)[1]
     p = Path(str(model_path).rstrip("/\\"))
     name = p.name if p.is_dir() or not p.suffix else p.parent.name
-    return name or "model"
+    return "".join(ch for ch in name if ch.isprintable())[:MAX_TARGET_NAME] or "model"
 
 
 # ---------------------------------------------------------------------- bench's executor

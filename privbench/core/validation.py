@@ -38,6 +38,20 @@ def integer_at_least(value, name: str, minimum: int) -> int:
     return int(value)
 
 
+#: the longest target name: it is part of folder and figure file names (a file name is at most 255 bytes)
+MAX_TARGET_NAME = 100
+
+
+def target_name(value: Any, name: str) -> str:
+    """A target's name as results, tables and file names carry it: 1..:data:`MAX_TARGET_NAME` printable
+    characters (a line break would split the one-line outputs)."""
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_TARGET_NAME or not value.isprintable():
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise BadInput(f"{name} {shown}: expected 1..{MAX_TARGET_NAME} printable characters (it names the model in "
+                       f"results and file names)")
+    return value
+
+
 def confidence(value: Any, name: str = "confidence") -> float:
     """A confidence level strictly between 0 and 1."""
     try:

@@ -15,6 +15,7 @@ import torch
 from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.jsonio import read_json_object, regular_file
+from ..core.validation import target_name
 from .external_base import (
     CONVERSIONS,
     DEFAULT_SCHEDULE_NOTE,
@@ -293,6 +294,7 @@ def wrap(model, scheduler=None, *, device=None, name: str = "model") -> Target:
     also a config file."""
     if isinstance(model, Target):
         return model
+    name = target_name(name, "wrap: name")
     from diffusers import UNet2DModel  # lazy: diffusers (seconds to import) only when this runs
 
     if not isinstance(model, torch.nn.Module) and hasattr(model, "unet"):

@@ -12,7 +12,7 @@ from ..core.config import MAX_CHANNELS
 from ..core.errors import BadInput
 from .external_base import MAX_SAMPLE_SIDE
 
-#: residual and attention blocks one network may describe; Stable Diffusion's UNet has 56 (SDXL's 326), so a
+#: residual and attention blocks one network may describe (SD 1.x's UNet: 44 by this count), so a
 #: config beyond this is not a diffusion model but a way to exhaust memory while its modules are created
 MAX_BLOCKS = 4096
 #: a CLIP text encoder's transformer layers at most (CLIP ViT-L/14 has 12, OpenCLIP ViT-bigG 32)
@@ -58,6 +58,10 @@ def scaling_factor(value, where: str) -> float:
 def check_unet_or_vae(cfg: dict, where: str) -> None:
     """``block_out_channels``, ``norm_num_groups`` and the block count of a diffusers UNet or VAE config (the
     class defaults apply to keys it leaves out)."""
+    for key in ("in_channels", "out_channels", "latent_channels"):
+        v = cfg.get(key)
+        if v is not None and (not _is_int(v) or not 1 <= v <= MAX_CHANNELS):
+            raise BadInput(f"{where}: config.json {key}={_short(v)}; expected an integer in 1..{MAX_CHANNELS}")
     channels = cfg.get("block_out_channels")
     if channels is not None:
         # their size is the parameter count's to bound (safe_load.check_size); here their kind and number

@@ -26,6 +26,16 @@ def report_title(d: Path, bench: dict | None, targets: list[dict]) -> str:
     return f"privbench report — {d.resolve().name}"
 
 
+def output_folder(out) -> Path:
+    """``out`` created if needed; BadInput when it cannot be (a file of that name, no permission)."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
+    return out
+
+
 def render_report(directory: str | Path, out: str | Path, formats: list[str] | None = None,
                   results_from: list | None = None, *, latex_style: str = "single",
                   attacks: list[str] | None = None, targets: list[str] | None = None) -> list[Path]:
@@ -45,11 +55,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         raise BadInput(f"{directory}: no such directory (give a run directory or a bench directory)")
     bench = read_bench(d) if (d / "bench.json").is_file() else None
     results = select_results(load_results(list(results_from) if results_from else [d]), attacks, targets)
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadInput(f"--out {out}: cannot create ({e.strerror})") from None
+    out = output_folder(out)
     from .present import paper_tables, test_preset_banner
 
     tables = Tables.build(results, bench, base=d)

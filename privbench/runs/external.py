@@ -20,6 +20,7 @@ from ..core.config import Config, apply_preset, check_seed, config_hash, parse_s
 from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS, DATASETS, PRESETS
+from ..core.validation import target_name
 from ..data.base import load_dataset
 from ..data.captions import check_template, template_captions
 from ..data.image_range import check_range_name, check_same_encoding
@@ -383,6 +384,7 @@ def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=N
     """Run ``attack`` on the outside model ``spec`` names and write ``<runs_dir>/external-<hash>/`` (an equal request
     reuses the finished run); ``strict`` as :meth:`ExternalTarget.plan` (a bench passes ``False``)."""
     external_config(spec.preset, seed, spec.sets, spec.dataset)  # a bad seed, before loading anything
+    target_name(spec.target_name, "--target")
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
     return execute(*load_external_target(spec).plan(attack, seed, runs_dir=runs_dir, strict=strict))
@@ -473,7 +475,9 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
     if x.dim() != 4:
         raise BadInput(f"{what}: expected images N×C×H×W in [-1, 1] (or (images, labels), or a SPEC path), "
                        f"got shape {tuple(x.shape)}")
-    if float(x.min()) < -1 - 1e-4 or float(x.max()) > 1 + 1e-4:
+    if len(x) and not bool(torch.isfinite(x).all()):
+        raise BadInput(f"{what}: images hold NaN or infinite values")
+    if len(x) and (float(x.min()) < -1 - 1e-4 or float(x.max()) > 1 + 1e-4):
         raise BadInput(f"{what}: images must lie in [-1, 1]")
     prov = {"spec": "in memory", "n": int(len(x)), "source_shape": list(x.shape[1:]), "range": "-1:1",
             "encoding": "float", "range_basis": "in-memory tensors must be in [-1, 1]"}

@@ -103,6 +103,8 @@ def test_overlap_by_dataset_index(world, tmp_path):
     (["--set", "attack.t=1000"], "attack.t=1000"),
     (["--scheduler-config", "/nonexistent/sched.json"], "file not found"),
     (["--attack", "extract", "--embedding", "/nonexistent/sscd.pt"], "attack.extract_embedding="),  # not dropped
+    (["--target", "x" * 101], "expected 1..100 printable characters"),  # it is part of file names
+    (["--target", "a\nb"], "--target 'a\\nb'"),  # a line break would split the one-line outputs
 ])
 def test_other_refusals(world, tmp_path, extra, needle):
     assert needle in _run(world, tmp_path, world / "pipe", "m.npz", "n.npz", *extra)
@@ -117,3 +119,25 @@ def test_missing_records_and_split_misuse(world, tmp_path):
     code, out, err = cli("attack", "--method", "centralized", "--attack", "pia", "--members", world / "m.npz",
                          "--runs-dir", tmp_path / "r2")
     assert code == 2 and "need --model" in err and not (tmp_path / "r2").exists()
+
+
+def test_in_memory_api_refusals(world, tmp_path):
+    """privbench.wrap / attack / report: bad names, NaN images and an output path that is a file are one BadInput."""
+    import privbench
+    from privbench.core.errors import BadInput
+
+    (xm, _), (xn, _), _ = digits_split(8, 8, seed=2)
+    unet = tiny_unet(0)
+    for name in ("", "x" * 101, "a\nb"):
+        with pytest.raises(BadInput, match="expected 1..100 printable characters"):
+            privbench.wrap(unet, DDPMScheduler(), name=name)
+    tgt = privbench.wrap(unet, DDPMScheduler())
+    bad = xm.clone()
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(BadInput, match="members: images hold NaN or infinite values"):
+        privbench.attack(tgt, bad, xn, "loss")
+    r = privbench.attack(tgt, xm, xn, "loss", bootstrap=0)
+    (tmp_path / "a_file").write_text("kept")
+    with pytest.raises(BadInput, match="cannot create"):
+        privbench.report([r], tmp_path / "a_file")
+    assert (tmp_path / "a_file").read_text() == "kept"

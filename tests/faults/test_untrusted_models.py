@@ -116,6 +116,16 @@ def test_sample_size_is_validated(tmp_path, records, size):
     assert nothing_written(runs)
 
 
+@pytest.mark.parametrize("key, value", [("in_channels", 0), ("out_channels", -3), ("in_channels", "1")])
+def test_channel_counts_are_validated(tmp_path, records, key, value):
+    """Channel counts are checked from config.json, before a network is built (torch warns on a zero one)."""
+    model = unet_folder(tmp_path / "unet", edit_config=lambda c: c.update({key: value}))
+    runs = tmp_path / "runs"
+    line = assert_one_line(attack_model(model, *records, runs), 2, f"{key}={value!r}")
+    assert "expected an integer in 1..4096" in line
+    assert nothing_written(runs)
+
+
 def test_records_are_not_upscaled_beyond_the_stated_factor(tmp_path, records):
     """8×8 records on a model of side 64 (8×): the scores would say nothing about the model."""
     model = unet_folder(tmp_path / "unet", edit_config=lambda c: c.update(sample_size=64))

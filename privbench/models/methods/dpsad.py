@@ -336,7 +336,7 @@ class DPSAD(Method):
 
 
 class DistillStep(DPSGDStep):
-    """DP-SAD's student step (module docstring, 2–3), a DP-SGD step of the one training loop: per record one
+    """DP-SAD's student step, a DP-SGD step of the one training loop: per record one
     timestep, the privatized student gradient, then the discriminator's step (docs/methods.md §6 steps 2–3). The
     discriminator and its optimizer are checkpointed and resumed with the student."""
 
