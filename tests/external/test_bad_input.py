@@ -121,7 +121,7 @@ def test_missing_records_and_split_misuse(world, tmp_path):
     assert code == 2 and "need --model" in err and not (tmp_path / "r2").exists()
 
 
-def test_in_memory_api_refusals(world, tmp_path):
+def test_in_memory_api_refusals(tmp_path):
     """privbench.wrap / attack / report: bad names, NaN images and an output path that is a file are one BadInput."""
     import privbench
     from privbench.core.errors import BadInput
