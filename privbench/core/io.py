@@ -57,6 +57,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+def check_writable(path: str | Path, what: str) -> None:
+    """BadInput unless a file can be created next to ``path`` (checked before long work whose output it is)."""
+    parent = Path(path).parent
+    if parent.exists() and not parent.is_dir():
+        raise BadInput(f"{what} {path}: {parent} is not a folder")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".privbench-probe-"):
+            pass
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot write there ({e.strerror})") from None
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -16,7 +16,7 @@ from ..core import distributed
 from ..core.config import MAX_PARAMETERS, Config
 from ..core.constants import MAX_SAMPLES
 from ..core.errors import BadInput
-from ..core.io import atomic_path, safe_name
+from ..core.io import atomic_path, check_writable, safe_name
 from ..core.registry import METHODS
 from ..data.base import load_dataset as _load_dataset
 from ..data.splits import config_client_split
@@ -216,6 +216,8 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     for opt, path in (("--out", out), ("--npz", npz)):
         if path and Path(path).is_dir():
             raise BadInput(f"{opt} {path}: is a directory; give a file name")
+        if path:
+            check_writable(path, opt)
     run_dir = run_dir_for(cfg, runs_dir)
     method = make_method(cfg, run_dir, device)
     method.check_target(target)

@@ -106,6 +106,14 @@ def test_sample_out_onto_a_directory_is_refused_first(tmp_path):
     assert entries(tmp_path / "runs") == [] and entries(tmp_path / "grid") == []
 
 
+@pytest.mark.parametrize("opt", ["--out", "--npz"])
+def test_sample_output_that_cannot_be_written_is_refused_first(tmp_path, opt):
+    (tmp_path / "a_file").write_text("kept")
+    r = cli("sample", *TEST, opt, tmp_path / "a_file" / "x.png", "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, "is not a folder")
+    assert entries(tmp_path / "runs") == [] and (tmp_path / "a_file").read_text() == "kept"
+
+
 # ------------------------------------------------------------------------------------------ the work failing
 
 def test_disk_full_simulated_exits_3_and_leaves_no_temporaries(tmp_path, monkeypatch):
