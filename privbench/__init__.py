@@ -15,6 +15,7 @@ bench.__class__ = _BenchPackage
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False):
     """(images N×C×H×W float in [−1, 1], labels N long) in the dataset's fixed order."""
+    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_dataset as _ld
 
     return _ld(name, data_root, download)
@@ -22,6 +23,7 @@ def load_dataset(name: str, data_root: str | None = None, download: bool = False
 
 def load_target(run_dir, target: str | None = None, device: str = "auto"):
     """A trained run's Target: ``predict_noise(x_t, t, y=None)``, ``alphas_cumprod``, ``num_classes``."""
+    # lazy: runs.train imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.train import load_target as _lt
 
     return _lt(run_dir, target, device)
@@ -31,6 +33,7 @@ def wrap(unet_or_pipeline, scheduler=None, *, device=None, name: str = "model"):
     """A Target from a diffusers pipeline / ``UNet2DModel`` (or a pytorch-ddpm UNet) already in memory;
     ``scheduler``: a diffusers scheduler or its config (default: the pipeline's own, else linear DDPM);
     ``device``: where the attacks run it (default: the model's own); ``name``: the target's name in results."""
+    # lazy: models.external imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .models.external import wrap as _wrap
 
     return _wrap(unet_or_pipeline, scheduler, device=device, name=name)
@@ -40,6 +43,7 @@ def attack(target, members, nonmembers, attack: str = "pia", **settings):
     """Run a registered attack → an object with ``metrics`` and ``scores`` (higher = member, members first) on
     ``members`` / ``nonmembers`` (images N×C×H×W in [−1, 1], (images, labels), or a SPEC path); writes nothing
     (docs/api.md §6)."""
+    # lazy: runs.external imports torch; `import privbench` stays light (docs/scaling.md §5)
     from .runs.external import attack_in_memory
 
     return attack_in_memory(target, members, nonmembers, attack, **settings)

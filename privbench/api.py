@@ -99,6 +99,7 @@ def audit(results: Iterable[ResultLike] | ResultLike, *, delta: float | None = N
           confidence: float = DEFAULT_CONFIDENCE) -> Audit:
     """Empirical ε lower bounds of every membership result, with one headline per model, family-wise at
     ``confidence`` (docs/accountants.md §3.4). ``delta``: default each model's formal or claimed δ, else 1e-5."""
+    # lazy: reports.audit loads numpy and safetensors; `import privbench` stays light
     from .reports.audit import audit_results, format_audit
     from .reports.sources import as_paths
 
@@ -119,6 +120,7 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
            targets: list[str] | None = None) -> list[Path]:
     """Render a report of ``results`` into the folder ``out`` (``formats`` ⊆ html, csv, latex, markdown) and return
     the files written; in-memory results are written under ``out``/results first."""
+    # lazy: reports.render_report imports pandas (and torch for figures); `import privbench` stays light
     from .reports import output_folder, render_report
     from .reports.sources import check_sources, is_in_memory, write_in_memory
 
@@ -143,6 +145,7 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
 def check(results: Iterable[ResultLike] | ResultLike, gates: str | os.PathLike) -> CheckResult:
     """The CI gate: every gate of ``gates`` (a YAML path or a shipped name) against every result it matches
     (docs/cli.md §10); returns the breaches."""
+    # lazy: reports.gates loads the results (numpy); `import privbench` stays light
     from .reports.gates import check_gates, skipped_optional
     from .reports.sources import as_paths
 
@@ -159,6 +162,7 @@ def bench(suite: str, *, out: str | None = None, device: str = "auto", runs_dir:
           executor: str | ExecutorOptions = "local") -> BenchResult:
     """Run (or resume) a suite (a shipped name or a YAML path) and write its bench folder and tables; the options
     are ``privbench bench``'s; ``executor``: a name or an :class:`ExecutorOptions` (docs/api.md §8)."""
+    # lazy: bench.runner imports torch; `import privbench` stays light
     from .bench.runner import run_suite
     from .reports.text import format_bench, write_bench_tables
 
@@ -181,6 +185,7 @@ class BenchPackage(types.ModuleType):
 
 def _accountants() -> dict[str, Any]:
     """mechanism → the accountant function of ``privbench account <mechanism>``."""
+    # lazy: privacy.dpsgd / privacy.ldp load scipy; `import privbench` stays light
     from .privacy.dpsgd import account_dpsgd
     from .privacy.ldp import account_ldp
 

@@ -186,6 +186,7 @@ def append_log(folder: Path, msg: str) -> None:
 
 def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
     """Tensors to a safetensors file (atomically), with string metadata."""
+    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
@@ -202,6 +203,7 @@ def save_weights(path: Path, tensors: dict, meta: dict | None = None) -> None:
 
 def load_weights(path: Path, device="cpu") -> dict:
     """A safetensors file's tensors (never runs code); a damaged file is BadInput naming it."""
+    # lazy: safetensors.torch imports torch; core.io imports no third-party module
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -202,6 +202,7 @@ def entry_attribute(var: str, name: str, attr: str, default: Any = None) -> Any:
     reg = globals()[var]
     reader = _static_reader() if name not in reg._entries else None
     if reader is not None:
+        # lazy: registry_source is read only by the light commands
         from .registry_source import Unresolvable, class_attribute
 
         try:
@@ -217,6 +218,7 @@ def entry_owners(var: str, name: str, attrs: tuple[str, ...]) -> set[str] | None
     reader = _static_reader() if name not in globals()[var]._entries else None
     if reader is None:
         return None
+    # lazy: registry_source is read only by the light commands
     from .registry_source import Unresolvable, attribute_owner
 
     try:

@@ -113,6 +113,7 @@ def retain_freed_memory() -> bool:
     """Keep freed heap memory in this process instead of returning it to the OS (glibc only; True if set): blocks
     up to 256 MB from the heap, up to 1 GiB kept, so a DP-SGD step on CPU does not fault its per-record gradient
     buffers in again every step."""
+    # lazy: ctypes only when threads are configured (`import privbench` stays light)
     import ctypes
     import ctypes.util
     import platform
@@ -132,6 +133,7 @@ def configure_threads(n: int | None = None) -> int:
     keep freed memory (:func:`retain_freed_memory`) and return the count. The inter-op pool, sized only before its
     first use, is otherwise left as it is (privbench runs no inter-op parallel work)."""
     global _configured, _explicit
+    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     explicit = n is not None or _user_omp_threads() is not None
@@ -153,6 +155,7 @@ def fit_threads_to_model(model) -> int:
     """One intra-op thread for a model below :data:`SMALL_MODEL_PARAMS` parameters when :func:`configure_threads`
     chose the count by default; returns the count in use (a no-op if configure_threads never ran)."""
     global _configured
+    # lazy: torch only where threads are set (`import privbench` stays light)
     import torch
 
     if _configured is None or _explicit or _configured == 1:

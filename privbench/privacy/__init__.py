@@ -17,6 +17,7 @@ _FROM = {
 def __getattr__(name: str):
     """The accounting functions of ``dpsgd`` and ``ldp``, imported on first use."""
     if name in _FROM:
+        # lazy: importlib only when an accounting name is asked for
         import importlib
 
         return getattr(importlib.import_module(_FROM[name], __name__), name)

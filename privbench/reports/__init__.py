@@ -56,6 +56,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
     bench = read_bench(d) if (d / "bench.json").is_file() else None
     results = select_results(load_results(list(results_from) if results_from else [d]), attacks, targets)
     out = output_folder(out)
+    # lazy: imports pandas (see render_report)
     from .present import paper_tables, test_preset_banner
 
     tables = Tables.build(results, bench, base=d)
@@ -78,11 +79,13 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
         figures = write_roc_figures(targets, out)
         written += [f for group in figures.values() for fig in group for f in fig["files"]]
     if "latex" in formats:
+        # lazy: imports pandas (see render_report)
         from .latex import write_latex
 
         written += write_latex(paper_tables(tables, targets, by_family=latex_style == "twocolumn"), out,
                                title=title, banner=banner, style=latex_style)
     if "markdown" in formats:
+        # lazy: imports pandas (see render_report)
         from .layout import drop_empty_columns
         from .markdown import write_markdown
 
@@ -91,6 +94,7 @@ def render_report(directory: str | Path, out: str | Path, formats: list[str] | N
                 for f in figures[group]]
         written.append(write_markdown(paper, out / "tables.md", title=title, banner=banner, figures=figs))
     if "html" in formats:
+        # lazy: imports pandas (see render_report)
         from .html import render_html
 
         written.append(render_html(tables, out / "index.html", title=title, source=d.resolve().name, bench=bench,

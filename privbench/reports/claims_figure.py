@@ -61,6 +61,7 @@ def write_claims_figure(df: pd.DataFrame, out: Path, formats=FIGURE_FORMATS) -> 
     rows = [r for r in df.to_dict("records") if _interval(r, "subject") or _interval(r, "baseline")]
     if not rows:
         return []
+    # lazy: matplotlib only when a figure is drawn
     from matplotlib.figure import Figure
 
     cols = min(grid_columns(len(rows)), 2)  # the subject and baseline names beside each panel need the width

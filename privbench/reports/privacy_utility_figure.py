@@ -148,6 +148,7 @@ def _no_ticks():
 def _legend_entries(fig, summary: pd.DataFrame) -> tuple[list, list[str]]:
     """Every line of every panel once (a panel may lack some: no FID, no baseline value), then a patch per band
     kind drawn."""
+    # lazy: matplotlib only when the figure is drawn
     from matplotlib.patches import Patch
 
     labelled: dict = {}
@@ -178,6 +179,7 @@ def _has_bars(summary: pd.DataFrame) -> bool:
 
 def panel_figure(summary: pd.DataFrame, col: str):
     """One panel, :data:`COLUMN_WIDTH` wide, its legend below the axes."""
+    # lazy: matplotlib only when the figure is drawn
     from matplotlib.figure import Figure
 
     fig = Figure(layout="constrained")
@@ -190,6 +192,7 @@ def panel_figure(summary: pd.DataFrame, col: str):
 
 def grid_figure(summary: pd.DataFrame):
     """Every panel, :data:`TEXT_WIDTH` wide; the legend in the last row's free slot, else below the grid."""
+    # lazy: matplotlib only when the figure is drawn
     from matplotlib.figure import Figure
 
     ncols = grid_columns(len(PANELS))

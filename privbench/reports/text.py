@@ -292,6 +292,7 @@ def write_bench_tables(res: dict) -> dict:
     """The bench's ``side_by_side.csv`` and ``results.csv`` from its finished attack cells; their paths are added
     to ``bench.json`` (key ``tables``) and to ``res``; ``res["_rows"]`` gets the side-by-side rows for
     :func:`format_bench`."""
+    # lazy: reports.tables loads pandas; reports.text (privbench attack) does not
     from .tables import Tables
 
     out_dir = Path(res["out"])

@@ -42,6 +42,7 @@ def to_diffusers_unet(den):
 
 
 def _scheduler_of(tgt):
+    # lazy: diffusers (seconds to import) only when this runs
     from diffusers import DDPMScheduler
 
     s = tgt.schedule
@@ -107,6 +108,7 @@ def export_target(run_dir, target: str | None = None, out=None) -> dict:
             unet.save_pretrained(str(tmp), safe_serialization=True)
             sched.save_pretrained(str(tmp))
         else:
+            # lazy: diffusers (seconds to import) only when this runs
             from diffusers import DDPMPipeline
 
             DDPMPipeline(unet=unet, scheduler=sched).save_pretrained(str(tmp), safe_serialization=True)

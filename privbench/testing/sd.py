@@ -59,12 +59,14 @@ def record_captions(labels, numbers=None) -> list[str]:
 
 
 def tokenizer():
+    # lazy: transformers (the t2i extra) loads only when a tiny model is built
     from transformers import CLIPTokenizer
 
     return CLIPTokenizer.from_pretrained(str(TOKENIZER_DIR), model_max_length=MAX_LEN)
 
 
 def text_encoder(tok, seed: int = 0):
+    # lazy: transformers (the t2i extra) loads only when a tiny model is built
     from transformers import CLIPTextConfig, CLIPTextModel
 
     torch.manual_seed(seed)
@@ -77,6 +79,7 @@ def text_encoder(tok, seed: int = 0):
 def vae(seed: int = 0, data: torch.Tensor | None = None):
     """A random AutoencoderKL with a near-deterministic posterior (as a trained SD VAE's: std ≈ 0) whose
     scaling_factor makes the latents unit-variance on ``data`` (SD's 0.18215 was found the same way)."""
+    # lazy: diffusers loads only when a tiny model is built
     from diffusers import AutoencoderKL
 
     torch.manual_seed(seed)
@@ -93,6 +96,7 @@ def vae(seed: int = 0, data: torch.Tensor | None = None):
 
 
 def unet(seed: int = 0, channels: int = 4, size: int = 4):
+    # lazy: diffusers loads only when a tiny model is built
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
@@ -108,6 +112,7 @@ LORA_MODULES = ["to_q", "to_k", "to_v", "to_out.0", "proj_in", "proj_out", "ff.n
 
 def add_lora(un, rank: int = LORA_RANK):
     """peft LoRA on the UNet (the base frozen), as diffusers' train_text_to_image_lora.py; returns its parameters."""
+    # lazy: peft (the t2i extra) loads only when a tiny model is built
     from peft import LoraConfig
 
     un.requires_grad_(False)
@@ -117,6 +122,7 @@ def add_lora(un, rank: int = LORA_RANK):
 
 def save_lora(un, folder: Path) -> Path:
     """pytorch_lora_weights.safetensors as diffusers' LoRA training script writes it."""
+    # lazy: diffusers and peft (the t2i extra) load only when a tiny model is built
     from diffusers import StableDiffusionPipeline
     from diffusers.utils import convert_state_dict_to_diffusers
     from peft.utils import get_peft_model_state_dict
@@ -127,6 +133,7 @@ def save_lora(un, folder: Path) -> Path:
 
 
 def scheduler():
+    # lazy: diffusers loads only when a tiny model is built
     from diffusers import DDPMScheduler
 
     return DDPMScheduler(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085,
