@@ -115,8 +115,10 @@ def read_json_or_none(path: Path, corrupt: str) -> Any:
 
 
 def safe_name(name: str) -> str:
-    """A target name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders)."""
-    return "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", "")) or "target"
+    """A name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders), at most 100
+    UTF-8 bytes so that a file name holding several stays under the file system's 255."""
+    kept = "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", ""))
+    return kept.encode()[:100].decode(errors="ignore") or "target"
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..core.constants import MEMBERSHIP, OUTSIDE
 from ..core.errors import BadInput
 from ..core.schema import Schema, extra_keys, given_order, optional
+from ..core.validation import target_name
 from ..core.version import STORE_VERSION, upgraded
 from ..privacy.claims import PrivacyClaim
 
@@ -114,7 +115,9 @@ class AttackResult(Schema):
         or a key of the wrong type."""
         if not isinstance(d, dict):
             raise BadInput(f"not a privbench result (a JSON {type(d).__name__}, not an object)")
-        return super().from_json(upgraded(d, d.get("schema_version"), "result.json"), where)
+        res = super().from_json(upgraded(d, d.get("schema_version"), "result.json"), where)
+        target_name(res.target, f"{where}.target" if where else "target")  # it becomes part of file names
+        return res
 
     @property
     def is_outside(self) -> bool:

@@ -72,6 +72,20 @@ def test_a_missing_scores_file_is_exit_2(store, tmp_path):
     assert_one_line(cli("check", "--gates", _gates(tmp_path), runs), 2, "scores.npz")
 
 
+
+@pytest.mark.parametrize("target", ["a" * 400, "a\nb"], ids=["400-characters", "line-break"])
+def test_a_target_name_no_file_or_line_can_hold_is_exit_2(store, tmp_path, target):
+    """A target name is part of the report's file names and of one-line outputs."""
+    runs, run_dir, out_dir = store
+    for f in (out_dir / "result.json", run_dir / "result.json"):
+        d = json.loads(f.read_text())
+        d["target"] = target
+        f.write_text(json.dumps(d))
+    line = assert_one_line(cli("report", runs, "--out", tmp_path / "rep"), 2, "target")
+    assert "expected 1..100 printable characters" in line
+    assert_one_line(cli("audit", runs), 2, "expected 1..100 printable characters")
+
+
 # ---------------------------------------------------------------------------------------------- labels
 
 def _labelled(store, label):
