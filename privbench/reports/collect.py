@@ -250,7 +250,8 @@ def verify_result(r: Result) -> None:
     for name, digest in recorded.items():
         f = r.attack_dir / Path(str(name)).name
         if not f.is_file():
-            raise BadInput(f"{f}: missing, but {r.path} records its SHA-256; the result cannot be verified (re-run "
+            what = "not a regular file" if f.exists() else "missing"
+            raise BadInput(f"{f}: {what}, but {r.path} records its SHA-256; the result cannot be verified (re-run "
                            f"the attack)")
         if sha256_file(f) != digest:
             raise BadInput(f"{f}: its SHA-256 differs from the one {r.path} records: the file was changed after "
