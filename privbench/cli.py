@@ -36,7 +36,7 @@ from .core.config import MAX_SEED, MAX_TIMESTEPS, all_keys, config_hash, parse_s
 from .core.constants import DEFAULT_DELTA
 from .core.errors import BadInput, WorkFailed
 from .core.registry import ATTACKS, entry_attribute, listing
-from .core.threads import configure_threads, passive_wait_by_default
+from .core.threads import check_thread_env, configure_threads, passive_wait_by_default
 from .core.version import __version__
 from .runs.outside_spec import OutsideSpec
 
@@ -215,6 +215,7 @@ def _print_version(ctx, _param, value):
               help=f"Show the version ({__version__}) and, in a git checkout, the commit, and exit.")
 def main():
     """privbench: train diffusion targets, attack them, account and report their privacy."""
+    check_thread_env()
     passive_wait_by_default()  # before any command imports torch (docs/scaling.md §1)
     _route_library_warnings()
 

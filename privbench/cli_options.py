@@ -16,7 +16,7 @@ import click
 from .bench.executor_options import ExecutorOptions
 from .core.config import MAX_SEED, Config, build_config, parse_set_args
 from .core.errors import BadInput
-from .core.threads import configure_threads, env_world_size
+from .core.threads import MAX_THREADS, configure_threads, env_world_size
 from .core.validation import MAX_TARGET_NAME
 from .runs.outside_spec import OutsideSpec
 
@@ -92,7 +92,7 @@ _COMMON = [
     click.option("--data-root", default=None, help="folder with torchvision-format datasets"),
     click.option("--download", is_flag=True, help="let torchvision download the dataset into --data-root"),
     click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout (progress on stderr)"),
-    click.option("--threads", default=None, type=click.IntRange(min=1),
+    click.option("--threads", default=None, type=click.IntRange(1, MAX_THREADS),
                  help="CPU threads of this process [default: the cores it may use / concurrent workers]"),
 ]
 
@@ -258,6 +258,6 @@ executor_options = option_group("executor", [
     click.option("--retries", default=None, type=click.IntRange(0, 100),
                  help="times a failed cell is tried again before it is recorded as failed (default: 1 with ray, 0 "
                       "local)"),
-    click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, 1024),
+    click.option("--cpus-per-task", default=1, show_default=True, type=click.IntRange(1, MAX_THREADS),
                  help="ray, slurm: CPUs each task reserves, and the torch threads it uses"),
 ], _executor)

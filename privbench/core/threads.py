@@ -97,6 +97,19 @@ def concurrent_workers() -> int:
     return max(env_positive_int(var, 1) for var in ("PRIVBENCH_WORKERS", "LOCAL_WORLD_SIZE"))
 
 
+#: the most CPU threads a process may use (--threads, $OMP_NUM_THREADS): beyond any machine's cores, below where
+#: creating the thread pools fails and the process dies
+MAX_THREADS = 1024
+
+
+def check_thread_env() -> None:
+    """BadInput for an ``$OMP_NUM_THREADS`` above :data:`MAX_THREADS` (checked before numpy or torch load: their
+    pools are sized from it when they are imported)."""
+    n = _user_omp_threads()
+    if n is not None and n > MAX_THREADS:
+        raise BadInput(f"$OMP_NUM_THREADS={n}: at most {MAX_THREADS} threads")
+
+
 def _user_omp_threads() -> int | None:
     raw = os.environ.get("OMP_NUM_THREADS", "").strip()
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
@@ -139,8 +152,8 @@ def configure_threads(n: int | None = None) -> int:
     explicit = n is not None or _user_omp_threads() is not None
     if n is None:
         n = default_threads()
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise BadInput(f"--threads {n!r}: expected a positive integer")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_THREADS:
+        raise BadInput(f"--threads {n!r}: expected an integer in 1..{MAX_THREADS}")
     torch.set_num_threads(n)
     retain_freed_memory()
     try:

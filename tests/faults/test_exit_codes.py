@@ -106,6 +106,16 @@ def test_sample_out_onto_a_directory_is_refused_first(tmp_path):
     assert entries(tmp_path / "runs") == [] and entries(tmp_path / "grid") == []
 
 
+def test_a_thread_count_that_would_kill_the_process_is_refused(tmp_path, monkeypatch):
+    """100000 threads cannot be created (libgomp): the process would die, or numpy fail to import."""
+    r = cli("train", *TEST, "--threads", "100000", "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, "--threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "100000")
+    r = cli("train", *TEST, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, "$OMP_NUM_THREADS=100000: at most 1024 threads")
+    assert entries(tmp_path / "runs") == []
+
+
 @pytest.mark.parametrize("opt", ["--out", "--npz"])
 def test_sample_output_that_cannot_be_written_is_refused_first(tmp_path, opt):
     (tmp_path / "a_file").write_text("kept")
