@@ -249,6 +249,19 @@ def load_records(spec, *, image_shape=None, dataset: str | None = None, data_roo
     return x.contiguous(), y, prov
 
 
+def repeated_count(x: torch.Tensor, index=None) -> int:
+    """How many records of one set repeat an earlier one: the same dataset index, or the same pixels on the 8-bit
+    grid (a record counted twice would count twice in every rate and interval)."""
+    repeated: set[int] = set()
+    for keys in (grid_digests(x), None if index is None else np.asarray(index).tolist()):
+        seen: set = set()
+        for i, k in enumerate(keys or ()):
+            if k in seen:
+                repeated.add(i)
+            seen.add(k)
+    return len(repeated)
+
+
 def shared_count(members: torch.Tensor, nonmembers: torch.Tensor, mem_index=None, non_index=None) -> int:
     """How many member records also appear among the non-members: same dataset index, or the same pixels on the
     8-bit grid (:func:`~privbench.data.image_range.grid_digests`), so a re-encoded copy is found too."""

@@ -24,7 +24,15 @@ from ..core.validation import target_name
 from ..data.base import load_dataset
 from ..data.captions import check_template, template_captions
 from ..data.image_range import check_range_name, check_same_encoding
-from ..data.records_io import dataset_records, fit_to_model, load_records, read_split, records_sha256, shared_count
+from ..data.records_io import (
+    dataset_records,
+    fit_to_model,
+    load_records,
+    read_split,
+    records_sha256,
+    repeated_count,
+    shared_count,
+)
 from ..metrics.roc import FPR_OF, resolvable, unresolvable_reason
 from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
@@ -134,6 +142,12 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
     if k:
         raise BadInput(f"members and non-members share {k} records (same dataset index, or the same pixels on the "
                        f"8-bit grid in the model's [-1, 1]); a record cannot be both")
+    for what, s in (("members", mem), ("non-members", non)):
+        k = repeated_count(s.x, s.index)
+        if k:
+            raise BadInput(f"{what} {s.provenance.get('spec')}: {k} record{'s repeat' if k > 1 else ' repeats'} an "
+                           f"earlier one (same dataset index, or the same pixels on the 8-bit grid); give each record "
+                           f"once")
     check_same_encoding(mem.provenance, non.provenance)  # after the overlap: a re-encoded copy is named as such
     if num_classes:
         for what, s in (("--members", mem), ("--nonmembers", non)):

@@ -89,6 +89,19 @@ def test_overlapping_members_and_nonmembers_count(world, tmp_path):
     assert "share 3 records" in line
 
 
+def test_a_record_given_twice_in_one_set(world, tmp_path):
+    """A repeated record would count twice in every rate and interval: by pixels, and by dataset index."""
+    (xm, ym), _, _ = digits_split(8, 8, seed=2)
+    write_npz(tmp_path / "twice.npz", torch.cat([xm, xm[:2]]), torch.cat([ym, ym[:2]]))
+    line = _run(world, tmp_path, world / "pipe", str(tmp_path / "twice.npz"), "n.npz")
+    assert "members" in line and "2 records repeat an earlier one" in line
+    np.save(tmp_path / "idx.npy", np.array([3, 4, 5, 3]))
+    np.save(tmp_path / "other.npy", np.array([10, 11, 12, 13]))
+    line = _run(world, tmp_path, world / "pipe", str(tmp_path / "other.npy"), str(tmp_path / "idx.npy"),
+                "--dataset", "digits")
+    assert "non-members" in line and "1 record repeats an earlier one" in line
+
+
 def test_overlap_by_dataset_index(world, tmp_path):
     np.save(tmp_path / "a.npy", np.array([1, 2, 3, 4, 5]))
     np.save(tmp_path / "b.npy", np.array([4, 5, 6, 7]))
