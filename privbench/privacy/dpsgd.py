@@ -293,6 +293,9 @@ def noise_multiplier_for_epsilon(epsilon: float, sample_rate: float, steps: int,
 def account_dpsgd(noise_multiplier: Optional[float], sample_rate: float, steps: int, delta: float,
                   epsilon: Optional[float] = None, accountant: str = "prv", rdp_orders=None) -> dict:
     """The ``privbench account dpsgd --json`` object (docs/cli.md §4.5); with ``epsilon``, σ is calibrated."""
+    if epsilon is not None and noise_multiplier is not None:
+        raise BadInput("account dpsgd: give --noise-multiplier (ε of that noise) or --epsilon (the noise for that ε), "
+                       "not both")
     if epsilon is not None:
         out = noise_multiplier_for_epsilon(epsilon, sample_rate, steps, delta, accountant=accountant,
                                            rdp_orders=rdp_orders)

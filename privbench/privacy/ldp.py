@@ -14,6 +14,7 @@ import numpy as np
 from scipy import optimize
 
 from ..core.errors import BadInput
+from ..core.sections import MAX_TIMESTEPS
 from ..core.validation import open_unit, positive_finite, real
 from .accountants.base import check_clip, check_sigma, ldp_accountant, ldp_accountants
 from .accountants.ldp_analytic import epsilon_analytic_gaussian
@@ -50,8 +51,10 @@ def _check_t0(t0, num_timesteps: int) -> int:
 
 
 def _check_schedule(num_timesteps, beta_start, beta_end, beta_schedule) -> tuple[int, float, float, str]:
-    if isinstance(num_timesteps, bool) or not isinstance(num_timesteps, numbers.Integral) or num_timesteps < 1:
-        raise BadInput(f"steps={num_timesteps!r}: the number of diffusion timesteps must be an integer >= 1")
+    if isinstance(num_timesteps, bool) or not isinstance(num_timesteps, numbers.Integral) or \
+            not 1 <= num_timesteps <= MAX_TIMESTEPS:
+        raise BadInput(f"steps={num_timesteps!r}: the number of diffusion timesteps must be an integer in "
+                       f"[1, {MAX_TIMESTEPS}]")
     bs, be = real(beta_start, "beta_start"), real(beta_end, "beta_end")
     for name, v in (("beta_start", bs), ("beta_end", be)):
         if not (0.0 < v < 1.0):

@@ -182,7 +182,8 @@ def test_basis():
     dict(sample_rate=0), dict(sample_rate=1.5), dict(sample_rate=-0.1),
     dict(steps=0), dict(steps=2.5), dict(steps=True),
     dict(delta=0), dict(delta=1), dict(accountant="moments"), dict(accountant="gdp"),
-    dict(epsilon=0), dict(epsilon=-1),
+    dict(epsilon=0, noise_multiplier=None), dict(epsilon=-1, noise_multiplier=None),
+    dict(epsilon=1.0),  # and noise_multiplier=1.0: which one the ε is for would be a guess
 ])
 def test_bad_input(kwargs):
     args = dict(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-5, epsilon=None, accountant="rdp")

@@ -271,7 +271,7 @@ def test_pfdm_privacy_block():
     dict(t0=0), dict(t0=1001), dict(t0=690.5), dict(t0=True), dict(t0="690"),
     dict(delta=0), dict(delta=1), dict(delta=-1e-5), dict(delta=float("nan")),
     dict(epsilon=0), dict(epsilon=-1), dict(epsilon=float("inf")),
-    dict(steps=0), dict(steps=10.5), dict(beta_start=0), dict(beta_end=1.5), dict(beta_start=float("nan")),
+    dict(steps=0), dict(steps=10.5), dict(steps=10**9, t0=100), dict(beta_start=0), dict(beta_end=1.5), dict(beta_start=float("nan")),
 ])
 def test_account_ldp_bad_input(kwargs):
     args = dict(clip=10, t0=690, delta=1e-5, epsilon=None) | kwargs
