@@ -168,6 +168,11 @@ def bench(suite: str, *, out: str | None = None, device: str = "auto", runs_dir:
 
     if isinstance(executor, str):
         executor = ExecutorOptions(executor)
+    if not isinstance(executor, ExecutorOptions):
+        raise BadInput(f"executor: expected 'local', 'ray', 'slurm' or privbench.api.ExecutorOptions, got "
+                       f"{type(executor).__name__}")
+    if isinstance(sets, str):  # one KEY=VALUE pair, not its characters
+        sets = [sets]
     res = write_bench_tables(run_suite(suite, out=out, device=device, runs_dir=runs_dir, preset=preset,
                                        sets=tuple(sets), inception_weights=inception_weights, executor=executor))
     text = format_bench(res)

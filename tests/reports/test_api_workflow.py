@@ -158,6 +158,10 @@ def test_bench_refuses_bad_options_before_running():
         privbench.bench("tiny", executor=api.ExecutorOptions(address="auto"))
     with pytest.raises(BadInput, match="--address"):
         api.bench("tiny", executor=api.ExecutorOptions(address="auto"))
+    with pytest.raises(BadInput, match="executor: expected 'local', 'ray', 'slurm' or privbench.api.ExecutorOptions"):
+        privbench.bench("tiny", executor=2)
+    with pytest.raises(BadInput, match="--set 'nokey'"):  # a string is one pair, not a list of its characters
+        privbench.bench("tiny", sets="nokey")
 
 
 def test_import_stays_light_and_bench_is_both_the_function_and_the_package():
