@@ -126,6 +126,8 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
 
     items = check_sources(results)
     out = Path(out)
+    # a string is the command line's comma-separated list, not a sequence of its characters
+    formats, attacks, targets = (v.split(",") if isinstance(v, str) else v for v in (formats, attacks, targets))
     if any(is_in_memory(x) for x in items):
         paths = write_in_memory(items, output_folder(out) / "results")
     else:

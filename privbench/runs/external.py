@@ -485,7 +485,18 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
     y = None
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
         obj, y = obj
-    x = torch.as_tensor(obj).float()
+    try:
+        x = torch.as_tensor(obj).float()
+    except (TypeError, ValueError, RuntimeError):
+        raise BadInput(f"{what}: expected images N×C×H×W in [-1, 1] (or (images, labels), or a SPEC path), got a "
+                       f"{type(obj).__name__} that is not an array") from None
+    if y is not None:
+        try:
+            y = torch.as_tensor(y)
+        except (TypeError, ValueError, RuntimeError):
+            raise BadInput(f"{what}: labels must be an array of integers, got a {type(y).__name__}") from None
+        if y.is_floating_point() and not bool((y == y.round()).all()):
+            raise BadInput(f"{what}: labels must be integers (class indices)")
     if x.dim() != 4:
         raise BadInput(f"{what}: expected images N×C×H×W in [-1, 1] (or (images, labels), or a SPEC path), "
                        f"got shape {tuple(x.shape)}")
@@ -497,7 +508,7 @@ def _in_memory_set(obj, image_shape, what: str) -> RecordSet:
             "encoding": "float", "range_basis": "in-memory tensors must be in [-1, 1]"}
     x = fit_to_model(x.cpu().contiguous(), image_shape, what, prov)
     if y is not None:
-        y = torch.as_tensor(y).long().view(-1)
+        y = y.long().view(-1)
         if len(y) != len(x):
             raise BadInput(f"{what}: {len(y)} labels for {len(x)} images")
     return RecordSet(x, y, None, prov)

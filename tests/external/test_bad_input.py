@@ -149,7 +149,14 @@ def test_in_memory_api_refusals(tmp_path):
     bad[0, 0, 0, 0] = float("nan")
     with pytest.raises(BadInput, match="members: images hold NaN or infinite values"):
         privbench.attack(tgt, bad, xn, "loss")
+    with pytest.raises(BadInput, match="members: expected images N×C×H×W .* got a generator that is not an array"):
+        privbench.attack(tgt, (x for x in xm), xn, "loss")
+    with pytest.raises(BadInput, match="members: labels must be integers"):
+        privbench.attack(tgt, (xm, torch.full((len(xm),), 0.5)), xn, "loss")
     r = privbench.attack(tgt, xm, xn, "loss", bootstrap=0)
+    files = privbench.report([r], tmp_path / "rep", formats="csv,markdown")  # the command line's list
+    suffixes = {f.suffix for f in files}
+    assert {".csv", ".md"} <= suffixes and not {".html", ".tex"} & suffixes, files
     (tmp_path / "a_file").write_text("kept")
     with pytest.raises(BadInput, match="cannot create"):
         privbench.report([r], tmp_path / "a_file")
