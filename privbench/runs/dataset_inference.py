@@ -14,7 +14,7 @@ from ..attacks.statistics import LOSS_STATISTIC, attack_distance, statistic_atta
 from ..core.errors import BadInput
 from ..metrics.set_inference import set_inference_test
 from ..metrics.split_shift import flagged
-from .external import OutsideSpec, load_external_target
+from .external import OutsideSpec, load_external_target, refuse_repeated
 
 DEFAULT_STATISTICS = ("loss", "pia", "sima")
 
@@ -42,6 +42,7 @@ def infer_dataset(model_path, suspect, reference, *, statistics=DEFAULT_STATISTI
     ext = load_external_target(OutsideSpec(model_path, suspect, reference, device=device, arch=arch,
                                            scheduler_config=scheduler_config, use_ema=use_ema, dataset=dataset,
                                            data_root=data_root))
+    refuse_repeated(ext.mem, ext.non)  # the set test counts records
     rec = ext.records
     is_s = rec.labels.numpy() == 1
     feats = record_statistics(ext.tgt, rec, names, seed)

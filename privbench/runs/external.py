@@ -128,6 +128,17 @@ def load_member_sets(members, nonmembers, image_shape, *, dataset=None, data_roo
     return m, n
 
 
+def refuse_repeated(mem: RecordSet, non: RecordSet) -> None:
+    """BadInput when a set holds one record twice: membership rates, intervals and set tests count records, and a
+    repeated one would count as two. (A training set with duplicates is extract's and memorization's subject.)"""
+    for what, s in (("members", mem), ("non-members", non)):
+        k = repeated_count(s.x, s.index)
+        if k:
+            raise BadInput(f"{what} {s.provenance.get('spec')}: {k} record{'s repeat' if k > 1 else ' repeats'} an "
+                           f"earlier one (same dataset index, or the same pixels on the 8-bit grid); a membership "
+                           f"test counts each record once")
+
+
 def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | None) -> Records:
     """Members then non-members as :class:`Records`; refuses too few records, overlap and missing or bad labels."""
     if len(mem.x) < MIN_RECORDS or len(non.x) < MIN_RECORDS:
@@ -142,12 +153,6 @@ def build_external_records(mem: RecordSet, non: RecordSet, num_classes: int | No
     if k:
         raise BadInput(f"members and non-members share {k} records (same dataset index, or the same pixels on the "
                        f"8-bit grid in the model's [-1, 1]); a record cannot be both")
-    for what, s in (("members", mem), ("non-members", non)):
-        k = repeated_count(s.x, s.index)
-        if k:
-            raise BadInput(f"{what} {s.provenance.get('spec')}: {k} record{'s repeat' if k > 1 else ' repeats'} an "
-                           f"earlier one (same dataset index, or the same pixels on the 8-bit grid); give each record "
-                           f"once")
     check_same_encoding(mem.provenance, non.provenance)  # after the overlap: a re-encoded copy is named as such
     if num_classes:
         for what, s in (("--members", mem), ("--nonmembers", non)):
@@ -236,6 +241,8 @@ class ExternalTarget:
         cfg = external_config(self.preset, seed, self.sets, self.dataset)
         _schedule_into(cfg, self.tgt)
         att = make_attack(cfg, attack, strict=strict)
+        if att.kind == MEMBERSHIP:
+            refuse_repeated(self.mem, self.non)
         source = OutsideSource(self, cfg, Path(), runs_dir)
         refuse(att, source, source.capabilities)
         h = run_hash(self.prov, self.records, att, cfg, self.name, self.claim, self.captions)
@@ -529,6 +536,8 @@ def attack_in_memory(target, members, nonmembers, attack: str, *, seed: int = 0,
     shape = tgt.meta.get("shape")
     mem = _in_memory_set(members, shape, "members")
     non = _in_memory_set(nonmembers, shape, "nonmembers")
+    if att.kind == MEMBERSHIP:
+        refuse_repeated(mem, non)
     ext = ExternalTarget(tgt, {}, mem, non, None, tgt.name, "tiny", (), None)
     source = OutsideSource(ext, cfg, None)
     refuse(att, source, source.capabilities)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core.errors import BadInput
 from ..core.registry import DATASETS
 from ..metrics.split_shift import DEFAULT_FOLDS, DEFAULT_PERMUTATIONS, check_permutations, split_shift
-from .external import build_external_records, load_member_sets
+from .external import build_external_records, load_member_sets, refuse_repeated
 
 
 def check_split(members=None, nonmembers=None, *, split=None, dataset: str | None = None, data_root=None,
@@ -26,6 +26,7 @@ def check_split(members=None, nonmembers=None, *, split=None, dataset: str | Non
     mem, non = load_member_sets(members, nonmembers, None, dataset=dataset, data_root=data_root, split=split,
                                 records_range=records_range)
     build_external_records(mem, non, None)  # shared records and different encodings are bad input here too
+    refuse_repeated(mem, non)  # a repeated record would sit in a training and a test fold of the classifier
     out = split_shift(mem.x, non.x, folds=folds, seed=seed, permutations=permutations,
                       member_captions=mem.captions, nonmember_captions=non.captions)
     out["members"] = {k: v for k, v in mem.provenance.items() if k != "index"}
