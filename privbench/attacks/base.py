@@ -237,7 +237,9 @@ class Attack:
         choices = cls.variant_choices()
         for v in values:
             keys = [k for k, ch in choices.items() if v in ch]
-            if len(keys) != 1 or keys[0] in out:
+            if len(keys) == 1 and keys[0] in out:
+                raise BadInput(f"attack variant {cls.name}@{out[keys[0]]}@{v}: both set {keys[0]}; name one of them")
+            if len(keys) != 1:
                 named = "; ".join(f"{k}: {', '.join(map(str, ch))}" for k, ch in choices.items()) or "none"
                 raise BadInput(f"attack variant {cls.name}@{v}: not a variant of {cls.name} (its variants, "
                                f"by setting: {named})")

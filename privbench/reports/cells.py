@@ -25,7 +25,8 @@ def _missing(v: Any) -> bool:
 
 
 def num(v: Any, nd: int = 3) -> str:
-    """A number with ``nd`` decimals; ``–`` when missing, ``∞`` when infinite; other values as text."""
+    """A number with ``nd`` decimals (in scientific notation from 1e6 on, where decimals would print hundreds of
+    digits: a claimed ε of 1e308); ``–`` when missing, ``∞`` when infinite; other values as text."""
     if _missing(v):
         return NONE_TEXT
     if isinstance(v, bool):
@@ -37,7 +38,7 @@ def num(v: Any, nd: int = 3) -> str:
             return str(v)
         if math.isinf(f):
             return INF_TEXT if f > 0 else "−" + INF_TEXT
-        return f"{f:.{nd}f}"
+        return f"{f:.{nd}e}" if abs(f) >= 1e6 else f"{f:.{nd}f}"
     return str(v)
 
 

@@ -83,6 +83,12 @@ def test_a_statistic_that_is_not_one_is_refused_in_one_line(bad):
         RMIA.variant_overrides([bad])
 
 
+def test_two_variants_of_one_setting_are_named_as_such():
+    with pytest.raises(BadInput, match="lira@online@offline: both set reference_pool"):
+        LiRA.variant_overrides(["online", "offline"])
+    assert LiRA.variant_overrides(["online", "official"]) == {"reference_pool": "online", "lira_convention": "official"}
+
+
 def test_sima_mc_is_the_mean_norm_over_fixed_noised_queries():
     from attack_fakes import SCHEDULE
 

@@ -111,6 +111,13 @@ def test_an_interval_contains_its_value():
         assert shown_lo <= round(v, 3) <= shown_hi or not (lo <= round(v, 3) <= hi)
 
 
+def test_a_huge_number_is_a_short_cell():
+    """A user may claim ε = 1e308: a fixed-decimals cell would print 309 digits."""
+    from privbench.reports.cells import num
+
+    assert num(1e308) == "1.000e+308" and num(-2.5e6, 2) == "-2.50e+06" and num(999999.0) == "999999.000"
+
+
 def test_several_attacks_on_an_outside_model_print_one_table(tmp_path):
     from privbench.reports.text import result_summary
 
