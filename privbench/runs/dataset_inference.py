@@ -37,6 +37,9 @@ def infer_dataset(model_path, suspect, reference, *, statistics=DEFAULT_STATISTI
     names = [s.strip() for s in statistics if s.strip()]
     if not names:
         raise BadInput("--statistics: name at least one per-record statistic")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BadInput(f"--statistics: {', '.join(twice)} named twice (each is one feature of the test)")
     for n in names:
         statistic_attack(n, 1)  # an unknown statistic is bad input, before loading anything
     ext = load_external_target(OutsideSpec(model_path, suspect, reference, device=device, arch=arch,

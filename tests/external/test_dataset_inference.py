@@ -29,3 +29,6 @@ def test_infer_dataset_bad_statistic_is_one_line(memorized):
     code, out, err = cli("infer-dataset", "--model", memorized["pipeline"], "--suspect", memorized["members"],
                          "--reference", memorized["nonmembers"], "--statistics", "loss,gsa")
     assert code == 2 and "not a per-record statistic" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("infer-dataset", "--model", memorized["pipeline"], "--suspect", memorized["members"],
+                         "--reference", memorized["nonmembers"], "--statistics", "loss,pia,loss")
+    assert code == 2 and "--statistics: loss named twice" in err and len(err.strip().splitlines()) == 1
