@@ -122,12 +122,16 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
     the files written; in-memory results are written under ``out``/results first."""
     # lazy: reports.render_report imports pandas (and torch for figures); `import privbench` stays light
     from .reports import output_folder, render_report
+    from .reports.layout import parse_names
     from .reports.sources import check_sources, is_in_memory, write_in_memory
 
     items = check_sources(results)
     out = Path(out)
     # a string is the command line's comma-separated list, not a sequence of its characters
-    formats, attacks, targets = (v.split(",") if isinstance(v, str) else v for v in (formats, attacks, targets))
+    if isinstance(formats, str):
+        formats = [f.strip() for f in formats.split(",") if f.strip()]
+    attacks = parse_names(attacks, "--attacks") if isinstance(attacks, str) else attacks
+    targets = parse_names(targets, "--targets") if isinstance(targets, str) else targets
     if any(is_in_memory(x) for x in items):
         paths = write_in_memory(items, output_folder(out) / "results")
     else:

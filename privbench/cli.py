@@ -605,10 +605,7 @@ def bench(suite, out, device, runs_dir, preset, sets, inception_weights, executo
 @click.option("--json", "as_json", is_flag=True, help='print {"out", "files": [paths]}')
 def report(directory, out, formats, latex_style, attacks, targets, as_json):
     """Render a run or a bench: one self-contained HTML page, CSV, LaTeX and Markdown tables, ROC figures."""
-    parse_names = lib("reports.layout").parse_names
-    paths = api.report([directory], out, [f.strip() for f in formats.split(",") if f.strip()],
-                      latex_style=latex_style, attacks=parse_names(attacks, "--attacks"),
-                      targets=parse_names(targets, "--targets"))
+    paths = api.report([directory], out, formats, latex_style=latex_style, attacks=attacks, targets=targets)
     _emit({"out": str(out), "files": [str(p) for p in paths]}, as_json, "\n".join(str(p) for p in paths))
 
 

@@ -114,11 +114,15 @@ def read_json_or_none(path: Path, corrupt: str) -> Any:
         raise BadInput(f"{path}: {corrupt}") from None
 
 
+#: the most UTF-8 bytes a name takes in a file name (:func:`safe_name`)
+MAX_NAME_BYTES = 100
+
+
 def safe_name(name: str) -> str:
-    """A name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders), at most 100
-    UTF-8 bytes so that a file name holding several stays under the file system's 255."""
+    """A name as a file-name part: ``client:0`` → ``client0`` (names in run and attack folders), at most
+    :data:`MAX_NAME_BYTES` UTF-8 bytes so that a file name holding several stays under the file system's 255."""
     kept = "".join(ch if ch.isalnum() or ch in "-_." else "" for ch in name.replace(":", ""))
-    return kept.encode()[:100].decode(errors="ignore") or "target"
+    return kept.encode()[:MAX_NAME_BYTES].decode(errors="ignore") or "target"
 
 
 @contextlib.contextmanager
