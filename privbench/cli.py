@@ -341,9 +341,8 @@ def _attack_results(command, method, dataset, attack_name, target, model: Outsid
                 for a in names], True
     cfg = opts.config(method, dataset)
     names = _attack_list(attack_name, cfg)
-    run_attack = lib("runs.attack").run_attack
-    return [run_attack(cfg, a, target, runs_dir=opts.runs_dir, device=opts.device, strict=len(names) == 1).to_json()
-            for a in names], False
+    results = lib("runs.attack").run_attacks(cfg, names, target, runs_dir=opts.runs_dir, device=opts.device)
+    return [r.to_json() for r in results], False
 
 
 @main.command()

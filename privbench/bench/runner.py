@@ -20,6 +20,7 @@ from ..core.progress import bar, enabled, outer_only
 from ..core.provenance import git_commit, version
 from ..data.user_records import registered_paths
 from ..runs.attack import cached_result
+from ..runs.loaded import shared_targets
 from ..runs.store import default_runs_dir
 from .cell_run import run_cell
 from .cell_schema import BenchCell, cells_of
@@ -89,7 +90,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
                 (ray_exec or pool).run(cells, runs=runs, device=device, n_samples=n_samples, fcfg=fcfg,
                                        log_path=log_path, write=write, pb=pb, report_failure=report_failure)
             else:
-                _run_here(cells, runs, device, n_samples, fcfg, log_path, retries, write, pb, report_failure)
+                with shared_targets():
+                    _run_here(cells, runs, device, n_samples, fcfg, log_path, retries, write, pb, report_failure)
     finally:
         pb.close()
         if ray_exec is not None:
@@ -203,7 +205,7 @@ def _start_executor(executor: ExecutorOptions, retries: int, cells, device: str,
 
 
 def _run_here(cells, runs, device, n_samples, fcfg, log_path, retries: int, write, pb, report_failure) -> None:
-    """The local executor: the cells one after another in this process."""
+    """The local executor: the cells one after another in this process (a run's models loaded once for its cells)."""
     for c in cells:
         if c.status != "pending":
             pb.update(1)

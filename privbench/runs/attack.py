@@ -25,6 +25,7 @@ from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
 from ..core.registry import ATTACKS
 from ..metrics.plots import plot_image_grid, plot_roc
 from ..metrics.roc import calibrated_metrics, membership_metrics
+from .loaded import load_target, shared_targets
 from .references import build_references, check_pool
 from .result_schema import AttackResult, ThreatModel, Timing
 from .store import done_digest, read_done, run_dir_for, run_lock, verified_done
@@ -235,7 +236,7 @@ class NativeSource:
 
     def stage(self, attack: Attack, out_dir: Path, timing: dict) -> Staged:
         method, cfg = self.method, self.cfg
-        tgt = method.load_target(self.name)
+        tgt = load_target(method, self.name)
         refuse(attack, self, tgt.capabilities)
         records = build_records(method, self.name)
         qx, qy = tgt.query_inputs(records.x, records.y)  # a latent target: latents and caption rows
@@ -269,6 +270,15 @@ def run_attack(cfg, attack_name: str, target: str | None = None, runs_dir=None, 
     """Validate, train if needed, attack, write the results; returns the result. ``strict``: :func:`make_attack`."""
     attack = make_attack(cfg, attack_name, strict=strict)
     return execute(attack, NativeSource.of(cfg, target, runs_dir, device))
+
+
+def run_attacks(cfg, attack_names, target: str | None = None, runs_dir=None, device="auto") -> list[AttackResult]:
+    """:func:`run_attack` for each of ``attack_names`` on one target, in order, its models loaded once
+    (``--attack a,b,c``); ``strict`` only for a single attack (``attack.*`` settings of the others apply where
+    they fit)."""
+    with shared_targets():
+        return [run_attack(cfg, a, target, runs_dir=runs_dir, device=device, strict=len(attack_names) == 1)
+                for a in attack_names]
 
 
 def execute(attack: Attack, source) -> AttackResult:

@@ -26,6 +26,7 @@ from ..core.registry import METHODS
 from ..core.seeding import sub_seed
 from ..data.splits import MemberSplit, reference_pool
 from ..models.method import RunContext, run_partition
+from .loaded import load_target
 from .store import run_lock
 
 LOG = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def build_references(cfg, method, target_name: str, records: Records, *, n: int,
         ref_method, _ = train_reference(cfg, store, i, pool, device, log=ctx.log, public=ctx.split.public,
                                         public_mode=ctx.split.public_mode, runs_root=ctx.store_root)
         members = _target_members(ref_method, target_name)
-        targets.append(ref_method.load_target(target_name))
+        targets.append(load_target(ref_method, target_name, run=ctx.run_dir))
         seeds.append(int(ref_method.cfg.seed))
         in_masks.append([j in members for j in eval_index])
         pool_in.append([p in members for p in pool])

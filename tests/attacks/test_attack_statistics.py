@@ -114,8 +114,8 @@ def test_sima_mc_is_the_mean_norm_over_fixed_noised_queries():
 
 
 def _unet_target(seed: int):
-    """A tiny UNet target, a new object on every call (the runner loads the target and its references anew for
-    each attack)."""
+    """A tiny UNet target, a new object on every call (as the runner loads the target and its references for an
+    attack run alone)."""
     from attack_fakes import SCHEDULE
 
     from privbench.core.config import ModelConfig

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -394,7 +395,7 @@ def test_reference_pool_offline_is_disjoint_and_online_is_the_evaluation_split()
     assert 20 < inclusion(0, 0, 80).sum() < 60
 
 
-def test_end_to_end_two_reference_models_shared_between_attacks(tmp_path, privbench_log):
+def test_end_to_end_two_reference_models_shared_between_attacks(tmp_path, privbench_log, monkeypatch):
     from privbench.runs.attack import run_attack
 
     cfg = train_cfg(attack__n_reference=2, attack__reference_pool="online")
@@ -418,6 +419,26 @@ def test_end_to_end_two_reference_models_shared_between_attacks(tmp_path, privbe
     assert res2["figures"]["variant"] == "online" and res2["timing"]["references_s"] is not None
     z = np.load(res2["scores_path"])
     assert z["scores"].shape == (128,) and ((z["scores"] >= 0) & (z["scores"] <= 1)).all()
+
+    # --attack lira,rmia: the target and the two references are loaded once for both, and score as loaded anew
+    from privbench.attacks import statistics
+    from privbench.models.methods.centralized import Centralized
+    from privbench.runs.attack import run_attacks
+
+    loads = []
+    real = Centralized.load_target
+    monkeypatch.setattr(Centralized, "load_target", lambda self, name=None: loads.append(name) or real(self, name))
+    for d in tmp_path.glob("centralized-digits-*/attacks"):
+        shutil.rmtree(d)
+    statistics.clear_values()
+    both = run_attacks(cfg, ["lira", "rmia"], runs_dir=tmp_path, device="cpu")
+    assert len(loads) == 3
+    assert [np.load(r.scores_path)["scores"].tobytes() for r in both] == [
+        np.load(r["scores_path"])["scores"].tobytes() for r in (res, res2)]
+    for d in tmp_path.glob("centralized-digits-*/attacks"):
+        shutil.rmtree(d)
+    run_attack(cfg, "lira", None, runs_dir=tmp_path, device="cpu")  # outside run_attacks: every model loaded anew
+    assert len(loads) == 6
 
 
 def test_offline_pool_too_large_is_refused_before_training(tmp_path):
