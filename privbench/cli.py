@@ -336,9 +336,8 @@ def _attack_results(command, method, dataset, attack_name, target, model: Outsid
         names = _attack_list(attack_name, sets=opts.sets)
         spec = replace(model, model_path=folder, target_name=target, dataset=dataset, data_root=opts.data_root,
                        preset=opts.preset, sets=tuple(opts.sets), device=opts.device)
-        attack_external = lib("runs.external").attack_external
-        return [attack_external(spec, a, seed=opts.seed, runs_dir=opts.runs_dir, strict=len(names) == 1).to_json()
-                for a in names], True
+        results = lib("runs.external").attacks_external(spec, names, seed=opts.seed, runs_dir=opts.runs_dir)
+        return [r.to_json() for r in results], True
     cfg = opts.config(method, dataset)
     names = _attack_list(attack_name, cfg)
     results = lib("runs.attack").run_attacks(cfg, names, target, runs_dir=opts.runs_dir, device=opts.device)

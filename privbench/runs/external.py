@@ -38,6 +38,7 @@ from ..metrics.split_shift import DEFAULT_FOLDS, flagged, split_shift
 from ..models.external import load_external, wrap
 from .attack import Staged, attack_once, execute, make_attack, metrics_hash_dict, refuse
 from .external_references import build_external_references, load_recipe
+from .loaded import loaded_once, shared_targets
 from .outside_spec import OutsideSpec
 from .result_schema import AttackResult, Provenance
 from .store import default_runs_dir
@@ -408,7 +409,15 @@ def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=N
     target_name(spec.target_name, "--target")
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
-    return execute(*load_external_target(spec).plan(attack, seed, runs_dir=runs_dir, strict=strict))
+    ext = loaded_once(("outside", repr(spec)), lambda: load_external_target(spec), run=f"outside {spec!r}")
+    return execute(*ext.plan(attack, seed, runs_dir=runs_dir, strict=strict))
+
+
+def attacks_external(spec: OutsideSpec, attacks, *, seed: int = 0, runs_dir=None) -> list[AttackResult]:
+    """:func:`attack_external` for each of ``attacks`` (``--model M --attack a,b,c``): the model, its records and
+    their checks loaded once; ``strict`` only for a single attack."""
+    with shared_targets():
+        return [attack_external(spec, a, seed=seed, runs_dir=runs_dir, strict=len(attacks) == 1) for a in attacks]
 
 
 def external_reference_inputs(recipe_path, data_spec, records: Records | None = None, *, dataset: str | None = None,

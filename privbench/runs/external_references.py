@@ -23,6 +23,7 @@ from ..core.io import atomic_write_json, sha256_file
 from ..core.yamlio import read_yaml
 from ..data.records_io import load_records, records_sha256, shared_count
 from ..models.external import load_external
+from .loaded import loaded_once
 from .store import default_runs_dir, run_lock
 
 LOG = logging.getLogger(__name__)
@@ -176,7 +177,8 @@ def build_external_references(ext, recipe: dict | None, data_spec, *, n: int, se
                 atomic_write_json(done, {"seconds": round(time.time() - t0, 1), "folder": str(rel),
                                          "recipe_sha256": recipe["sha256"]})
             folder = ref_dir / json.loads(done.read_text())["folder"]  # an absolute path stays itself
-        targets.append(load_external(folder, device=device, name=f"reference-{i}")[0])
+        targets.append(loaded_once(("outside reference", str(folder.resolve()), str(device), i),
+                                   lambda f=folder, i=i: load_external(f, device=device, name=f"reference-{i}")[0]))
     in_masks = np.zeros((n, len(ext.records)), dtype=bool)  # disjoint data: every reference is OUT on every record
     pool = Records(x[torch.as_tensor(~pop)], y[torch.as_tensor(~pop)], torch.zeros(int((~pop).sum()), dtype=torch.long),
                    torch.arange(len(x))[torch.as_tensor(~pop)])

@@ -16,7 +16,13 @@ def _reference_data(root):
     return write_npz(root / "reference.npz", x[idx], y[idx])
 
 
-def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized, tmp_path):
+def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized, tmp_path, monkeypatch):
+    from privbench.runs import external, external_references
+
+    loads = []  # the model and each reference loaded once for both attacks, the records checked once
+    for mod, fn in ((external, "load_external"), (external_references, "load_external"), (external, "split_shift")):
+        real = getattr(mod, fn)
+        monkeypatch.setattr(mod, fn, lambda *a, _r=real, _n=fn, **kw: loads.append(_n) or _r(*a, **kw))
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("model: UNet2DModel\nsteps: 60\nlr: 0.002\nbatch: 32\nblock_out_channels: [16, 32]\n")
     data = _reference_data(tmp_path)
@@ -27,6 +33,7 @@ def test_lira_and_qmia_on_an_outside_model_with_a_shipped_yaml_recipe(memorized,
     code, out, err = cli(*args)
     assert code == 0, err
     assert "training reference model" in err                              # said while the references train
+    assert sorted(loads) == ["load_external"] * 3 + ["split_shift"]
     lira, qmia = json.loads(out)["results"]
     assert lira["label"] == "lira" and lira["metrics"]["auc"] > 0.8   # the memorizing model leaks
     refs = lira["provenance"]["references"]
