@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 
 from .bench.executor_options import ExecutorOptions
 from .core.config import MAX_SEED, Config, build_config, parse_set_args
@@ -65,6 +66,7 @@ class RunOptions:
     download: bool
     as_json: bool
     threads: int | None
+    seed_given: bool = False  # --seed was on the command line (a config file's other seed is then refused)
 
     def config(self, method: str | None, dataset: str | None, sets=None) -> Config:
         """The Config of ``method`` on ``dataset`` (a path: the user's records, data/user_records.py) with the
@@ -77,7 +79,8 @@ class RunOptions:
             overrides.insert(0, ("data.data_root", self.data_root))
         if self.download:
             overrides.insert(0, ("data.download", "true"))
-        return build_config(method, dataset, self.preset, self.seed, overrides, self.config_file)
+        return build_config(method, dataset, self.preset, self.seed, overrides, self.config_file,
+                            seed_given=self.seed_given)
 
 
 _COMMON = [
@@ -110,7 +113,8 @@ def common(f):
                          "members": spec.members_spec, "nonmembers": spec.nonmembers_spec,
                          "reference_data": spec.reference_data})
         configure_threads(opts.threads)  # imports torch: after the inputs are checked
-        return f(*args, opts=opts, **kwargs)
+        given = click.get_current_context().get_parameter_source("seed") not in (None, ParameterSource.DEFAULT)
+        return f(*args, opts=replace(opts, seed_given=given), **kwargs)
 
     return option_group("opts", _COMMON, RunOptions)(checked)
 

@@ -12,6 +12,7 @@ from ..core.errors import BadInput
 from ..core.io import atomic_write_json, safe_name
 from ..metrics.extractor import resolve_extractor
 from ..metrics.fid import fid_with
+from ..metrics.roc import FPR_OF, resolvable
 from ..runs import train as api
 from ..runs.attack import cached_result, run_attack
 from ..runs.external import OutsideSpec, attack_external
@@ -24,6 +25,9 @@ def summary(res: dict) -> dict:
     keep = ("auc", "asr", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "memorized_fraction", "n_generated", "reid_rate",
             "reid_chance", "psnr", "ssim")
     out = {k: m[k] for k in keep if k in m}
+    for k in FPR_OF:  # n/a, as in every table: the non-member count cannot resolve that FPR
+        if k in out and not resolvable(k, res.get("n_nonmembers")):
+            out[k] = None
     p = res.get("privacy") or {}
     if p.get("epsilon") is not None:
         out["epsilon"] = p["epsilon"]

@@ -6,7 +6,6 @@ each target trains once; a failed cell is retried ``retries`` times, then record
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import sys
 import time
@@ -16,6 +15,7 @@ from ..core.config import config_hash, parse_set_args
 from ..core.errors import BadInput
 from ..core.extras import require
 from ..core.io import atomic_write_json
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..core.progress import bar, enabled, outer_only
 from ..core.provenance import git_commit, version
 from ..data.user_records import registered_paths
@@ -172,7 +172,7 @@ def _resume(cells, bench_json: Path) -> None:
     prev: dict[str, BenchCell] = {}
     if bench_json.is_file():
         try:
-            prev = {c.id: c for c in cells_of(json.loads(bench_json.read_text()))}
+            prev = {c.id: c for c in cells_of(read_json(bench_json, "bench", MAX_RECORD_BYTES))}
         except (OSError, ValueError):  # unreadable (BadInput is a ValueError too): every cell runs again
             prev = {}
     for c in cells:

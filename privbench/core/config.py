@@ -159,9 +159,11 @@ def check_config(cfg: Config) -> None:
 
 
 def build_config(method: str, dataset: str | None = None, preset: str = "tiny", seed: int = 0,
-                 overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None) -> Config:
+                 overrides: list[tuple[str, Any]] | None = None, config_file: str | None = None, *,
+                 seed_given: bool = False) -> Config:
     """Resolve a config: defaults → preset → YAML file → ``--set`` overrides (later wins). ``dataset``: the one the
-    user named (None: the preset's); a config file or ``--set`` naming another one is BadInput."""
+    user named (None: the preset's); a config file or ``--set`` naming another one, or another method, is BadInput,
+    and so is another seed when ``seed_given`` (``--seed`` was on the command line)."""
     METHODS.get(method)
     PRESETS.get(preset)
     seed = check_seed(seed, "--seed")
@@ -169,8 +171,10 @@ def build_config(method: str, dataset: str | None = None, preset: str = "tiny", 
         raise BadInput(f"--dataset {dataset!r}: expected a name")
     cfg = Config(method=method, dataset=dataset or "digits", preset=preset, seed=seed)
     apply_preset(cfg, preset, dataset)
-    items = load_yaml_overrides(config_file) if config_file else []
-    apply_overrides(cfg, items + list(overrides or []), preset, dataset)
+    if config_file:
+        apply_overrides(cfg, load_yaml_overrides(config_file), preset, dataset, f"--config {config_file}:",
+                        seed_given)
+    apply_overrides(cfg, list(overrides or []), preset, dataset, seed_given=seed_given)
     DATASETS.get(cfg.dataset)
     METHODS.get(cfg.method)
     check_config(cfg)

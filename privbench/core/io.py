@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import BadInput
+from .jsonio import MAX_RECORD_BYTES, read_json
 
 LOG = logging.getLogger(__name__)
 
@@ -109,8 +110,8 @@ def read_json_or_none(path: Path, corrupt: str) -> Any:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        return read_json(path, "", MAX_RECORD_BYTES)
+    except BadInput:
         raise BadInput(f"{path}: {corrupt}") from None
 
 

@@ -1,6 +1,7 @@
-"""The one reader of JSON files privbench did not write: a model's ``config.json``, ``model_index.json``, a
-scheduler config. A FIFO, a dangling link, a file over :data:`MAX_BYTES` or nested too deeply is :class:`BadInput`
-naming the file, before anything beyond :data:`MAX_BYTES` is read (docs/cli.md §3).
+"""The one reader of JSON files: a model's ``config.json``, ``model_index.json``, a scheduler config (at most
+:data:`MAX_BYTES`), and the records privbench wrote and reads back — results, benches, a run's manifests, which a
+user may hand over edited (at most :data:`MAX_RECORD_BYTES`). A FIFO, a dangling link, a file over its bound or
+nested too deeply is :class:`BadInput` naming the file, before anything beyond the bound is read (docs/cli.md §3).
 """
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from typing import Any
 
 from .errors import BadInput
 from .yamlio import MAX_BYTES
+
+#: the most bytes of a JSON record privbench writes and reads back (a result, a bench, a run's manifests): a bench
+#: of 10⁵ cells takes about 120 MB
+MAX_RECORD_BYTES = 256 << 20
 
 
 def regular_file(path: str | Path, what: str) -> Path:
@@ -32,22 +37,29 @@ def regular_file(path: str | Path, what: str) -> Path:
     return p
 
 
-def read_json_object(path: str | Path, what: str, max_bytes: int = MAX_BYTES) -> dict:
-    """The JSON object in ``path`` (a regular file of at most ``max_bytes``); BadInput naming the file otherwise."""
-    p = regular_file(path, what)
+def read_json(path: str | Path, what: str = "", max_bytes: int = MAX_BYTES) -> Any:
+    """The JSON value in ``path`` (a regular file of at most ``max_bytes``); BadInput naming the file (after
+    ``what``) otherwise."""
+    name = f"{what} {path}" if what else str(path)
+    p = regular_file(path, what or "file")
     try:
         with open(p, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as e:
-        raise BadInput(f"{what} {path}: unreadable ({e.strerror or type(e).__name__})") from None
+        raise BadInput(f"{name}: unreadable ({e.strerror or type(e).__name__})") from None
     if len(data) > max_bytes:
-        raise BadInput(f"{what} {path}: over {max_bytes} bytes; JSON inputs are limited to {max_bytes} bytes")
+        raise BadInput(f"{name}: over {max_bytes} bytes; such JSON files are limited to {max_bytes} bytes")
     try:
-        d: Any = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except RecursionError:
-        raise BadInput(f"{what} {path}: nested too deeply for a JSON config") from None
+        raise BadInput(f"{name}: nested too deeply to read") from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise BadInput(f"{what} {path}: not a readable JSON file ({type(e).__name__})") from None
+        raise BadInput(f"{name}: not a readable JSON file ({type(e).__name__})") from None
+
+
+def read_json_object(path: str | Path, what: str, max_bytes: int = MAX_BYTES) -> dict:
+    """The JSON object in ``path`` (a regular file of at most ``max_bytes``); BadInput naming the file otherwise."""
+    d = read_json(path, what, max_bytes)
     if not isinstance(d, dict):
         raise BadInput(f"{what} {path}: expected a JSON object")
     return d

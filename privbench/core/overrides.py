@@ -14,19 +14,20 @@ from .settings import TOP_LEVEL, check_seed, parse_value, sections
 from .yamlio import read_yaml
 
 
-def set_key(cfg, key: str, raw: Any) -> None:
-    """Set ``section.key`` of Config ``cfg`` to ``raw`` parsed and checked; the key is marked explicit."""
+def set_key(cfg, key: str, raw: Any, source: str = "--set") -> None:
+    """Set ``section.key`` of Config ``cfg`` to ``raw`` parsed and checked; the key is marked explicit. ``source``:
+    where the value came from, for a refusal (``--set``, or ``--config FILE:``)."""
     if "." not in key:
-        raise BadInput(f"--set {key}: expected section.key=value, e.g. train.steps=2000")
+        raise BadInput(f"{source} {key}: expected section.key=value, e.g. train.steps=2000")
     sec, name = key.split(".", 1)
     secs = sections()
     if sec not in secs:
-        raise BadInput(f"--set {key}: unknown section {sec!r}; sections: {', '.join(secs)}")
+        raise BadInput(f"{source} {key}: unknown section {sec!r}; sections: {', '.join(secs)}")
     cls = secs[sec]
     names = {f.name: f for f in fields(cls)}
     if name not in names:
-        raise BadInput(f"--set {key}: unknown key; {sec} has: {', '.join(names)}")
-    val = parse_value(key, raw, typing.get_type_hints(cls)[name], dict(names[name].metadata))
+        raise BadInput(f"{source} {key}: unknown key; {sec} has: {', '.join(names)}")
+    val = parse_value(key, raw, typing.get_type_hints(cls)[name], dict(names[name].metadata), source)
     setattr(getattr(cfg, sec), name, val)
     cfg.explicit.add(key)
 
@@ -59,26 +60,33 @@ def load_yaml_overrides(path: str | Path) -> list[tuple[str, Any]]:
     return out
 
 
-def apply_overrides(cfg, items: list[tuple[str, Any]], preset: str, dataset: str | None) -> None:
+def apply_overrides(cfg, items: list[tuple[str, Any]], preset: str, dataset: str | None, source: str = "--set",
+                    seed_given: bool = False) -> None:
     """Apply (key, value) pairs to Config ``cfg`` in order. ``preset``: the preset already applied (a config file
     naming another is BadInput, as its values would be mislabelled); ``dataset``: the dataset the user named (None:
-    the preset's), which no override may replace."""
+    the preset's), which no override may replace, nor the method; ``seed_given``: the seed was named too (``--seed``),
+    and a different one is BadInput. ``source``: where the pairs came from, for a refusal."""
     for k, v in items:
         if k not in TOP_LEVEL:
-            set_key(cfg, k, v)
+            set_key(cfg, k, v, source)
         elif k == "seed":
-            cfg.seed = check_seed(v)
+            seed = check_seed(v)
+            if seed_given and seed != cfg.seed:
+                raise BadInput(f"{source} seed: {seed} differs from --seed {cfg.seed}: two seeds named; give one")
+            cfg.seed = seed
         elif k == "preset":
             try:
                 PRESETS.get(str(v))
             except BadInput as e:
-                raise BadInput(f"preset: {v!r} (config file): {e}") from None
+                raise BadInput(f"{source} preset: {v!r}: {e}") from None
             if str(v) != preset:
-                raise BadInput(f"preset: {v!r} differs from --preset {preset}: a config file cannot change the "
+                raise BadInput(f"{source} preset: {v!r} differs from --preset {preset}: a config file cannot change the "
                                f"preset (its values come from --preset); give --preset {v} or drop 'preset:'")
         elif not isinstance(v, str):
             raise BadInput(f"{k}: {v!r}: expected a name")
+        elif k == "method" and v != cfg.method:
+            raise BadInput(f"{source} method: {v!r} differs from --method {cfg.method}: two methods named; give one")
         elif k == "dataset" and dataset is not None and v != dataset:
-            raise BadInput(f"dataset: {v!r} differs from --dataset {dataset}: two datasets named; give one")
+            raise BadInput(f"{source} dataset: {v!r} differs from --dataset {dataset}: two datasets named; give one")
         else:
             setattr(cfg, k, v)

@@ -150,10 +150,11 @@ def check_seed(v: Any, what: str = "seed") -> int:
 _BOOL_TEXT = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def parse_value(key: str, raw: Any, typ: type, meta: dict) -> Any:
-    """Parse ``raw`` (a string from the command line, or a YAML value) into ``typ`` and range-check it."""
+def parse_value(key: str, raw: Any, typ: type, meta: dict, source: str = "--set") -> Any:
+    """Parse ``raw`` (a string from the command line, or a YAML value) into ``typ`` and range-check it; ``source``
+    names where the value came from in a refusal."""
     def bad(what):
-        return BadInput(f"--set {key}={raw!r}: {what}")
+        return BadInput(f"{source} {key}={raw!r}: {what}")
 
     val = _from_text(key, raw.strip(), typ, bad) if isinstance(raw, str) else _typed(raw, typ, bad)
     if typ in (int, float):

@@ -108,7 +108,10 @@ class RunContext:
                 atomic_write_text(path, self.split_override.to_json())
             return self.split_override
         if path.exists():
-            return MemberSplit.from_json(path.read_text())
+            try:
+                return MemberSplit.from_json(path.read_text(), len(self.dataset[1]))
+            except BadInput as e:
+                raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
         s = run_partition(self.cfg, self.dataset[1])
         atomic_write_text(path, s.to_json())
         return s
@@ -118,7 +121,10 @@ class RunContext:
         when absent."""
         path = self.run_dir / "clients.json"
         if path.exists():
-            return ClientSplit.from_json(path.read_text())
+            try:
+                return ClientSplit.from_json(path.read_text(), self.split.members)
+            except BadInput as e:
+                raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
         s = config_client_split(self.cfg, self.split.members, self.dataset[1].numpy(), self.info.num_classes)
         atomic_write_text(path, s.to_json())
         return s

@@ -4,6 +4,7 @@ Paths in a result may be relative to where the attack ran: :class:`Result` resol
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..core.config import HASH_DIGITS, config_from_dict
 from ..core.constants import MEMBERSHIP
 from ..core.errors import BadInput
 from ..core.io import sha256_file
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..core.yamlio import read_yaml
 from ..metrics.roc import membership_metrics
 from ..models.hub_cache import hub_id_of
@@ -23,6 +25,8 @@ from ..privacy.claims import claim_of, formal_epsilon
 from ..runs.result_schema import OUTSIDE, AttackResult
 from ..runs.store import find_results
 from .order import is_private
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -234,8 +238,8 @@ def released_start_weight(run_dir: Path, target: str | None = None) -> float | N
         paths = own or paths
     for path in paths:
         try:
-            w = json.loads(path.read_text()).get("ema_start_weight")
-        except (OSError, ValueError, AttributeError):  # an unreadable manifest records nothing
+            w = read_json(path, "manifest", MAX_RECORD_BYTES).get("ema_start_weight")
+        except (BadInput, AttributeError):  # an unreadable manifest records nothing
             continue
         if isinstance(w, (int, float)) and not isinstance(w, bool):
             weights.append(float(w))
@@ -305,12 +309,9 @@ def _same(recorded, computed) -> bool:
 
 def read_result(path: str | Path) -> Result:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested deeper than json can parse
-        raise BadInput(f"{path}: not a readable result.json ({type(e).__name__})") from None
+    if not path.exists() and not path.is_symlink():
+        raise BadInput(f"{path}: no such file")
+    data = read_json(path, "result", MAX_RECORD_BYTES)
     try:
         return Result(path, AttackResult.from_json(data))
     except BadInput as e:
@@ -378,7 +379,7 @@ def load_results(paths: list[str | Path]) -> list[Result]:
 
 def _bench_results(bench_dir: Path) -> list[Result]:
     """Results of a bench directory: the cells listed in bench.json (plus result.json files found below it)."""
-    out = []
+    out, lost = [], []
     cells = cells_of(read_bench(bench_dir))
     for c in cells:
         if c.kind == "attack" and c.status == "done" and c.result_path:
@@ -387,6 +388,11 @@ def _bench_results(bench_dir: Path) -> list[Result]:
                 p = bench_dir / c.result_path
             if p.is_file():
                 out.append(read_cell_result(c, p))
+            else:
+                lost.append(c.result_path)
+    if lost:  # a moved or pruned run store: said, not silently left out of the tables
+        LOG.warning(f"privbench: warning: {bench_dir}: {len(lost)} finished attack cell(s) have no result file "
+                    f"(first: {lost[0]}); they are not in what follows")
     for f in sorted(bench_dir.rglob("result.json")):
         out.append(read_result(f))
     if not out and not any(c.status == "done" for c in cells):
@@ -396,12 +402,9 @@ def _bench_results(bench_dir: Path) -> list[Result]:
 
 def read_bench(bench_dir: str | Path) -> dict:
     p = Path(bench_dir) / "bench.json"
-    try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{bench_dir}: not a bench directory (no bench.json)") from None
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{p}: unreadable ({type(e).__name__})") from None
+    if not p.exists() and not p.is_symlink():
+        raise BadInput(f"{bench_dir}: not a bench directory (no bench.json)")
+    d = read_json(p, "bench", MAX_RECORD_BYTES)
     if not isinstance(d, dict):
         raise BadInput(f"{p}: not a bench file")
     try:

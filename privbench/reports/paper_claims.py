@@ -5,7 +5,6 @@ columns: docs/benchmarks.md, "Reports".
 from __future__ import annotations
 
 import html as _html
-import json
 import math
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from ..bench.cell_schema import BenchCell, cells_of
 from ..bench.paper_claims import SIDES, PaperClaim, claims_of_bench, select
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_text
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from .cells import metric_value, num, resolvable
 from .claim_rule import CONFIDENCE, MAGNITUDE_FACTOR, paired, summarize, verdict
 from .collect import cell_file, read_result
@@ -43,9 +43,9 @@ def _json(path: Path | None) -> dict:
     if path is None:
         return {}
     try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise BadInput(f"{path}: unreadable (a paper claim reads it)") from None
+        d = read_json(path, "", MAX_RECORD_BYTES)
+    except BadInput as e:
+        raise BadInput(f"{e} (a paper claim reads it)") from None
     return d if isinstance(d, dict) else {}
 
 

@@ -4,7 +4,6 @@ bench's ``privacy_utility.csv``, ``tex/privacy_utility.tex`` and figures (docs/b
 from __future__ import annotations
 
 import html as _html
-import json
 import math
 from pathlib import Path
 
@@ -12,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ..bench.cell_schema import cells_of
+from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_text
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..privacy.claims import CONDITIONAL, FORMAL, KIND_LABEL
 from .cells import ci as interval
 from .cells import num
@@ -34,8 +35,8 @@ LABEL = "tab:privbench-privacy_utility"
 
 def _read(path) -> dict | None:
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError, TypeError):
+        return read_json(Path(path), "", MAX_RECORD_BYTES)
+    except (BadInput, TypeError):
         return None
 
 

@@ -14,6 +14,8 @@ import pandas as pd
 
 from ..bench.cell_schema import cells_of
 from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION, SEEDED_NOISE_LABEL
+from ..core.errors import BadInput
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..metrics.split_verdict import flagged
 from ..privacy.claims import as_number, claim_of, compared_claim, formal_epsilon
 from ..privacy.compare import (
@@ -88,8 +90,10 @@ def load_fids(files: list[Path]) -> dict[tuple, dict]:
     out: dict[tuple, tuple[float, dict]] = {}
     for f in files:
         try:
-            rec = json.loads(f.read_text())
-        except (OSError, ValueError):
+            rec = read_json(f, "FID record", MAX_RECORD_BYTES)
+        except BadInput:
+            continue
+        if not isinstance(rec, dict):
             continue
         key = (str(Path(f).resolve().parents[1]), rec.get("target"))
         mt = f.stat().st_mtime

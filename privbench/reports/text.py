@@ -3,12 +3,12 @@ tables (docs/cli.md)."""
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 from ..bench.cell_schema import cells_of
 from ..core.constants import MEMBERSHIP, MEMORIZATION, RECONSTRUCTION
 from ..core.io import atomic_path, atomic_write_json, atomic_write_text
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..metrics.roc import INVERTED_NOTE, is_inverted
 from ..privacy.claims import KIND_LABEL, claim_of, formal_epsilon
 from ..runs.result_schema import AttackResult, PrivacyClaim, Provenance
@@ -307,7 +307,7 @@ def write_bench_tables(res: dict) -> dict:
             paths[fname] = str(out_dir / fname)
         rows = tables.targets()
         bench_json = Path(res["bench_json"])
-        d = json.loads(bench_json.read_text())
+        d = read_json(bench_json, "bench", MAX_RECORD_BYTES)
         d["tables"] = paths
         atomic_write_json(bench_json, d)
     res["tables"] = paths

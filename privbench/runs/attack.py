@@ -7,7 +7,6 @@ privacy claim; one list of refusals (:func:`refuse`), one attack step (:func:`at
 """
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -22,6 +21,7 @@ from ..attacks.base import MEMBERSHIP, RECONSTRUCTION, Attack, AttackEnv, Attack
 from ..core.config import config_hash
 from ..core.errors import BadInput
 from ..core.io import atomic_path, atomic_write_json, safe_name, sha256_file
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..core.registry import ATTACKS
 from ..metrics.plots import plot_image_grid, plot_roc
 from ..metrics.roc import calibrated_metrics, membership_metrics
@@ -93,8 +93,8 @@ def attack_dir(run_dir: Path, attack: Attack, cfg, target_name: str) -> Path:
 def _load_cached(path: Path) -> AttackResult | str:
     """The stored result, or why it cannot be reused as one."""
     try:
-        res = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
+        res = read_json(path, "result", MAX_RECORD_BYTES)
+    except BadInput:
         return "result.json unreadable"
     try:
         return AttackResult.from_json(res)

@@ -14,6 +14,7 @@ from typing import Iterator
 from ..core.config import config_from_dict
 from ..core.errors import BadInput
 from ..core.io import append_log, atomic_write_json, atomic_write_text, file_lock, sha256_file
+from ..core.jsonio import MAX_RECORD_BYTES, read_json
 from ..core.yamlio import dump_yaml, load_yaml
 
 DONE = "train_done.json"
@@ -122,11 +123,11 @@ def write_done(run_dir: Path, info: dict) -> dict:
 def read_done(run_dir: Path) -> dict | None:
     """train_done.json, or None when training has not finished (or the file is not a valid record)."""
     path = run_dir / DONE
-    try:
-        d = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None
-    except (OSError, ValueError):
+    try:
+        d = read_json(path, "", MAX_RECORD_BYTES)
+    except BadInput:
         return {"sha256": None}  # exists but unreadable: every artefact counts as unverified
     return d if isinstance(d, dict) else {"sha256": None}
 

@@ -99,12 +99,14 @@ def test_deleted_weights_mean_retrain_not_a_cache_hit(store, pristine):
     assert r.code == 0 and "attack cache hit" in r.err, r  # same artefacts as before: the result still holds
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "step"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "step", "deep"])
 def test_damaged_checkpoint_manifest_retrains(store, pristine, damage):
     runs, run_dir, _ = store
     state = run_dir / "checkpoints" / "model.state.json"
     if damage == "garbage":
         state.write_text("{")
+    elif damage == "deep":  # nested past what json parses
+        state.write_text("[" * 100_000 + "]" * 100_000)
     elif damage == "truncate":
         state.write_bytes(_bytes(state)[:20])
     else:
@@ -157,3 +159,28 @@ def test_a_bench_cell_with_a_damaged_result_is_re_run(store, pristine):
     assert _same_arrays(_arrays(scores), _arrays(pristine[2] / "scores.npz"))
     run_attack_cell(c, runs, "cpu")
     assert c.reason == "cached"
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda s: s["members"].__setitem__(-1, -1), "members: index -1 is not a record of a dataset of 1797"),
+    (lambda s: s["members"].__setitem__(-1, 10 ** 12), "is not a record of a dataset of 1797 records"),
+    (lambda s: s["nonmembers"].__setitem__(0, s["members"][0]), "is both a member and a non-member"),
+    (lambda s: s["members"].__setitem__(-1, s["members"][0]), "members: a record is listed twice"),
+    (lambda s: s["members"].__setitem__(0, "3"), "members: expected a list of record indices"),
+])
+def test_an_edited_split_with_its_hash_rewritten_is_refused(store, edit, needle):
+    """A split.json edited and re-hashed in train_done.json (so it passes the hash check) is still checked: a
+    negative index would name a record from the end, an overlap would attack members as non-members."""
+    import hashlib
+
+    runs, run_dir, out_dir = store
+    shutil.rmtree(out_dir)
+    split = json.loads((run_dir / "split.json").read_text())
+    edit(split)
+    (run_dir / "split.json").write_text(json.dumps(split))
+    done = json.loads((run_dir / "train_done.json").read_text())
+    done["sha256"]["split.json"] = hashlib.sha256((run_dir / "split.json").read_bytes()).hexdigest()
+    (run_dir / "train_done.json").write_text(json.dumps(done))
+    r = cli(*ATTACK, "--runs-dir", runs)
+    assert r.code == 2 and needle in r.err and "Traceback" not in r.err, r
+    assert not out_dir.exists()

@@ -64,11 +64,20 @@ def test_reversed_betas(tmp_path):
     ("preset: nosuch\n", "unknown preset 'nosuch'"),
     ("preset: paper\n", "differs from --preset test"),  # would only relabel test-preset values as "paper"
     ("method: [1]\n", "expected a name"),
+    ("method: pfdm\n", "method: 'pfdm' differs from --method centralized"),  # never a silent switch of method
+    ("train: {steps: -5}\n", ".yaml: train.steps=-5: must be >= 1"),  # names the file, not --set
     ("model: {block_out_channels: [8, 16.5]}\n", "expected a list of ints"),
 ])
 def test_bad_yaml_values_exit_2(tmp_path, text, needle):
     r = cli("train", *TEST, "--config", _yaml(tmp_path, text), "--runs-dir", tmp_path / "runs")
     assert_one_line(r, 2, needle)
+    assert entries(tmp_path / "runs") == []
+
+
+def test_a_config_files_seed_never_silently_replaces_a_given_seed(tmp_path):
+    """--seed 0 typed out is a seed named, even though it is the default."""
+    r = cli("train", *TEST, "--seed", "0", "--config", _yaml(tmp_path, "seed: 7\n"), "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, "seed: 7 differs from --seed 0: two seeds named")
     assert entries(tmp_path / "runs") == []
 
 

@@ -220,3 +220,26 @@ def test_the_json_reader_refuses_non_objects(tmp_path):
     p.write_text(json.dumps([1, 2]))
     with pytest.raises(BadInput, match="expected a JSON object"):
         read_json_object(p, "--model")
+
+
+def test_the_json_reader_bounds_what_it_reads(tmp_path):
+    """A result or bench JSON handed over edited: over its bound, a FIFO, nested past the parser, not UTF-8 — each
+    one line naming the file, nothing beyond the bound read."""
+    from privbench.core.errors import BadInput
+    from privbench.core.jsonio import MAX_RECORD_BYTES, read_json
+
+    p = tmp_path / "result.json"
+    p.write_text(json.dumps({"a": "x" * 100}))
+    assert read_json(p, "result", MAX_RECORD_BYTES) == {"a": "x" * 100}
+    with pytest.raises(BadInput, match=r"^result .*result.json: over 50 bytes"):
+        read_json(p, "result", 50)
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadInput, match="nested too deeply to read"):
+        read_json(p, "result", MAX_RECORD_BYTES)
+    p.write_bytes(b'{"a": "caf\xe9"}')
+    with pytest.raises(BadInput, match="not a readable JSON file"):
+        read_json(p, "result", MAX_RECORD_BYTES)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="not a regular file"):
+        read_json(fifo, "bench", MAX_RECORD_BYTES)

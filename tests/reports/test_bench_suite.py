@@ -67,6 +67,22 @@ def test_bench_runs_resumes_and_writes_the_table(tmp_path, report_runs_dir):
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "suite t" in html and "pfdm" in html and "centralized" in html
 
+    # 64 non-members resolve neither 1 % nor 0.1 % FPR: bench.json's summaries say n/a (null), as the tables do
+    assert all(c["summary"]["tpr_at_1pct_fpr"] is None and c["summary"]["tpr_at_0_1pct_fpr"] is None
+               for c in bench["cells"])
+    # a finished cell whose result file is gone is said, not silently left out
+    edited = tmp_path / "edited"
+    shutil.copytree(out, edited)
+    bench["cells"][0]["result_path"] = str(tmp_path / "gone" / "result.json")
+    (edited / "bench.json").write_text(json.dumps(bench))
+    r = CliRunner().invoke(main, ["report", str(edited), "--out", str(tmp_path / "rep2")])
+    assert r.exit_code == 0 and "1 finished attack cell(s) have no result file" in r.stderr, r.stderr
+    # a bench.json nested beyond what json parses is one line, exit 2
+    (edited / "bench.json").write_text("[" * 100_000 + "]" * 100_000)
+    for cmd in (["report", str(edited), "--out", str(tmp_path / "rep3")], ["audit", str(edited)]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 2 and r.stderr.strip().endswith("bench.json: nested too deeply to read"), r.stderr
+
 
 @pytest.mark.parametrize("extra,args,needle", [
     ("  centralized2: {}\n", [], "unknown method 'centralized2'"),
