@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Union
 from .bench.executor_options import ExecutorOptions
 from .core.constants import DEFAULT_CONFIDENCE, DEFAULT_DELTA
 from .core.errors import BadInput
+from .core.validation import path_arg
 
 if TYPE_CHECKING:  # for the annotations only: runs.external imports torch
     from .runs.external import InMemoryResult
@@ -126,7 +127,7 @@ def report(results: Iterable[ResultLike] | ResultLike, out: str | os.PathLike, f
     from .reports.sources import check_sources, is_in_memory, write_in_memory
 
     items = check_sources(results)
-    out = Path(out)
+    out = path_arg(out, "out")
     # a string is the command line's comma-separated list, not a sequence of its characters
     if isinstance(formats, str):
         formats = [f.strip() for f in formats.split(",") if f.strip()]
@@ -155,6 +156,7 @@ def check(results: Iterable[ResultLike] | ResultLike, gates: str | os.PathLike) 
     from .reports.gates import check_gates, skipped_optional
     from .reports.sources import as_paths
 
+    gates = path_arg(gates, "gates")
     with as_paths(results) as (paths, tmp):
         names = [str(p) for p in paths]
         breaches, n_checked = check_gates(str(gates), names)

@@ -1,6 +1,7 @@
 """Suite files of ``privbench bench``: finding, reading and validating them (docs/cli.md §9)."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ def gate_dirs() -> list[Path]:
 
 
 def _find_yaml(name: str, dirs: list[Path], option: str, what: str) -> Path:
+    if not isinstance(name, (str, os.PathLike)) or not str(name):
+        raise BadInput(f"{option}: expected a {what} name or a YAML path, got {type(name).__name__}")
     p = Path(name)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():

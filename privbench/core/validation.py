@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
@@ -50,6 +52,14 @@ def target_name(value: Any, name: str) -> str:
         raise BadInput(f"{name} {shown}: expected 1..{MAX_TARGET_NAME} printable characters (it names the model in "
                        f"results and file names)")
     return value
+
+
+def path_arg(value: Any, name: str) -> Path:
+    """A file or folder argument of the library: a non-empty ``str`` or ``os.PathLike`` (the command line's are
+    strings already)."""
+    if isinstance(value, (str, os.PathLike)) and str(value):
+        return Path(value)
+    raise BadInput(f"{name}: expected a path (str or os.PathLike), got {type(value).__name__}")
 
 
 def confidence(value: Any, name: str = "confidence") -> float:

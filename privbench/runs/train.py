@@ -18,6 +18,7 @@ from ..core.constants import MAX_SAMPLES
 from ..core.errors import BadInput
 from ..core.io import atomic_path, check_writable, safe_name
 from ..core.registry import METHODS
+from ..core.validation import path_arg
 from ..data.base import load_dataset as _load_dataset
 from ..data.splits import config_client_split
 from ..metrics.plots import plot_image_grid
@@ -196,7 +197,7 @@ def ensure_trained(method: Method) -> bool:
 
 def load_target(run_dir, target: str | None = None, device="auto"):
     """``privbench.load_target(run_dir, target=None)`` → a Target of a trained run."""
-    run_dir = Path(run_dir)
+    run_dir = path_arg(run_dir, "run_dir")
     cfg = read_config(run_dir)
     method = make_method(cfg, run_dir, device)
     done = read_done(run_dir)

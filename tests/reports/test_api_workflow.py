@@ -162,6 +162,20 @@ def test_bench_refuses_bad_options_before_running():
         privbench.bench("tiny", executor=2)
     with pytest.raises(BadInput, match="--set 'nokey'"):  # a string is one pair, not a list of its characters
         privbench.bench("tiny", sets="nokey")
+    for suite in (None, {"name": "x"}):
+        with pytest.raises(BadInput, match="--suite: expected a suite name or a YAML path"):
+            privbench.bench(suite)
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: privbench.load_target(None), "run_dir: expected a path"),
+    (lambda: privbench.load_target(5), "run_dir: expected a path"),
+    (lambda: privbench.report(["x"], None), "out: expected a path"),
+    (lambda: privbench.check(["x"], {"pia": {"auc": {"max": 0.9}}}), "gates: expected a path"),
+])
+def test_a_path_argument_that_is_not_one_is_bad_input(call, needle):
+    with pytest.raises(BadInput, match=needle):
+        call()
 
 
 def test_import_stays_light_and_bench_is_both_the_function_and_the_package():
