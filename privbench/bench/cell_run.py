@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
+from ..runs.loaded import release
 from .cells import run_attack_cell, run_fid_cell, run_samples_cell, run_utility_cell
 
 LOG = logging.getLogger(__name__)
@@ -44,7 +45,9 @@ def run_cell(c, runs, device, n_samples: int, fcfg: dict | None, log_path: Path)
                      + (f" (attempt {c.attempts})" if (c.attempts or 1) > 1 else ""))
             if c.kind == "attack":
                 run_attack_cell(c, runs, device)
-            elif c.kind == "samples":
+                return
+            release()  # the models attack cells shared: not held beside the ones this cell loads
+            if c.kind == "samples":
                 run_samples_cell(c, runs, device, n_samples)
             elif c.kind == "utility":
                 run_utility_cell(c, runs, device)

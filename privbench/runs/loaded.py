@@ -6,7 +6,7 @@ and their checks), and every later attack on them gets the same objects (and so 
 privbench.attacks.statistics). Outside the scope every load is fresh.
 
 The scope holds the targets of one run at a time (the run's own and its reference models'): loading from another
-run drops them, so a bench over many targets holds no more than one attack does. An attack does not change its
+run drops them, and so does :func:`release`, so a bench over many targets holds no more than one attack does. An attack does not change its
 target (a query precision is set for a block and restored), so sharing one object gives the numbers a fresh load
 gives.
 """
@@ -40,6 +40,13 @@ def shared_targets() -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
+
+
+def release() -> None:
+    """Drop what the scope holds (before work that loads models of its own: a FID or sampling cell)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.run, scope.loaded = None, {}
 
 
 def loaded_once(key: tuple, load: Callable[[], T], run: str | None = None) -> T:

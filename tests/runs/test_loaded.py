@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from privbench.runs.loaded import load_target, shared_targets
+from privbench.runs.loaded import load_target, release, shared_targets
 
 
 class _Method:
@@ -38,3 +38,6 @@ def test_a_scope_loads_each_target_once_and_holds_one_runs_targets(tmp_path):
         load_target(a, "model")
         load_target(cuda, "model")  # another device is another object
         assert cuda.loads == 1
+        release()  # e.g. before a bench's FID cell: nothing held
+        load_target(cuda, "model")
+        assert cuda.loads == 2
