@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import BadInput, WorkFailed
-from ..core.io import atomic_write_json
+from ..core.io import atomic_write_json, check_writable
 from ..models.unet import Denoiser
 from . import train as api
 from .store import read_config
@@ -71,6 +71,7 @@ def export_target(run_dir, target: str | None = None, out=None) -> dict:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInput(f"--out {out}: exists and is not an empty folder; refusing to overwrite")
+    check_writable(out, "--out")  # before the target is loaded
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
     method = api.make_method(cfg, run_dir, "cpu")

@@ -123,6 +123,9 @@ def test_export_refuses_to_overwrite(trained, tmp_path):
     assert files_under(out) == [out / "keep.txt"] and (out / "keep.txt").read_text() == "mine"
     code, stdout, err = cli("export", tmp_path, "--out", tmp_path / "x")
     assert code == 2 and "not a privbench run directory" in err and not (tmp_path / "x").exists()
+    # an --out that cannot be created is named as given (not the temporary folder export writes first)
+    code, stdout, err = cli("export", method.ctx.run_dir, "--out", out / "keep.txt" / "sub")
+    assert code == 2 and err.strip().endswith(f"--out {out / 'keep.txt' / 'sub'}: {out / 'keep.txt'} is not a folder")
 
 
 def test_networks_with_an_extra_condition_are_not_exported():
