@@ -23,17 +23,18 @@ def regular_file(path: str | Path, what: str) -> Path:
     """``path`` when it is a regular file (a link to one is fine); BadInput naming it otherwise — missing, a
     dangling link, a directory, a FIFO or a device (reading those blocks or never ends)."""
     p = Path(path)
+    name = f"{what} {path}" if what else str(path)
     try:
         st = os.stat(p)
     except FileNotFoundError:
         dangling = " (a dangling link)" if p.is_symlink() else ""
-        raise BadInput(f"{what} {path}: file not found{dangling}") from None
+        raise BadInput(f"{name}: file not found{dangling}") from None
     except OSError as e:
-        raise BadInput(f"{what} {path}: unreadable ({e.strerror or type(e).__name__})") from None
+        raise BadInput(f"{name}: unreadable ({e.strerror or type(e).__name__})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{what} {path}: is a directory, not a file")
+        raise BadInput(f"{name}: is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
-        raise BadInput(f"{what} {path}: not a regular file (a FIFO, socket or device is never read)")
+        raise BadInput(f"{name}: not a regular file (a FIFO, socket or device is never read)")
     return p
 
 
@@ -41,7 +42,7 @@ def read_json(path: str | Path, what: str = "", max_bytes: int = MAX_BYTES) -> A
     """The JSON value in ``path`` (a regular file of at most ``max_bytes``); BadInput naming the file (after
     ``what``) otherwise."""
     name = f"{what} {path}" if what else str(path)
-    p = regular_file(path, what or "file")
+    p = regular_file(path, what)
     try:
         with open(p, "rb") as fh:
             data = fh.read(max_bytes + 1)
