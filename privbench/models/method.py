@@ -107,12 +107,16 @@ class RunContext:
             if not path.exists():
                 atomic_write_text(path, self.split_override.to_json())
             return self.split_override
+        s = run_partition(self.cfg, self.dataset[1])
         if path.exists():
             try:
-                return MemberSplit.from_json(path.read_text(), len(self.dataset[1]))
+                stored = MemberSplit.from_json(path.read_text(), len(self.dataset[1]))
             except BadInput as e:
                 raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
-        s = run_partition(self.cfg, self.dataset[1])
+            if stored != s:  # a function of the config and seed: a stored one that differs was edited
+                raise BadInput(f"{path}: differs from the split this config and seed give; remove it and "
+                               f"`privbench train` rewrites it")
+            return stored
         atomic_write_text(path, s.to_json())
         return s
 

@@ -167,6 +167,7 @@ def test_a_bench_cell_with_a_damaged_result_is_re_run(store, pristine):
     (lambda s: s["nonmembers"].__setitem__(0, s["members"][0]), "is both a member and a non-member"),
     (lambda s: s["members"].__setitem__(-1, s["members"][0]), "members: a record is listed twice"),
     (lambda s: s["members"].__setitem__(0, "3"), "members: expected a list of record indices"),
+    (lambda s: s.update(members=s["nonmembers"], nonmembers=s["members"]), "differs from the split this config"),
 ])
 def test_an_edited_split_with_its_hash_rewritten_is_refused(store, edit, needle):
     """A split.json edited and re-hashed in train_done.json (so it passes the hash check) is still checked: a
