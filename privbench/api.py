@@ -156,11 +156,10 @@ def check(results: Iterable[ResultLike] | ResultLike, gates: str | os.PathLike) 
     from .reports.gates import check_gates, skipped_optional
     from .reports.sources import as_paths
 
-    gates = path_arg(gates, "gates")
     with as_paths(results) as (paths, tmp):
         names = [str(p) for p in paths]
-        breaches, n_checked = check_gates(str(gates), names)
-        unmatched = [] if breaches else skipped_optional(str(gates), names)
+        breaches, n_checked = check_gates(gates, names)
+        unmatched = [] if breaches else skipped_optional(gates, names)
         breaches = _scrub(breaches, tmp)
     return CheckResult(not breaches, n_checked, breaches, unmatched)
 

@@ -58,6 +58,22 @@ def run_partition(cfg, labels) -> MemberSplit:
                      extractor_split(cfg.dataset, labels))
 
 
+def _stored_or_written(path: Path, derived, parse):
+    """The split stored at ``path``, which must equal ``derived`` (a split is a function of the config and seed: one
+    that differs was edited, even if its hash in train_done.json was too); ``derived``, written there, when absent."""
+    if not path.exists():
+        atomic_write_text(path, derived.to_json())
+        return derived
+    try:
+        stored = parse(path.read_text())
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
+    if stored != derived:
+        raise BadInput(f"{path}: differs from the split this config and seed give; remove it and `privbench train` "
+                       f"rewrites it")
+    return stored
+
+
 @dataclass
 class RunContext:
     cfg: object
@@ -107,31 +123,13 @@ class RunContext:
             if not path.exists():
                 atomic_write_text(path, self.split_override.to_json())
             return self.split_override
-        s = run_partition(self.cfg, self.dataset[1])
-        if path.exists():
-            try:
-                stored = MemberSplit.from_json(path.read_text(), len(self.dataset[1]))
-            except BadInput as e:
-                raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
-            if stored != s:  # a function of the config and seed: a stored one that differs was edited
-                raise BadInput(f"{path}: differs from the split this config and seed give; remove it and "
-                               f"`privbench train` rewrites it")
-            return stored
-        atomic_write_text(path, s.to_json())
-        return s
+        return _stored_or_written(path, run_partition(self.cfg, self.dataset[1]), MemberSplit.from_json)
 
     def write_clients(self) -> ClientSplit:
         """The client split, from clients.json, or derived from the config, seed and member split and written there
         when absent."""
-        path = self.run_dir / "clients.json"
-        if path.exists():
-            try:
-                return ClientSplit.from_json(path.read_text(), self.split.members)
-            except BadInput as e:
-                raise BadInput(f"{path}: {e}; remove the run directory to retrain it") from None
         s = config_client_split(self.cfg, self.split.members, self.dataset[1].numpy(), self.info.num_classes)
-        atomic_write_text(path, s.to_json())
-        return s
+        return _stored_or_written(self.run_dir / "clients.json", s, ClientSplit.from_json)
 
     def records(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.as_tensor(list(indices), dtype=torch.long)

@@ -22,7 +22,7 @@ def load_gates(path: str | Path) -> list[dict]:
     """A gates file: a YAML path, or the NAME of a shipped one (``tiny``: privbench/bench/gates/tiny.yaml)."""
     from ..bench.suite import find_gates  # lazy: bench.suite loads scipy; reports.gates does not
 
-    data = read_yaml(find_gates(str(path)), f"--gates {path}")  # no anchors/aliases, size-capped (core/yamlio.py)
+    data = read_yaml(find_gates(path), f"--gates {path}")  # no anchors/aliases, size-capped (core/yamlio.py)
     if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
         raise BadInput(f"--gates {path}: expected a mapping with a list under 'gates:' (see docs/cli.md §10)")
     if not data["gates"]:

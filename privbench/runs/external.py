@@ -409,7 +409,8 @@ def attack_external(spec: OutsideSpec, attack: str, *, seed: int = 0, runs_dir=N
     target_name(spec.target_name, "--target")
     name, values = split_label(attack)             # a label: name or name@variant (secmi@paper)
     ATTACKS.get(name).factory.variant_overrides(values)  # an unknown attack or variant, too
-    ext = loaded_once(("outside", repr(spec)), lambda: load_external_target(spec), run=f"outside {spec!r}")
+    which = f"outside {spec!r}"
+    ext = loaded_once((which,), lambda: load_external_target(spec), run=which)
     return execute(*ext.plan(attack, seed, runs_dir=runs_dir, strict=strict))
 
 

@@ -6,9 +6,9 @@ and their checks), and every later attack on them gets the same objects (and so 
 privbench.attacks.statistics). Outside the scope every load is fresh.
 
 The scope holds the targets of one run at a time (the run's own and its reference models'): loading from another
-run drops them, and so does :func:`release`, so a bench over many targets holds no more than one attack does. An attack does not change its
-target (a query precision is set for a block and restored), so sharing one object gives the numbers a fresh load
-gives.
+run drops them, and so does :func:`release`, so a bench over many targets holds no more than one attack does. An
+attack does not change its target (a query precision is set for a block and restored), so sharing one object gives
+the numbers a fresh load gives.
 """
 from __future__ import annotations
 

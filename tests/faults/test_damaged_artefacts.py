@@ -161,17 +161,17 @@ def test_a_bench_cell_with_a_damaged_result_is_re_run(store, pristine):
     assert c.reason == "cached"
 
 
-@pytest.mark.parametrize("edit,needle", [
-    (lambda s: s["members"].__setitem__(-1, -1), "members: index -1 is not a record of a dataset of 1797"),
-    (lambda s: s["members"].__setitem__(-1, 10 ** 12), "is not a record of a dataset of 1797 records"),
-    (lambda s: s["nonmembers"].__setitem__(0, s["members"][0]), "is both a member and a non-member"),
-    (lambda s: s["members"].__setitem__(-1, s["members"][0]), "members: a record is listed twice"),
-    (lambda s: s["members"].__setitem__(0, "3"), "members: expected a list of record indices"),
-    (lambda s: s.update(members=s["nonmembers"], nonmembers=s["members"]), "differs from the split this config"),
+@pytest.mark.parametrize("edit", [
+    lambda s: s["members"].__setitem__(-1, -1),                           # would name the dataset's last record
+    lambda s: s["members"].__setitem__(-1, 10 ** 12),
+    lambda s: s["nonmembers"].__setitem__(0, s["members"][0]),           # one record on both sides
+    lambda s: s["members"].__setitem__(-1, s["members"][0]),
+    lambda s: s["members"].__setitem__(0, "3"),
+    lambda s: s.update(members=s["nonmembers"], nonmembers=s["members"]),  # would invert the result
 ])
-def test_an_edited_split_with_its_hash_rewritten_is_refused(store, edit, needle):
-    """A split.json edited and re-hashed in train_done.json (so it passes the hash check) is still checked: a
-    negative index would name a record from the end, an overlap would attack members as non-members."""
+def test_an_edited_split_with_its_hash_rewritten_is_refused(store, edit):
+    """A split.json edited and re-hashed in train_done.json (so it passes the hash check) is still refused: a split
+    is a function of the config and seed, and the stored one must be it."""
     import hashlib
 
     runs, run_dir, out_dir = store
@@ -183,5 +183,6 @@ def test_an_edited_split_with_its_hash_rewritten_is_refused(store, edit, needle)
     done["sha256"]["split.json"] = hashlib.sha256((run_dir / "split.json").read_bytes()).hexdigest()
     (run_dir / "train_done.json").write_text(json.dumps(done))
     r = cli(*ATTACK, "--runs-dir", runs)
-    assert r.code == 2 and needle in r.err and "Traceback" not in r.err, r
+    assert r.code == 2 and "split.json: differs from the split this config and seed give" in r.err, r
+    assert "Traceback" not in r.err
     assert not out_dir.exists()

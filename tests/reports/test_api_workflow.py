@@ -171,7 +171,7 @@ def test_bench_refuses_bad_options_before_running():
     (lambda: privbench.load_target(None), "run_dir: expected a path"),
     (lambda: privbench.load_target(5), "run_dir: expected a path"),
     (lambda: privbench.report(["x"], None), "out: expected a path"),
-    (lambda: privbench.check(["x"], {"pia": {"auc": {"max": 0.9}}}), "gates: expected a path"),
+    (lambda: privbench.check(["x"], {"pia": {"auc": {"max": 0.9}}}), "--gates: expected a gates file name or a YAML"),
 ])
 def test_a_path_argument_that_is_not_one_is_bad_input(call, needle):
     with pytest.raises(BadInput, match=needle):
