@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from .bench.executor_options import ExecutorOptions
-from .core.config import MAX_SEED, Config, build_config, parse_set_args
+from .core.config import MAX_SEED, Config, build_config, parse_set_args, refuse_unread_keys
 from .core.errors import BadInput
 from .core.threads import MAX_THREADS, configure_threads, env_world_size
 from .core.validation import MAX_TARGET_NAME
@@ -79,8 +79,10 @@ class RunOptions:
             overrides.insert(0, ("data.data_root", self.data_root))
         if self.download:
             overrides.insert(0, ("data.download", "true"))
-        return build_config(method, dataset, self.preset, self.seed, overrides, self.config_file,
-                            seed_given=self.seed_given)
+        cfg = build_config(method, dataset, self.preset, self.seed, overrides, self.config_file,
+                           seed_given=self.seed_given)
+        refuse_unread_keys(cfg.method, cfg.explicit)
+        return cfg
 
 
 _COMMON = [

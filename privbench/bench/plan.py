@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ..attacks.base import split_label
-from ..core.config import build_config, check_seed, config_hash, preset_dataset
+from ..core.config import build_config, check_seed, config_hash, preset_dataset, refuse_unread_keys
 from ..core.constants import OUTSIDE
 from ..core.errors import BadInput
 from ..core.io import safe_name
 from ..core.registry import ATTACKS, METHODS
 from ..core.schema import not_a_key
+from ..data.splits import CLIENT_SECTION
 from ..data.user_records import is_records_path, register_records
 from ..privacy.claims import user_claim
 from ..runs.attack import attack_dir, attack_hash, make_attack
@@ -89,6 +90,8 @@ def plan(suite: dict, *, preset: str | None, sets: list[tuple[str, Any]], runs_d
         entry = str(entry)
         mname, variant, factory, role = _entry_method(entry, spec)
         msets = as_sets(spec.get("set"), f"methods.{entry}.set")
+        # every method's client FID (the paper's Table 1) reads the client split
+        refuse_unread_keys(mname, [k for k, _ in msets], f"suite, methods.{entry}.set: ", also=(CLIENT_SECTION,))
         axis = epsilon_axis(suite, spec, [int(s) for s in seeds], bool(factory.private), f"methods.{entry}")
         for ds, dsets, eps, seed in ((ds, dsets, eps, seed)
                                      for ds, dsets in _datasets(spec.get("datasets"), suite.get("datasets", [preset_dataset(preset)]))

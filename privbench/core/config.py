@@ -22,8 +22,8 @@ from .version import __version__
 
 __all__ = ["BASE_SECTIONS", "HASH_DIGITS", "MAX_CHANNELS", "MAX_PARAMETERS", "MAX_SEED",
            "MAX_TIMESTEPS", "Config", "ModelConfig", "all_keys", "apply_preset", "build_config", "check_config",
-           "check_seed", "config_from_dict", "config_hash", "parse_set_args", "preset_dataset",
-           "register_section", "set_key", "setting"]
+           "check_seed", "config_from_dict", "config_hash", "method_config_keys", "parse_set_args",
+           "preset_dataset", "refuse_unread_keys", "register_section", "set_key", "setting", "unread_keys"]
 
 BASE_SECTIONS = ("data", "model", "diffusion", "train")  # every method trains from these
 
@@ -59,7 +59,7 @@ class Config:
         (``config_keys``: "section" or "section.key"), minus every ``training=False`` field. So attack or
         sampling settings never force a retrain, and e.g. a pfdm default change never re-keys a dpdm run."""
         d = self.to_dict()
-        keys = _method_config_keys(self.method)
+        keys = method_config_keys(self.method)
         # a key a method names explicitly is hashed at every value, its default included
         hashed = {k for k in keys or () if "." in k}
         if self.train.init != "scratch":  # a fine-tune caps its EMA (models/loop.ema_capped)
@@ -104,13 +104,34 @@ def _hash_layout(d: dict) -> dict:
     return d
 
 
-def _method_config_keys(method: str):
+def method_config_keys(method: str):
     """The ``config_keys`` of a registered method class, or None (unknown method or none declared)."""
     try:
         factory = METHODS.get(method).factory
     except BadInput:  # unknown method: validated elsewhere with a clear message
         return None
     return getattr(factory, "config_keys", None)
+
+
+def unread_keys(method: str, given, also: tuple[str, ...] = ()) -> list[str]:
+    """The keys of ``given`` in a training section beyond :data:`BASE_SECTIONS` and the sections ``also`` that
+    ``method`` does not read (its ``config_keys``): setting one changes nothing that is trained."""
+    keys = method_config_keys(method)
+    if keys is None:
+        return []
+    return sorted(k for k in given if (sec := k.partition(".")[0]) not in BASE_SECTIONS + also
+                  and sec in settings.SECTIONS and settings.SECTIONS[sec].training and sec not in keys
+                  and k not in keys)
+
+
+def refuse_unread_keys(method: str, given, where: str = "", also: tuple[str, ...] = ()) -> None:
+    """BadInput naming the :func:`unread_keys` of ``given`` and what ``method`` reads (as an attack refuses an
+    ``attack.*`` key it does not use: runs/attack.make_attack)."""
+    unread = unread_keys(method, given, also)
+    if unread:
+        own = [k for k in method_config_keys(method) or () if k.partition(".")[0] not in BASE_SECTIONS + also]
+        reads = [k if "." in k else f"{k}.*" for k in (*BASE_SECTIONS, *also, *own)]
+        raise BadInput(f"{where}{', '.join(unread)}: not read by method {method}; it trains from {', '.join(reads)}")
 
 
 #: the hex digits of a training hash (a run folder's name ends in them: runs.store)

@@ -214,9 +214,11 @@ def sample(cfg: Config, runs_dir=None, device="auto", *, n: int = 64, target: st
     """Draw ``n`` samples from a trained (or newly trained) target; write a grid PNG and optionally an npz."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
         raise BadInput(f"--n {n}: must be an integer in [1, {MAX_SAMPLES}]")
-    for opt, path in (("--out", out), ("--npz", npz)):
+    for opt, path, suffix in (("--out", out, ".png"), ("--npz", npz, ".npz")):
         if path and Path(path).is_dir():
             raise BadInput(f"{opt} {path}: is a directory; give a file name")
+        if path and Path(path).suffix.lower() != suffix:  # the file is written in this format whatever its name
+            raise BadInput(f"{opt} {path}: writes a {suffix[1:].upper()} file; give a name ending in {suffix}")
         if path:
             check_writable(path, opt)
     run_dir = run_dir_for(cfg, runs_dir)

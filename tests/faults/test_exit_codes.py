@@ -125,12 +125,20 @@ def test_a_thread_count_that_would_kill_the_process_is_refused(tmp_path, monkeyp
     assert entries(tmp_path / "runs") == []
 
 
-@pytest.mark.parametrize("opt", ["--out", "--npz"])
-def test_sample_output_that_cannot_be_written_is_refused_first(tmp_path, opt):
+@pytest.mark.parametrize("opt, name", [("--out", "x.png"), ("--npz", "x.npz")])
+def test_sample_output_that_cannot_be_written_is_refused_first(tmp_path, opt, name):
     (tmp_path / "a_file").write_text("kept")
-    r = cli("sample", *TEST, opt, tmp_path / "a_file" / "x.png", "--runs-dir", tmp_path / "runs")
+    r = cli("sample", *TEST, opt, tmp_path / "a_file" / name, "--runs-dir", tmp_path / "runs")
     assert_one_line(r, 2, "is not a folder")
     assert entries(tmp_path / "runs") == [] and (tmp_path / "a_file").read_text() == "kept"
+
+
+@pytest.mark.parametrize("opt, name, needle", [("--out", "grid.jpg", "ending in .png"),
+                                               ("--npz", "images.txt", "ending in .npz")])
+def test_sample_output_named_for_another_format_is_refused_first(tmp_path, opt, name, needle):
+    r = cli("sample", *TEST, opt, tmp_path / name, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, needle)
+    assert entries(tmp_path / "runs") == [] and not (tmp_path / name).exists()
 
 
 # ------------------------------------------------------------------------------------------ the work failing
@@ -290,3 +298,15 @@ def test_a_breach_is_the_only_exit_1(pristine, tmp_path):
 def test_account_ldp_huge_steps_is_not_a_traceback():
     r = cli("account", "ldp", "--clip", "1", "--t0", "600", "--steps", "100000")
     assert r.code == 0, r
+
+
+@pytest.mark.parametrize("method, key, reads", [
+    ("pfdm", "dp.epsilon=1", "pfdm.*, clients.*, dp.delta, dp.noise_source"),
+    ("centralized", "dp.noise_multiplier=2", "data.*, model.*, diffusion.*, train.*"),
+    ("dpdm", "pfdm.t0=100", "train.*, dp.*"),
+])
+def test_a_key_the_method_does_not_train_from_is_refused(tmp_path, method, key, reads):
+    r = cli("train", "--method", method, *TEST[2:], "--set", key, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, f"{key.split('=')[0]}: not read by method {method}; it trains from")
+    assert reads in r.err
+    assert entries(tmp_path / "runs") == []
