@@ -59,3 +59,15 @@ def test_utility_without_a_test_split_is_refused_before_training(tmp_path):
     r = cli("bench", "--suite", suite, "--runs-dir", tmp_path / "runs")
     assert_one_line(r, 2, "the run has no test split; set data.n_test")
     assert entries(tmp_path / "runs") == []
+
+
+def test_a_method_entrys_key_it_does_not_train_from_is_refused_before_training(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(BASE + "methods: {centralized: {targets: [model], set: {dp.noise_multiplier: 2}}}\n")
+    r = cli("bench", "--suite", suite, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, "suite, methods.centralized.set: dp.noise_multiplier: not read by method centralized")
+    assert entries(tmp_path / "runs") == []
+    # the suite-wide set concerns the methods that read it: dpdm here, not centralized
+    suite.write_text(BASE + "set: {dp.noise_multiplier: 2}\n" + ONE)
+    r = cli("bench", "--suite", suite, "--runs-dir", tmp_path / "runs")
+    assert r.code == 0, r
