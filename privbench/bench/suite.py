@@ -53,7 +53,7 @@ def _find_yaml(name: str, dirs: list[Path], option: str, what: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
-            raise BadInput(f"{option} {name}: file not found")
+            raise BadInput(f"{option} {name}: {'not a regular file' if p.exists() else 'file not found'}")
         return p
     for d in dirs:
         for ext in (".yaml", ".yml"):

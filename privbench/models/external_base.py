@@ -96,6 +96,10 @@ def schedule_from_config(cfg: dict, where: str = "scheduler config") -> tuple[Ex
     bs = cfg.get("beta_schedule", "linear")
     if cfg.get("trained_betas") is None and bs not in ("linear", "scaled_linear", "squaredcos_cap_v2", "sigmoid"):
         raise BadInput(f"{where}: beta_schedule={bs!r} is not one diffusers defines")
+    tb = cfg.get("trained_betas")
+    if tb is not None and (not isinstance(tb, list) or len(tb) != T):
+        raise BadInput(f"{where}: trained_betas must be a list of num_train_timesteps={T} betas, got "
+                       f"{len(tb) if isinstance(tb, list) else type(tb).__name__}")
     var = cfg.get("variance_type", "fixed_small")
     learned = var in ("learned", "learned_range")
     if var not in ("fixed_small", "fixed_large", "fixed_small_log", "fixed_large_log") and not learned:
@@ -109,7 +113,10 @@ def schedule_from_config(cfg: dict, where: str = "scheduler config") -> tuple[Ex
     except (TypeError, ValueError, NotImplementedError) as e:
         raise BadInput(f"{where}: not a usable beta schedule ({type(e).__name__}: {str(e)[:100]})") from None
     if not bool(torch.isfinite(ac).all()) or not bool(((ac > 0) & (ac < 1)).all()):
-        raise BadInput(f"{where}: the schedule's alphas_cumprod leave (0, 1)")
+        zero_snr = " (rescale_betas_zero_snr: zero terminal SNR, alphas_cumprod = 0 at the last step)" \
+            if cfg.get("rescale_betas_zero_snr") and bool((ac[:-1] > 0).all()) else ""
+        raise BadInput(f"{where}: the schedule's alphas_cumprod leave (0, 1){zero_snr}; the attacks and the sampler "
+                       f"divide by sqrt(alphas_cumprod) and sqrt(1 - alphas_cumprod) at every step")
     facts = {"class": cls, "num_train_timesteps": T, "beta_schedule": bs if cfg.get("trained_betas") is None
              else "trained_betas", "beta_start": sched.beta_start, "beta_end": sched.beta_end,
              "variance_type": var, "prediction_type": pred, "clip_sample": bool(cfg.get("clip_sample", True)),

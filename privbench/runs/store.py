@@ -175,5 +175,5 @@ def find_results(paths: list[str | Path]) -> list[Path]:
                 raise BadInput(f"{p}: no result.json found under this directory")
             out.extend(found)
         else:
-            raise BadInput(f"{p}: no such file or directory")
+            raise BadInput(f"{p}: {'not a regular file or directory' if p.exists() else 'no such file or directory'}")
     return out

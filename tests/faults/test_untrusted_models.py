@@ -105,6 +105,19 @@ def test_a_huge_schedule_is_refused_before_allocation(tmp_path, records):
     assert code == 2 and len(lines) == 1 and "num_train_timesteps=1000000000" in lines[0], (code, lines)
 
 
+@pytest.mark.parametrize("extra, needle", [
+    ('"trained_betas": [0.1, 0.1, 0.1]', "trained_betas must be a list of num_train_timesteps=1000 betas, got 3"),
+    ('"trained_betas": 0.1', "trained_betas must be a list of num_train_timesteps=1000 betas, got float"),
+    ('"rescale_betas_zero_snr": true', "(rescale_betas_zero_snr: zero terminal SNR, alphas_cumprod = 0 at the last"),
+])
+def test_a_schedule_the_attacks_cannot_use_is_refused(tmp_path, records, extra, needle):
+    model = unet_folder(tmp_path / "unet")
+    (model / "scheduler_config.json").write_text('{"_class_name": "DDPMScheduler", ' + extra + '}')
+    runs = tmp_path / "runs"
+    assert_one_line(attack_model(model, *records, runs), 2, needle)
+    assert nothing_written(runs)
+
+
 @pytest.mark.parametrize("size", ['"abc"', "0", "-8", "100000", "[8]", "true"])
 def test_sample_size_is_validated(tmp_path, records, size):
     model = unet_folder(tmp_path / "unet")
