@@ -33,13 +33,14 @@ from .external_base import (
 from .latent import load_sd_pipeline
 from .outside_config import check_unet_or_vae, sample_side
 from .pytorch_ddpm import PytorchDDPMUNet, load_ckpt
-from .safe_load import load_strict
+from .safe_load import check_finite, load_strict
 from .target import Calls, Target
 
 
 def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, facts: dict, *, shape, num_classes,
                  device, provenance: dict, name: str = "model") -> Target:
     """A :class:`Target` whose ``predict_noise`` is ``net``'s output converted to ε (``eps_fn`` hook)."""
+    check_finite({"": net}, f"--model {provenance['path']}" if provenance.get("path") else f"wrap: {name}")
     device = _device(device)
     net = net.to(device).eval()
     pred = facts["prediction_type"]

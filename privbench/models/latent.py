@@ -34,7 +34,7 @@ from .external_base import (
     to_epsilon,
 )
 from .outside_config import caption_tokens, check_text_encoder, check_unet_or_vae, sample_side, scaling_factor
-from .safe_load import check_size, meta_build, safetensors_tensors
+from .safe_load import check_finite, check_size, meta_build, safetensors_tensors
 from .target import Calls, Target, TargetCapabilities
 
 PIPELINE_COMPONENTS = {"vae": "AutoencoderKL", "text_encoder": "CLIPTextModel", "tokenizer": "CLIPTokenizer",
@@ -374,6 +374,8 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
                         cls=None):
     """A :class:`LatentTarget` (or subclass ``cls``) of loaded components (also used for pipelines built in
     memory)."""
+    check_finite({"unet/": unet, "vae/": vae, "text_encoder/": text_encoder},
+                 f"--model {provenance['path']}" if provenance.get("path") else f"wrap: {name}")
     device = _device(device)
     unet = unet.to(device).eval()
     text = CaptionTable(tokenizer, text_encoder, device)

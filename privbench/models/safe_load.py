@@ -158,3 +158,13 @@ def load_strict(factory: Callable[[], torch.nn.Module], files: list[Path], where
     if any(t.is_floating_point() and t.dtype != dtype for t in net.state_dict().values()):
         torch.nn.Module.to(net, dtype)  # the plain cast (diffusers' own .to warns about fp32 modules)
     return net.eval()
+
+
+def check_finite(modules: dict[str, torch.nn.Module | None], where: str) -> None:
+    """BadInput naming the float tensors of ``modules`` (part name → module) that hold NaN or infinity: every score
+    would be NaN, or an attack would measure an overflow."""
+    bad = [f"{part}{k}" for part, m in modules.items() if m is not None for k, v in m.state_dict().items()
+           if v.is_floating_point() and not bool(v.isfinite().all())]
+    if bad:
+        raise BadInput(f"{where}: {len(bad)} tensor(s) hold NaN or infinity ({', '.join(bad[:SHOWN])}"
+                       f"{', ...' if len(bad) > SHOWN else ''}); weights must be finite")

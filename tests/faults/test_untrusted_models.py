@@ -38,7 +38,11 @@ MISSING3 = ("conv_in.weight", "time_embedding.linear_1.bias", "up_blocks.0.resne
     (lambda sd: sd.update({"conv_in.weight": sd["conv_in.weight"].to(torch.int32)}),
      ["wrong type", "conv_in.weight int"]),
     (lambda sd: sd.update({"conv_in.weight": sd["conv_in.weight"][:8]}), ["wrong shape", "conv_in.weight"]),
-], ids=["3-missing", "missing-bias", "extra", "int32", "shape"])
+    (lambda sd: sd.update({"conv_out.bias": torch.full_like(sd["conv_out.bias"], float("nan"))}),
+     ["1 tensor(s) hold NaN or infinity (conv_out.bias)"]),
+    (lambda sd: sd.update({"conv_in.weight": sd["conv_in.weight"].index_fill(0, torch.tensor([0]), float("inf"))}),
+     ["1 tensor(s) hold NaN or infinity (conv_in.weight)"]),
+], ids=["3-missing", "missing-bias", "extra", "int32", "shape", "nan", "inf"])
 def test_weights_that_do_not_match_the_network_are_refused(tmp_path, records, edit, needles):
     model = unet_folder(tmp_path / "unet", edit_weights=edit)
     runs = tmp_path / "runs"
