@@ -239,7 +239,17 @@ def default_target_name(model_path) -> str:
 
 # ---------------------------------------------------------------------- bench's executor
 
+#: the --slurm-* options by parameter name, with their defaults: one set otherwise with another executor is refused
+_SLURM_OPTIONS = {"partition": ("--slurm-partition", None), "gpus_per_task": ("--slurm-gpus-per-task", 0),
+                  "time_train_min": ("--slurm-time-train", 1440), "time_cell_min": ("--slurm-time-cell", 240),
+                  "cluster": ("--slurm-cluster", "slurm")}
+
+
 def _executor(executor, jobs, address, retries, cpus_per_task, **slurm) -> ExecutorOptions:
+    if executor != "slurm":
+        given = [_SLURM_OPTIONS[k][0] for k, v in slurm.items() if v != _SLURM_OPTIONS[k][1]]
+        if given:
+            raise BadInput(f"{', '.join(given)}: only with --executor slurm")
     return ExecutorOptions(executor, jobs, retries, cpus_per_task, address, slurm if executor == "slurm" else None)
 
 
@@ -249,14 +259,15 @@ executor_options = option_group("executor", [
                       "(privbench[ray]); slurm: each a Slurm job through submitit (privbench[slurm])"),
     click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 1024),
                  help="local: trainings and cells run at once in worker processes (the cores divided among them)"),
-    click.option("--slurm-partition", "partition", default=None, help="slurm: the partition of every job"),
-    click.option("--slurm-gpus-per-task", "gpus_per_task", default=0, show_default=True, type=click.IntRange(0, 64),
+    click.option("--slurm-partition", "partition", default=_SLURM_OPTIONS["partition"][1],
+                 help="slurm: the partition of every job"),
+    click.option("--slurm-gpus-per-task", "gpus_per_task", default=_SLURM_OPTIONS["gpus_per_task"][1], show_default=True, type=click.IntRange(0, 64),
                  help="slurm: GPUs of every job (use 1 with --device cuda)"),
-    click.option("--slurm-time-train", "time_train_min", default=1440, show_default=True, type=click.IntRange(1, 525600),
+    click.option("--slurm-time-train", "time_train_min", default=_SLURM_OPTIONS["time_train_min"][1], show_default=True, type=click.IntRange(1, 525600),
                  help="slurm: time limit of a training job (minutes)"),
-    click.option("--slurm-time-cell", "time_cell_min", default=240, show_default=True, type=click.IntRange(1, 525600),
+    click.option("--slurm-time-cell", "time_cell_min", default=_SLURM_OPTIONS["time_cell_min"][1], show_default=True, type=click.IntRange(1, 525600),
                  help="slurm: time limit of a cell job (minutes)"),
-    click.option("--slurm-cluster", "cluster", default="slurm", show_default=True, type=click.Choice(["slurm", "local"]),
+    click.option("--slurm-cluster", "cluster", default=_SLURM_OPTIONS["cluster"][1], show_default=True, type=click.Choice(["slurm", "local"]),
                  help="slurm: submitit's cluster (local: jobs as processes here, without Slurm; for tests)"),
     click.option("--address", default=None,
                  help="ray: the cluster (auto, HOST:PORT, ray://HOST:PORT; local: start a new one here; default: "

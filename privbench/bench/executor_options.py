@@ -44,6 +44,8 @@ class ExecutorOptions:
             raise BadInput(f"--retries {retries!r}: expected an integer in [0, 100]")
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
             raise BadInput(f"--cpus-per-task {cpus!r}: expected a positive integer")
+        if cpus != 1 and self.name == "local":
+            raise BadInput("--cpus-per-task: only with --executor ray or slurm (locally, --jobs divides the cores)")
         if self.name == "ray":
             require("ray", "--executor ray")  # before the suite is planned: one line, exit 2
         if self.name == "slurm":

@@ -60,6 +60,8 @@ def run_suite(suite: str, out: str | None = None, device: str = "auto", runs_dir
         device = str(spec["device"])
     runs = Path(runs_dir) if runs_dir else default_runs_dir()
     out_dir = Path(out) if out else runs / f"bench-{name}"
+    if out_dir.exists() and not out_dir.is_dir():  # before the grid is planned (it loads every dataset)
+        raise BadInput(f"--out {out_dir}: exists and is not a folder")
     cells = plan(spec, preset=preset, sets=cli_sets, runs_dir=runs, device=device)
     claims = _suite_claims(spec, cells, path)
     fcfg = fid_settings(spec) if fid_on else None

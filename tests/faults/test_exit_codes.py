@@ -310,3 +310,17 @@ def test_a_key_the_method_does_not_train_from_is_refused(tmp_path, method, key, 
     assert_one_line(r, 2, f"{key.split('=')[0]}: not read by method {method}; it trains from")
     assert reads in r.err
     assert entries(tmp_path / "runs") == []
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--slurm-partition", "gpu"], "--slurm-partition: only with --executor slurm"),
+    (["--executor", "ray", "--slurm-time-cell", "5"], "--slurm-time-cell: only with --executor slurm"),
+    (["--cpus-per-task", "4"], "--cpus-per-task: only with --executor ray or slurm"),
+    (["--out", "a_file"], "exists and is not a folder"),
+])
+def test_bench_options_that_would_be_ignored_or_fail_late_are_refused_first(tmp_path, args, needle):
+    (tmp_path / "a_file").write_text("kept")
+    args = [str(tmp_path / a) if a == "a_file" else a for a in args]
+    r = cli("bench", "--suite", "test", *args, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, needle)
+    assert entries(tmp_path / "runs") == [] and (tmp_path / "a_file").read_text() == "kept"
