@@ -28,6 +28,8 @@ MAX_EMBEDDING_BYTES = 2 << 30
 #: the automatic clique size's range: the paper's 10 of 500 generations per prompt, and a pair at the least
 CLIQUE_MAX, CLIQUE_MIN = 10, 2
 CLIQUE_RULE = "min(10, max(2, floor(n_samples / (2 * distinct training records))))"
+#: the most generations extract compares pairwise (a float64 n×n matrix: 3 GiB at this n)
+MAX_EXTRACT_SAMPLES = 20_000
 
 
 def tiles(x: torch.Tensor, tile: int) -> torch.Tensor:
@@ -163,6 +165,10 @@ class Extract(SamplingAttack):
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)
+        if self.n_samples > MAX_EXTRACT_SAMPLES:
+            raise BadInput(f"attack.n_samples={self.n_samples}: extract compares every generation with every other "
+                           f"(an n×n distance matrix, {8 * self.n_samples ** 2 / 2 ** 30:.0f} GiB); at most "
+                           f"{MAX_EXTRACT_SAMPLES}")
         if self.extract_clique == 1:
             raise BadInput("attack.extract_clique=1: a clique is at least 2 generations (0 = auto)")
         if self.extract_clique > self.n_samples:
@@ -193,6 +199,9 @@ class Extract(SamplingAttack):
             raise BadInput("extract: the target has no training records to compare its generations with")
         n_samples, auto = int(self.n_samples), not self.extract_clique
         clique = auto_clique(n_samples, len(ref)) if auto else int(self.extract_clique)
+        if not self.extract_embedding and self.extract_tile > max(ref.shape[-2:]):
+            raise BadInput(f"attack.extract_tile={self.extract_tile}: larger than the records' "
+                           f"{ref.shape[-2]}×{ref.shape[-1]} pixels (at most {max(ref.shape[-2:])})")
         refusal = clique_refusal(n_samples, len(ref), clique, auto)
         if refusal:  # before sampling: the sizes alone decide it
             raise BadInput(refusal)

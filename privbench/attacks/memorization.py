@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..core.config import setting
+from ..core.constants import MAX_SAMPLES
 from ..core.errors import BadInput
 from ..core.registry import ATTACKS
 from .base import MEMORIZATION, Attack, AttackEnv, AttackOutput, Records
@@ -54,7 +55,7 @@ class SamplingAttack(Attack):
                                 "(attack.steps calls); empty = the run's sample.sampler")
     steps: int = setting(0, lo=0, hi=100_000, hashed_at_default=False,
                          help="memorization/extract DDIM steps; 0 = the run's sample.ddim_steps")
-    n_samples: int = setting(500, lo=1, help="samples drawn by memorization")
+    n_samples: int = setting(500, lo=1, hi=MAX_SAMPLES, help="samples drawn by memorization")
 
     def validate(self, num_timesteps: int, cfg=None) -> None:
         super().validate(num_timesteps, cfg)

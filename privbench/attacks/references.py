@@ -23,7 +23,9 @@ class ReferenceAttack(Attack):
     #: the fewest reference models the attack can calibrate with
     min_references: ClassVar[int] = 1
 
-    n_reference: int = setting(8, lo=1, help="reference models of the target's method and config (lira, rmia, gsa)")
+    # each reference model is a training and a checkpoint on disk: 1024 is four times the largest count in LiRA's paper
+    n_reference: int = setting(8, lo=1, hi=1024,
+                               help="reference models of the target's method and config (lira, rmia, gsa)")
     reference_pool: str = setting("offline", choices=["offline", "online"],
                                   help="offline: references train on halves of records outside the evaluation "
                                        "split; online: on halves of the evaluation records (LiRA-online)")

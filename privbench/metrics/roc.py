@@ -244,6 +244,9 @@ def membership_metrics(
             ci[k] = [float(lo), float(hi)]
     n_neg = int((~y).sum())
     warnings = _resolution_warnings(fprs, n_neg, rule)
+    if s.min() == s.max():
+        warnings.append(f"all {s.size} scores are equal ({s[0] + 0.0:g}): the score told no record from another, so "
+                        "AUC 0.5 and the TPRs measure nothing (a setting that under- or overflows the score?)")
     a = point["auc"]
     if a < 0.5 and ((ci["auc"] is not None and ci["auc"][1] < 0.5) or (ci["auc"] is None and a < 0.45)):
         warnings.append(

@@ -324,3 +324,15 @@ def test_bench_options_that_would_be_ignored_or_fail_late_are_refused_first(tmp_
     r = cli("bench", "--suite", "test", *args, "--runs-dir", tmp_path / "runs")
     assert_one_line(r, 2, needle)
     assert entries(tmp_path / "runs") == [] and (tmp_path / "a_file").read_text() == "kept"
+
+
+@pytest.mark.parametrize("attack, key, needle", [
+    ("memorization", "attack.n_samples=1000000000000", "must be <= 100000"),
+    ("extract", "attack.n_samples=30000", "an n×n distance matrix, 7 GiB); at most 20000"),
+    ("extract", "attack.extract_tile=9", "attack.extract_tile=9: larger than the records' 8×8 pixels (at most 8)"),
+    ("lira", "attack.n_reference=1000000000", "must be <= 1024"),
+])
+def test_attack_sizes_that_would_exhaust_memory_or_disk_are_refused(tmp_path, attack, key, needle):
+    r = cli("attack", *TEST, "--attack", attack, "--set", key, "--runs-dir", tmp_path / "runs")
+    assert_one_line(r, 2, needle, notes=True)
+    assert not list((tmp_path / "runs").glob("*/attacks/*"))

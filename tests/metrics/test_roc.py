@@ -146,6 +146,15 @@ def test_bootstrap_zero_and_warnings():
     assert any("below 0.5" in w for w in neg["warnings"])
 
 
+def test_scores_that_are_all_equal_are_flagged():
+    y = np.r_[np.ones(64), np.zeros(64)].astype(int)
+    m = membership_metrics(np.full(128, -0.0), y, bootstrap=0)
+    assert m["auc"] == 0.5
+    assert any(w.startswith("all 128 scores are equal (0): the score told no record from another") for w in m["warnings"])
+    s, y2 = _data(0, n_pos=2000, n_neg=10000)
+    assert not any("are equal" in w for w in membership_metrics(s, y2, bootstrap=0)["warnings"])
+
+
 def test_fpr_key():
     assert fpr_key(0.01) == "tpr_at_1pct_fpr"
     assert fpr_key(0.001) == "tpr_at_0_1pct_fpr"
