@@ -24,6 +24,7 @@ from .external_base import (
     _sha256_files,
     _weight_files,
     default_scheduler_config,
+    model_where,
     read_json,
     read_scheduler_config,
     schedule_from_config,
@@ -40,7 +41,7 @@ from .target import Calls, Target
 def build_target(net: torch.nn.Module, kind: str, schedule: ExternalSchedule, facts: dict, *, shape, num_classes,
                  device, provenance: dict, name: str = "model") -> Target:
     """A :class:`Target` whose ``predict_noise`` is ``net``'s output converted to ε (``eps_fn`` hook)."""
-    check_finite({"": net}, f"--model {provenance['path']}" if provenance.get("path") else f"wrap: {name}")
+    check_finite({"": net}, model_where(provenance, name))
     device = _device(device)
     net = net.to(device).eval()
     pred = facts["prediction_type"]

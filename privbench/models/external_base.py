@@ -61,6 +61,11 @@ class ExternalSchedule(Schedule):
         return DDPMScheduler(**kw)
 
 
+def model_where(provenance: dict, name: str) -> str:
+    """How a refusal names an outside model: ``--model PATH``, or ``wrap: NAME`` for objects given in memory."""
+    return f"--model {provenance['path']}" if provenance.get("path") else f"wrap: {name}"
+
+
 def default_scheduler_config() -> dict:
     """The standard DDPM schedule (Ho et al.; pytorch-ddpm; diffusers' DDPMScheduler defaults)."""
     return {"_class_name": "DDPMScheduler", "num_train_timesteps": 1000, "beta_start": 1e-4, "beta_end": 0.02,

@@ -29,6 +29,7 @@ from .external_base import (
     _device,
     _sha256_files,
     _weight_files,
+    model_where,
     read_json,
     schedule_from_config,
     to_epsilon,
@@ -374,8 +375,7 @@ def build_latent_target(unet, vae, tokenizer, text_encoder, schedule, facts, *, 
                         cls=None):
     """A :class:`LatentTarget` (or subclass ``cls``) of loaded components (also used for pipelines built in
     memory)."""
-    check_finite({"unet/": unet, "vae/": vae, "text_encoder/": text_encoder},
-                 f"--model {provenance['path']}" if provenance.get("path") else f"wrap: {name}")
+    check_finite({"unet/": unet, "vae/": vae, "text_encoder/": text_encoder}, model_where(provenance, name))
     device = _device(device)
     unet = unet.to(device).eval()
     text = CaptionTable(tokenizer, text_encoder, device)
